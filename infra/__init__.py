@@ -1,0 +1,1 @@
+"""AWS CDK app: settings, stacks, constructs, lifecycle scripts and dashboards."""

@@ -1,0 +1,1 @@
+"""Reusable constructs, one concern a module."""

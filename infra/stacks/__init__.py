@@ -1,0 +1,1 @@
+"""One deployable unit a module."""

@@ -1,0 +1,35 @@
+"""Suite-wide settings: no network, no AWS credentials, Ray without token auth on loopback."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+SHARED = ROOT.parent / "shared"
+
+# Set before any test imports ray / boto3 / jsii.
+os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
+os.environ.setdefault("AWS_EC2_METADATA_DISABLED", "true")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+for _key in ("AWS_PROFILE", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
+    os.environ.pop(_key, None)
+os.environ.setdefault("AWS_DEFAULT_REGION", "us-west-2")
+
+
+@pytest.fixture(scope="session")
+def repo_root() -> pathlib.Path:
+    return ROOT
+
+
+@pytest.fixture(scope="session")
+def shared_dir() -> pathlib.Path:
+    """The project's shared/ folder (KubeRay CRD schemas); tests that need it skip without it."""
+    if not SHARED.is_dir():
+        pytest.skip(f"{SHARED} is absent: the KubeRay CRD schemas live there (CI has it)")
+    return SHARED

@@ -1,0 +1,1 @@
+"""The ``skymaze`` command: one module a command group, each exposing ``register(app)``."""

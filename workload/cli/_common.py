@@ -1,0 +1,24 @@
+"""Helpers shared by the CLI modules: stderr errors with exit codes, next-step hints."""
+
+from __future__ import annotations
+
+from typing import NoReturn
+
+import typer
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+
+
+def fail(message: str, *, code: int = EXIT_FAILED) -> NoReturn:
+    """Print ``error: message`` to stderr and exit with ``code`` (1 failed, 2 bad input)."""
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(code=code)
+
+
+def next_step(*commands: str) -> None:
+    """Print the commands a user most likely runs next (stdout, last lines)."""
+    typer.echo("\nNext:")
+    for command in commands:
+        typer.echo(f"  {command}")

@@ -1,0 +1,1 @@
+"""OpenAI-compatible Ray Serve app with LoRA adapter multiplexing (local) and the cluster Serve config."""

@@ -1,0 +1,1 @@
+"""SkyRL plugin: the maze environment, dataset tickets, entrypoint and recipes."""
