@@ -1,0 +1,171 @@
+"""The cluster's Serve configuration: one `ray.serve.llm` OpenAI app with dynamic LoRA from S3.
+
+`build_llm_serve_config` returns the RayService ``serveConfigV2`` document (a dict; the CRD field is
+a YAML string, see `serve_config_v2_yaml`) for the builder ``ray.serve.llm:build_openai_app``:
+one ``llm_configs`` entry whose base model is addressed as ``BASE`` and whose adapters, one
+sub-folder each under the S3 prefix, are addressed as ``BASE:ADAPTER`` (the same ids the local
+server uses). Pure Python on purpose: the infrastructure code imports it without torch or Ray.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import yaml
+
+# Import path of the Ray Serve LLM OpenAI application builder (Ray docs, "Multi-LoRA deployment").
+OPENAI_APP_IMPORT_PATH = "ray.serve.llm:build_openai_app"
+DEFAULT_APP_NAME = "skymaze-llm"
+# Ray Serve's HTTP port inside the RayService (KubeRay exposes it as the "serve" port).
+SERVE_HTTP_PORT = 8000
+# LoRA ranks vLLM accepts for `max_lora_rank` (vllm/config/lora.py, `possible_max_ranks`).
+VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
+# One image per turn plus the first frame: the published run capped episodes at 15 turns.
+DEFAULT_MAX_IMAGES_PER_PROMPT = 16
+# Long enough for 15 turns of prompt + image tokens + answers at Qwen3-VL's default image size.
+DEFAULT_MAX_MODEL_LEN = 32768
+DEFAULT_GPU_MEMORY_UTILIZATION = 0.9
+# An 8B LoRA adapter (rank 32, language model only) is ~100 MB; S3 in-region takes seconds.
+DEFAULT_ADAPTER_DOWNLOAD_TIMEOUT_S = 120.0
+# Same rule as the local server's model ids: the ':' separates base and adapter.
+_BASE_MODEL_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]*$")
+_S3_URI = re.compile(r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/[^\s]*)?$")
+
+
+def _require_positive_int(key: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{key} must be a positive integer, got {value!r}")
+    return value
+
+
+def _validate(
+    *,
+    base_model_id: str,
+    model_source: str,
+    adapters_uri: str,
+    max_num_adapters_per_replica: int,
+    max_lora_rank: int,
+    max_loras: int,
+    tensor_parallel_size: int,
+    num_replicas: int,
+    max_model_len: int,
+    max_images_per_prompt: int,
+    gpu_memory_utilization: float,
+    adapter_download_timeout_s: float,
+) -> None:
+    if not isinstance(base_model_id, str) or not _BASE_MODEL_ID.match(base_model_id):
+        raise ValueError(
+            f"base_model_id must match {_BASE_MODEL_ID.pattern} (no ':', which separates base and "
+            f"adapter in model ids), got {base_model_id!r}"
+        )
+    if not isinstance(model_source, str) or not model_source.strip():
+        raise ValueError("model_source must be a local path, an s3:// URI or a model id; got an empty value")
+    if not isinstance(adapters_uri, str) or not _S3_URI.match(adapters_uri):
+        raise ValueError(
+            f"adapters_uri must be an s3://bucket[/prefix] URI (Ray Serve LLM loads adapters from "
+            f"cloud storage only), got {adapters_uri!r}"
+        )
+    for key, value in (
+        ("max_num_adapters_per_replica", max_num_adapters_per_replica),
+        ("max_loras", max_loras),
+        ("tensor_parallel_size", tensor_parallel_size),
+        ("num_replicas", num_replicas),
+        ("max_model_len", max_model_len),
+        ("max_images_per_prompt", max_images_per_prompt),
+    ):
+        _require_positive_int(key, value)
+    if max_lora_rank not in VLLM_LORA_RANKS or isinstance(max_lora_rank, bool):
+        raise ValueError(f"max_lora_rank must be one of {VLLM_LORA_RANKS} (vLLM), got {max_lora_rank!r}")
+    if max_loras > max_num_adapters_per_replica:
+        raise ValueError(
+            f"max_loras ({max_loras}) must not exceed max_num_adapters_per_replica "
+            f"({max_num_adapters_per_replica}): a batch can only mix adapters the replica holds"
+        )
+    if not 0.0 < float(gpu_memory_utilization) <= 1.0:
+        raise ValueError(f"gpu_memory_utilization must be in (0, 1], got {gpu_memory_utilization!r}")
+    if not float(adapter_download_timeout_s) > 0.0:
+        raise ValueError(f"adapter_download_timeout_s must be > 0, got {adapter_download_timeout_s!r}")
+
+
+def build_llm_serve_config(
+    *,
+    base_model_id: str,
+    model_source: str,
+    adapters_uri: str,
+    max_num_adapters_per_replica: int,
+    max_lora_rank: int,
+    max_loras: int,
+    tensor_parallel_size: int = 1,
+    num_replicas: int = 1,
+    max_model_len: int = DEFAULT_MAX_MODEL_LEN,
+    max_images_per_prompt: int = DEFAULT_MAX_IMAGES_PER_PROMPT,
+    gpu_memory_utilization: float = DEFAULT_GPU_MEMORY_UTILIZATION,
+    adapter_download_timeout_s: float = DEFAULT_ADAPTER_DOWNLOAD_TIMEOUT_S,
+    aws_region: str | None = None,
+    accelerator_type: str | None = None,
+    app_name: str = DEFAULT_APP_NAME,
+) -> dict[str, Any]:
+    """Return the RayService ``serveConfigV2`` document serving ``base_model_id`` with S3 adapters.
+
+    Raises ValueError naming the key when a value is out of range. ``max_num_adapters_per_replica``
+    bounds the per-replica adapter LRU cache (Serve multiplexing) and becomes vLLM's
+    ``max_cpu_loras``; ``max_loras`` bounds the adapters mixed in one GPU batch.
+    """
+    _validate(
+        base_model_id=base_model_id,
+        model_source=model_source,
+        adapters_uri=adapters_uri,
+        max_num_adapters_per_replica=max_num_adapters_per_replica,
+        max_lora_rank=max_lora_rank,
+        max_loras=max_loras,
+        tensor_parallel_size=tensor_parallel_size,
+        num_replicas=num_replicas,
+        max_model_len=max_model_len,
+        max_images_per_prompt=max_images_per_prompt,
+        gpu_memory_utilization=gpu_memory_utilization,
+        adapter_download_timeout_s=adapter_download_timeout_s,
+    )
+    llm_config: dict[str, Any] = {
+        "model_loading_config": {"model_id": base_model_id, "model_source": model_source},
+        "lora_config": {
+            "dynamic_lora_loading_path": adapters_uri.rstrip("/"),
+            "max_num_adapters_per_replica": max_num_adapters_per_replica,
+            "download_timeout_s": float(adapter_download_timeout_s),
+        },
+        "engine_kwargs": {
+            "enable_lora": True,
+            "max_lora_rank": max_lora_rank,
+            "max_loras": max_loras,
+            # vLLM's CPU-side adapter cache must hold every adapter Serve keeps on the replica.
+            "max_cpu_loras": max_num_adapters_per_replica,
+            "tensor_parallel_size": tensor_parallel_size,
+            "max_model_len": max_model_len,
+            "gpu_memory_utilization": float(gpu_memory_utilization),
+            # Multi-turn maze episodes carry the whole image history in one prompt.
+            "limit_mm_per_prompt": {"image": max_images_per_prompt},
+            "trust_remote_code": False,
+        },
+        "deployment_config": {"num_replicas": num_replicas},
+    }
+    if accelerator_type is not None:
+        llm_config["accelerator_type"] = accelerator_type
+    if aws_region is not None:
+        llm_config["runtime_env"] = {"env_vars": {"AWS_REGION": aws_region, "AWS_DEFAULT_REGION": aws_region}}
+    return {
+        "proxy_location": "EveryNode",
+        "http_options": {"host": "0.0.0.0", "port": SERVE_HTTP_PORT},
+        "applications": [
+            {
+                "name": app_name,
+                "route_prefix": "/",
+                "import_path": OPENAI_APP_IMPORT_PATH,
+                "args": {"llm_configs": [llm_config]},
+            }
+        ],
+    }
+
+
+def serve_config_v2_yaml(document: dict[str, Any]) -> str:
+    """Render a ``build_llm_serve_config`` document as the YAML string the RayService CRD expects."""
+    return yaml.safe_dump(document, sort_keys=False)
