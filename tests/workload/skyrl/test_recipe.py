@@ -1,0 +1,118 @@
+"""Recipes resolve to the exact SkyRL overrides; the fixes switch; values survive SkyRL's parser."""
+
+from __future__ import annotations
+
+import doctest
+
+import pytest
+from omegaconf import OmegaConf
+
+from workload.skyrl import recipe as recipe_module
+from workload.skyrl import schedule
+from workload.skyrl.recipe import available_recipes, load_recipe, render_value
+
+
+def _as_dict(overrides: list[str]) -> dict[str, str]:
+    return dict(line.split("=", 1) for line in overrides)
+
+
+def test_blog_reproduces_the_published_settings():
+    values = _as_dict(load_recipe("blog").overrides())
+    expected = {
+        "trainer.algorithm.advantage_estimator": "grpo",
+        "generator.n_samples_per_prompt": "8",
+        "generator.max_turns": "15",
+        "trainer.eval_interval": "10",
+        "trainer.eval_before_train": "true",
+        "generator.eval_sampling_params.temperature": "0.0",
+        "trainer.ckpt_interval": "20",
+        "trainer.hf_save_interval": "20",
+        "trainer.resume_mode": "latest",
+        "trainer.policy.model.lora.rank": "32",
+        "trainer.policy.model.lora.alpha": "32",
+        "trainer.policy.model.lora.exclude_modules": ".*visual.*",
+        "trainer.placement.colocate_all": "true",
+        "generator.inference_engine.num_engines": "6",
+        "generator.inference_engine.tensor_parallel_size": "1",
+        "generator.inference_engine.gpu_memory_utilization": "0.45",
+        "trainer.algorithm.use_kl_loss": "false",
+        "generator.vision_language_generator": "true",
+        "generator.batched": "false",
+        "trainer.remove_microbatch_padding": "false",
+        "trainer.policy.model.path": "/shared/models/visgym_model/mixed_qwen3vl",
+        "trainer.policy.model.lora.lora_sync_path": "/shared/runs/maze-blog/lora_sync",
+        "trainer.ckpt_path": "/shared/runs/maze-blog/ckpts",
+        "trainer.export_path": "/shared/runs/maze-blog/exports",
+        "data.val_data": "['/shared/runs/maze-blog/data/eval.parquet']",
+        "environment.env_class": "maze",
+    }
+    assert {k: values.get(k) for k in expected} == expected
+
+
+def test_overrides_parse_back_to_the_recipe_values_through_omegaconf():
+    r = load_recipe("blog")
+    parsed = OmegaConf.to_container(OmegaConf.from_cli(r.overrides()))
+    for key, value in r.resolved().items():
+        node = parsed
+        for part in key.split("."):
+            node = node[part]
+        assert node == value, key
+
+
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [(True, "true"), (None, "null"), (3.0e-5, "3.0e-05"), (0.45, "0.45"), ("null", "'null'"), ("a: b", "'a: b'"), (["x"], "['x']")],
+)
+def test_render_value_keeps_types_in_the_command_line_grammar(value, text):
+    assert render_value(value) == text
+    assert OmegaConf.from_cli([f"k={text}"])["k"] == value
+
+
+def test_aligned_epochs_fix_resizes_the_set_and_keeps_160_steps():
+    fixed, exact = load_recipe("blog"), load_recipe("blog-exact")
+    assert (fixed.train_rows(), fixed.epochs()) == (600, 8)
+    assert (exact.train_rows(), exact.epochs()) == (256, 20)
+    for r in (fixed, exact):
+        assert schedule.total_steps(train_rows=r.train_rows(), train_batch_size=30, epochs=r.epochs()) == 160
+    assert _as_dict(exact.overrides())["trainer.epochs"] == "20"
+
+
+def test_blog_exact_turns_every_fix_off_and_keeps_the_rest():
+    exact = load_recipe("blog-exact")
+    assert not any(exact.fixes.model_dump().values())
+    assert all(load_recipe("blog").fixes.model_dump().values())
+    assert exact.skyrl == load_recipe("blog").skyrl
+
+
+def test_each_fix_switches_alone():
+    r = load_recipe("blog", sets=["fixes.aligned_epochs=false"])
+    assert (r.fixes.seeded_groups, r.fixes.strict_solve_metric, r.fixes.aligned_epochs) == (True, True, False)
+
+
+def test_set_changes_skyrl_keys_and_recipe_fields():
+    r = load_recipe("blog", sets=["trainer.eval_interval=5", "run_id=trial-2", "shared_root=/fsx"])
+    values = _as_dict(r.overrides())
+    assert values["trainer.eval_interval"] == "5"
+    assert values["trainer.ckpt_path"] == "/fsx/runs/trial-2/ckpts"
+    assert values["trainer.run_name"] == "trial-2"
+
+
+def test_unknown_recipe_names_the_choices():
+    with pytest.raises(ValueError, match=r"unknown recipe 'nope': choose one of .*blog"):
+        load_recipe("nope")
+
+
+def test_malformed_set_says_the_expected_form():
+    with pytest.raises(ValueError, match=r"expected KEY=VALUE"):
+        load_recipe("blog", sets=["trainer.eval_interval"])
+
+
+def test_bad_recipe_field_is_reported_with_its_path():
+    with pytest.raises(ValueError, match=r"cluster.nodes"):
+        load_recipe("blog", sets=["cluster.nodes=0"])
+
+
+def test_shipped_recipes_and_doctests():
+    assert {"blog", "blog-exact"} <= set(available_recipes())
+    assert doctest.testmod(recipe_module).failed == 0
+    assert doctest.testmod(schedule).failed == 0

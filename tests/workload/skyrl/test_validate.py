@@ -1,0 +1,107 @@
+"""One test per late-failing SkyRL rule: the error names the key and the fix."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from workload.skyrl.recipe import load_recipe
+from workload.skyrl.validate import TrainingSettings, validate_recipe
+
+
+def _check(*sets: str) -> TrainingSettings:
+    return validate_recipe(load_recipe("blog", sets=list(sets)))
+
+
+def test_shipped_recipes_are_sound():
+    for name in ("blog", "blog-exact"):
+        assert validate_recipe(load_recipe(name)).policy_gpus() == 6
+
+
+def test_unknown_key_is_named_with_a_suggestion():
+    with pytest.raises(ValidationError, match=r"trainer.polcy.model.lora.rank: not a SkyRL 0.4.0 config key. Fix: did you mean trainer.policy.model.lora.rank"):
+        _check("trainer.polcy.model.lora.rank=8")
+
+
+def test_plus_prefix_is_rejected():
+    with pytest.raises(ValidationError, match=r"\+trainer.seed: SkyRL 0.4.0 rejects the '\+' prefix"):
+        _check("+trainer.seed=1")
+
+
+def test_colocated_policy_gpus_must_equal_rollout_gpus():
+    with pytest.raises(ValidationError, match=r"generator.inference_engine.num_engines: .* 6 GPUs .* = 4\. Fix: set generator.inference_engine.num_engines=6"):
+        _check("generator.inference_engine.num_engines=4")
+
+
+def test_policy_must_fit_the_cluster():
+    with pytest.raises(ValidationError, match=r"trainer.placement.policy_num_nodes: 4 nodes requested, the cluster has 3"):
+        _check("trainer.placement.policy_num_nodes=4", "generator.inference_engine.num_engines=8")
+
+
+def test_train_batch_must_be_a_multiple_of_the_mini_batch():
+    with pytest.raises(ValidationError, match=r"trainer.policy_mini_batch_size: train_batch_size 30 is not a multiple of 20"):
+        _check("trainer.policy_mini_batch_size=20")
+
+
+def test_upstream_batch_sizes_do_not_split_over_six_gpus():
+    with pytest.raises(ValidationError, match=r"128 trajectories, which do not split over 6 data-parallel GPUs"):
+        _check("trainer.train_batch_size=32", "trainer.policy_mini_batch_size=16")
+
+
+def test_micro_batch_must_divide_the_per_gpu_mini_batch():
+    with pytest.raises(ValidationError, match=r"trainer.micro_train_batch_size_per_gpu: 3 does not divide the 20 trajectories"):
+        _check("trainer.micro_train_batch_size_per_gpu=3")
+
+
+def test_lora_rank_above_the_serving_max_is_rejected():
+    with pytest.raises(ValidationError, match=r"trainer.policy.model.lora.rank: 64 exceeds the serving max_lora_rank 32"):
+        _check("trainer.policy.model.lora.rank=64")
+
+
+def test_full_fine_tuning_cannot_be_served_as_an_adapter():
+    with pytest.raises(ValidationError, match=r"trainer.policy.model.lora.rank: 0 trains the full model"):
+        _check("trainer.policy.model.lora.rank=0")
+
+
+def test_lora_on_the_vision_tower_is_rejected():
+    with pytest.raises(ValidationError, match=r"exclude_modules: LoRA would land on the vision tower.*Fix: set it to '\.\*visual\.\*'"):
+        _check("trainer.policy.model.lora.exclude_modules=null")
+
+
+def test_multi_node_paths_must_be_on_shared_storage():
+    with pytest.raises(ValidationError, match=r"trainer.policy.model.lora.lora_sync_path: '/tmp/sync' is not under /shared/"):
+        _check("trainer.policy.model.lora.lora_sync_path=/tmp/sync")
+
+
+def test_single_node_may_use_local_paths():
+    settings = _check(
+        "cluster.nodes=1",
+        "trainer.placement.policy_num_nodes=1",
+        "generator.inference_engine.num_engines=2",
+        "trainer.ckpt_path=/tmp/ckpts",
+        "trainer.train_batch_size=4",
+        "trainer.policy_mini_batch_size=2",
+    )
+    assert settings.policy_gpus() == 2
+
+
+def test_vision_language_generator_needs_its_flags():
+    with pytest.raises(ValidationError, match=r"trainer.remove_microbatch_padding: the vision-language generator needs trainer.remove_microbatch_padding=false"):
+        _check("trainer.remove_microbatch_padding=true")
+
+
+def test_multi_turn_input_must_hold_the_prompt():
+    with pytest.raises(ValidationError, match=r"generator.max_input_length: 1024 is below trainer.max_prompt_length 2048"):
+        _check("generator.max_input_length=1024")
+
+
+def test_keeping_zero_checkpoints_is_rejected():
+    with pytest.raises(ValidationError, match=r"trainer.max_ckpts_to_keep: 0 keeps nothing"):
+        _check("trainer.max_ckpts_to_keep=0")
+
+
+def test_all_problems_are_reported_together():
+    with pytest.raises(ValidationError) as info:
+        _check("generator.inference_engine.num_engines=4", "trainer.policy.model.lora.rank=64")
+    text = str(info.value)
+    assert "num_engines" in text and "max_lora_rank" in text

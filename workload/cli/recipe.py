@@ -1,0 +1,92 @@
+"""``skymaze recipe``: show and check the SkyRL training recipes."""
+
+from __future__ import annotations
+
+import typer
+
+from workload.cli._common import EXIT_USAGE, fail, next_step
+
+recipe_app = typer.Typer(
+    help="Training recipes: the exact SkyRL overrides a cluster job runs with.\n\nExample:  skymaze recipe show blog",
+    no_args_is_help=True,
+)
+
+SET_HELP = "Change one setting: a SkyRL key (trainer.eval_interval=5) or a recipe field (fixes.seeded_groups=false)."
+
+
+def load_or_exit(name: str, sets: list[str] | None):
+    """Load a recipe, turning a bad name or malformed ``--set`` into exit code 2."""
+    from workload.skyrl.recipe import load_recipe
+
+    try:
+        return load_recipe(name, sets=sets)
+    except ValueError as err:
+        fail(str(err), code=EXIT_USAGE)
+
+
+def problems_of(recipe) -> list[str]:
+    """Validation problems of a recipe, one line each (empty when it is sound)."""
+    from pydantic import ValidationError
+
+    from workload.skyrl.validate import validate_recipe
+
+    try:
+        validate_recipe(recipe)
+    except ValidationError as err:
+        return [line for e in err.errors() for line in str(e["ctx"]["error"]).splitlines()]
+    return []
+
+
+@recipe_app.command("list")
+def list_recipes() -> None:
+    """List the shipped recipes.
+
+    Example:  skymaze recipe list
+    """
+    from workload.skyrl.recipe import available_recipes, load_recipe
+
+    for name in available_recipes():
+        typer.echo(f"{name:<14} {load_recipe(name).description}")
+    next_step("skymaze recipe show blog")
+
+
+@recipe_app.command("show")
+def show(
+    name: str = typer.Argument("blog", help="Recipe name (skymaze recipe list)."),
+    sets: list[str] = typer.Option(None, "--set", help=SET_HELP),
+) -> None:
+    """Print the resolved SkyRL overrides, one key=value a line, exactly as passed to SkyRL.
+
+    Example:  skymaze recipe show blog --set trainer.eval_interval=5
+    """
+    recipe = load_or_exit(name, sets)
+    for line in recipe.overrides():
+        typer.echo(line)
+    next_step(f"skymaze recipe check {name}")
+
+
+@recipe_app.command("check")
+def check(
+    name: str = typer.Argument("blog", help="Recipe name (skymaze recipe list)."),
+    sets: list[str] = typer.Option(None, "--set", help=SET_HELP),
+) -> None:
+    """Validate a recipe against the rules that make SkyRL fail late on the cluster.
+
+    Exit 0 when sound, 1 with one line per problem (the key, what is wrong, the fix).
+
+    Example:  skymaze recipe check blog
+    """
+    recipe = load_or_exit(name, sets)
+    problems = problems_of(recipe)
+    if problems:
+        for line in problems:
+            typer.echo(f"error: {line}", err=True)
+        fail(f"recipe {name!r}: {len(problems)} problem(s)")
+    fixes = ", ".join(f"{k}={'on' if v else 'off'}" for k, v in recipe.fixes.model_dump().items())
+    typer.echo(f"recipe {name!r}: ok ({len(recipe.overrides())} overrides; fixes: {fixes})")
+    next_step(f"skymaze plan --recipe {name}", f"skymaze submit --recipe {name}")
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``recipe`` command group."""
+    app.add_typer(recipe_app, name="recipe")

@@ -1,0 +1,257 @@
+"""Checks for the SkyRL settings that otherwise fail late, on the GPU cluster.
+
+SkyRL validates most of these with bare ``assert`` statements after the job has pulled the
+image, started Ray and loaded the model; a key it does not know fails the strict config
+parse. Each rule here names the key and the fix. Rules mirror SkyRL 0.4.0's
+``skyrl/train/utils/utils.py`` (``validate_cfg``, ``validate_batch_sizes``) and the VLM
+requirements of ``docs/content/docs/tutorials/vision_language_rl.mdx``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, PositiveInt, model_validator
+
+from workload.skyrl.known_keys import load_known_keys
+
+# SkyRL 0.4.0 dataclass defaults (skyrl/train/config/config.py) for the keys the rules read.
+SKYRL_DEFAULTS: dict[str, Any] = {
+    "trainer.strategy": "fsdp",
+    "trainer.placement.colocate_all": True,
+    "trainer.placement.policy_num_nodes": 1,
+    "trainer.placement.policy_num_gpus_per_node": 1,
+    "generator.inference_engine.num_engines": 1,
+    "generator.inference_engine.tensor_parallel_size": 1,
+    "generator.inference_engine.pipeline_parallel_size": 1,
+    "generator.inference_engine.data_parallel_size": 1,
+    "trainer.train_batch_size": 1024,
+    "trainer.policy_mini_batch_size": 256,
+    "trainer.micro_train_batch_size_per_gpu": 1,
+    "generator.n_samples_per_prompt": 5,
+    "trainer.policy.sequence_parallel_size": 1,
+    "trainer.policy.model.lora.rank": 0,
+    "trainer.policy.model.lora.exclude_modules": None,
+    "trainer.policy.model.lora.lora_sync_path": "/tmp/skyrl_lora_sync",
+    "trainer.policy.model.path": None,
+    "trainer.ckpt_path": "~/ckpts/",
+    "trainer.export_path": "~/exports/",
+    "generator.max_turns": 1,
+    "generator.max_input_length": None,
+    "trainer.max_prompt_length": 512,
+    "generator.vision_language_generator": False,
+    "generator.batched": False,
+    "trainer.remove_microbatch_padding": True,
+    "generator.use_conversation_multi_turn": True,
+    "trainer.max_ckpts_to_keep": -1,
+    "data.train_data": [],
+    "data.val_data": [],
+}
+
+# A Qwen3-VL vision-tower module name, as PEFT sees it on Qwen3VLForConditionalGeneration.
+VISION_MODULE_SAMPLE = "model.visual.blocks.0.attn.qkv"
+SHARED_PATH_KEYS = (
+    "trainer.policy.model.lora.lora_sync_path",
+    "trainer.ckpt_path",
+    "trainer.export_path",
+    "trainer.policy.model.path",
+)
+
+Rule = Callable[["TrainingSettings"], list[str]]
+
+
+class TrainingSettings(BaseModel):
+    """SkyRL overrides plus the cluster they will run on; constructing it runs every rule."""
+
+    model_config = ConfigDict(frozen=True)
+
+    values: dict[str, Any]
+    cluster_nodes: PositiveInt
+    gpus_per_node: PositiveInt
+    shared_root: str
+    serving_max_lora_rank: PositiveInt
+
+    def get(self, key: str) -> Any:
+        """The value SkyRL will use: the override, else SkyRL's default."""
+        return self.values.get(key, SKYRL_DEFAULTS.get(key))
+
+    def policy_gpus(self) -> int:
+        return int(self.get("trainer.placement.policy_num_nodes")) * int(self.get("trainer.placement.policy_num_gpus_per_node"))
+
+    def policy_dp(self) -> int:
+        return self.policy_gpus() // int(self.get("trainer.policy.sequence_parallel_size"))
+
+    @model_validator(mode="after")
+    def _run_rules(self) -> TrainingSettings:
+        problems = [problem for rule in RULES for problem in rule(self)]
+        if problems:
+            raise ValueError("\n".join(problems))
+        return self
+
+
+def check_known_keys(s: TrainingSettings) -> list[str]:
+    """Keys the pinned SkyRL's strict parser rejects."""
+    known = load_known_keys()
+    problems = []
+    for key in s.values:
+        if key.startswith("+"):
+            problems.append(f"{key}: SkyRL {known.version} rejects the '+' prefix. Fix: drop the '+'.")
+        elif not known.accepts(key):
+            hint = known.closest(key)
+            fix = f"did you mean {hint}?" if hint else "remove it or check the SkyRL version's config."
+            problems.append(f"{key}: not a SkyRL {known.version} config key. Fix: {fix}")
+    return problems
+
+
+def check_colocation(s: TrainingSettings) -> list[str]:
+    """Colocated policy GPUs must equal the rollout GPUs (engines x TP x PP x DP)."""
+    if not s.get("trainer.placement.colocate_all"):
+        return []
+    per_engine = 1
+    for key in ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size"):
+        per_engine *= int(s.get(f"generator.inference_engine.{key}"))
+    engine_gpus = int(s.get("generator.inference_engine.num_engines")) * per_engine
+    if s.policy_gpus() == engine_gpus:
+        return []
+    return [
+        f"generator.inference_engine.num_engines: with trainer.placement.colocate_all=true the policy's "
+        f"{s.policy_gpus()} GPUs (policy_num_nodes x policy_num_gpus_per_node) must equal the rollout GPUs "
+        f"num_engines x tensor_parallel_size x pipeline_parallel_size x data_parallel_size = {engine_gpus}. "
+        f"Fix: set generator.inference_engine.num_engines={max(1, s.policy_gpus() // per_engine)}."
+    ]
+
+
+def check_cluster_fits(s: TrainingSettings) -> list[str]:
+    """The policy placement must fit the cluster's GPU workers."""
+    nodes = int(s.get("trainer.placement.policy_num_nodes"))
+    per_node = int(s.get("trainer.placement.policy_num_gpus_per_node"))
+    problems = []
+    if nodes > s.cluster_nodes:
+        problems.append(
+            f"trainer.placement.policy_num_nodes: {nodes} nodes requested, the cluster has {s.cluster_nodes} GPU workers. "
+            f"Fix: set it to {s.cluster_nodes} or grow the worker group."
+        )
+    if per_node > s.gpus_per_node:
+        problems.append(
+            f"trainer.placement.policy_num_gpus_per_node: {per_node} requested, each worker has {s.gpus_per_node} GPUs. "
+            f"Fix: set it to {s.gpus_per_node}."
+        )
+    return problems
+
+
+def check_batch_sizes(s: TrainingSettings) -> list[str]:
+    """Batches must split evenly into mini-batches, data-parallel ranks and micro-batches."""
+    train, mini = int(s.get("trainer.train_batch_size")), int(s.get("trainer.policy_mini_batch_size"))
+    micro, n = int(s.get("trainer.micro_train_batch_size_per_gpu")), int(s.get("generator.n_samples_per_prompt"))
+    dp = s.policy_dp()
+    if mini <= 0 or train % mini:
+        return [
+            f"trainer.policy_mini_batch_size: train_batch_size {train} is not a multiple of {mini}. "
+            f"Fix: choose a divisor of {train}."
+        ]
+    if (mini * n) % dp:
+        return [
+            f"trainer.policy_mini_batch_size: a mini-batch holds {mini} x {n} (n_samples_per_prompt) = {mini * n} "
+            f"trajectories, which do not split over {dp} data-parallel GPUs. "
+            f"Fix: make policy_mini_batch_size x n_samples_per_prompt a multiple of {dp}."
+        ]
+    per_gpu = mini * n // dp
+    if per_gpu % micro:
+        return [
+            f"trainer.micro_train_batch_size_per_gpu: {micro} does not divide the {per_gpu} trajectories each GPU "
+            f"gets per mini-batch. Fix: use a divisor of {per_gpu}."
+        ]
+    return []
+
+
+def check_lora(s: TrainingSettings) -> list[str]:
+    """The adapter must be servable: rank within the endpoint's maximum, no vision-tower LoRA."""
+    rank = int(s.get("trainer.policy.model.lora.rank"))
+    if rank <= 0:
+        return ["trainer.policy.model.lora.rank: 0 trains the full model, which the LoRA endpoint cannot load. Fix: set a rank such as 32."]
+    problems = []
+    if rank > s.serving_max_lora_rank:
+        problems.append(
+            f"trainer.policy.model.lora.rank: {rank} exceeds the serving max_lora_rank {s.serving_max_lora_rank}. "
+            f"Fix: lower the rank or raise serving.max_lora_rank (and the endpoint's engine_kwargs.max_lora_rank)."
+        )
+    exclude = s.get("trainer.policy.model.lora.exclude_modules")
+    if not exclude or not re.fullmatch(str(exclude), VISION_MODULE_SAMPLE):
+        problems.append(
+            "trainer.policy.model.lora.exclude_modules: LoRA would land on the vision tower, which vLLM ignores "
+            "(train/rollout mismatch). Fix: set it to '.*visual.*'."
+        )
+    return problems
+
+
+def check_shared_paths(s: TrainingSettings) -> list[str]:
+    """On several nodes, everything written by one worker and read by another lives on /shared."""
+    if int(s.get("trainer.placement.policy_num_nodes")) <= 1:
+        return []
+    root = s.shared_root.rstrip("/") + "/"
+    paths = {key: s.get(key) for key in SHARED_PATH_KEYS}
+    for key in ("data.train_data", "data.val_data"):
+        for item in s.get(key) or []:
+            paths[key] = item
+    return [
+        f"{key}: {path!r} is not under {root} but the policy spans several nodes. Fix: put it under {root}."
+        for key, path in paths.items()
+        if not str(path or "").startswith(root)
+    ]
+
+
+def check_vision_language(s: TrainingSettings) -> list[str]:
+    """SkyRL's multi-turn VLM generator runs only with these settings."""
+    if not s.get("generator.vision_language_generator"):
+        return []
+    required = {
+        "generator.batched": False,
+        "trainer.remove_microbatch_padding": False,
+        "trainer.policy.sequence_parallel_size": 1,
+        "generator.use_conversation_multi_turn": True,
+        "trainer.strategy": "fsdp",
+    }
+    return [
+        f"{key}: the vision-language generator needs {key}={str(want).lower()}, got {s.get(key)!r}. Fix: set {key}={str(want).lower()}."
+        for key, want in required.items()
+        if s.get(key) != want
+    ]
+
+
+def check_lengths(s: TrainingSettings) -> list[str]:
+    """Multi-turn generation needs room for the whole conversation."""
+    max_input = s.get("generator.max_input_length")
+    prompt = int(s.get("trainer.max_prompt_length"))
+    if int(s.get("generator.max_turns")) > 1 and max_input is not None and int(max_input) < prompt:
+        return [
+            f"generator.max_input_length: {max_input} is below trainer.max_prompt_length {prompt}. "
+            f"Fix: set it to at least {prompt}."
+        ]
+    if int(s.get("trainer.max_ckpts_to_keep")) == 0:
+        return ["trainer.max_ckpts_to_keep: 0 keeps nothing. Fix: use -1 (keep all) or a positive count."]
+    return []
+
+
+RULES: tuple[Rule, ...] = (
+    check_known_keys,
+    check_colocation,
+    check_cluster_fits,
+    check_batch_sizes,
+    check_lora,
+    check_shared_paths,
+    check_vision_language,
+    check_lengths,
+)
+
+
+def validate_recipe(recipe: Any) -> TrainingSettings:
+    """Run every rule on a :class:`workload.skyrl.recipe.Recipe`; raises ``ValidationError``."""
+    return TrainingSettings(
+        values=recipe.resolved(),
+        cluster_nodes=recipe.cluster.nodes,
+        gpus_per_node=recipe.cluster.gpus_per_node,
+        shared_root=recipe.shared_root,
+        serving_max_lora_rank=recipe.serving.max_lora_rank,
+    )
