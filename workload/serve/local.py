@@ -1,0 +1,160 @@
+"""`LocalServer`: the OpenAI endpoint on a local Ray, on 127.0.0.1, as a context manager.
+
+Starts Ray and Serve when they are not running (and stops what it started), deploys the app
+under ``app_name`` at ``route_prefix`` and waits until it answers. Several apps can share one
+Serve instance (one HTTP port), e.g. one reading adapters from a folder and one from S3.
+"""
+
+from __future__ import annotations
+
+import socket
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from workload.serve.app import MODEL_DEPLOYMENT, build_app
+from workload.serve.settings import ServeSettings
+
+LOOPBACK = "127.0.0.1"
+DEFAULT_APP_NAME = "skymaze"
+DEFAULT_NUM_CPUS = 2
+RAY_NAMESPACE = "skymaze-serve"
+
+
+def free_port(host: str = LOOPBACK) -> int:
+    """A TCP port free on ``host`` right now (bind to port 0, read it back)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
+
+
+@dataclass
+class _ServeInstance:
+    """The Serve HTTP address this process started, shared by every LocalServer in it."""
+
+    host: str | None = None
+    port: int | None = None
+    users: int = 0
+    owns_ray: bool = False
+    temp_dir: str | None = None
+    apps: list[str] = field(default_factory=list)
+
+
+_INSTANCE = _ServeInstance()
+
+
+def _start_serve(host: str, port: int, num_cpus: int) -> tuple[str, int]:
+    import ray
+    from ray import serve
+
+    if _INSTANCE.users == 0:
+        if not ray.is_initialized():
+            # A short private temp dir: Ray's socket paths must stay under 107 characters,
+            # and the default /tmp/ray would be shared with other Ray users of this machine.
+            _INSTANCE.temp_dir = tempfile.mkdtemp(prefix="ray-", dir="/tmp")
+            ray.init(
+                num_cpus=num_cpus,
+                include_dashboard=False,
+                dashboard_port=free_port(),
+                namespace=RAY_NAMESPACE,
+                _temp_dir=_INSTANCE.temp_dir,
+                log_to_driver=False,
+            )
+            _INSTANCE.owns_ray = True
+        port = port or free_port(host)
+        serve.start(http_options={"host": host, "port": port}, proxy_location="HeadOnly")
+        _INSTANCE.host, _INSTANCE.port = host, port
+    _INSTANCE.users += 1
+    return _INSTANCE.host, _INSTANCE.port
+
+
+def _stop_serve() -> None:
+    import ray
+    from ray import serve
+
+    _INSTANCE.users -= 1
+    if _INSTANCE.users > 0:
+        return
+    serve.shutdown()
+    if _INSTANCE.owns_ray:
+        ray.shutdown()
+    _INSTANCE.host = _INSTANCE.port = None
+    _INSTANCE.owns_ray = False
+
+
+class LocalServer:
+    """Serve ``model_dir`` with adapters from ``adapters`` (folder or ``s3://``) on loopback.
+
+    ``url`` is the endpoint root (``http://127.0.0.1:PORT`` plus ``route_prefix``); OpenAI
+    clients use ``url + "/v1"``. Model ids: ``BASE`` (default: the model folder's name) and
+    ``BASE:ADAPTER``.
+    """
+
+    def __init__(
+        self,
+        model_dir: str | Path,
+        adapters: str,
+        *,
+        host: str = LOOPBACK,
+        port: int = 0,
+        max_num_adapters_per_replica: int = 4,
+        base_model_id: str | None = None,
+        cache_dir: str | Path | None = None,
+        s3_endpoint_url: str | None = None,
+        app_name: str = DEFAULT_APP_NAME,
+        route_prefix: str = "/",
+        num_cpus: int = DEFAULT_NUM_CPUS,
+        **settings: Any,
+    ) -> None:
+        model_dir = Path(model_dir).resolve()
+        self._cache = None if cache_dir else tempfile.TemporaryDirectory(prefix="skymaze-adapters-")
+        self.settings = ServeSettings(
+            model_dir=str(model_dir),
+            adapters=adapters if adapters.startswith("s3://") else str(Path(adapters).resolve()),
+            base_model_id=base_model_id or model_dir.name,
+            cache_dir=str(cache_dir or self._cache.name),
+            s3_endpoint_url=s3_endpoint_url,
+            max_num_adapters_per_replica=max_num_adapters_per_replica,
+            **settings,
+        )
+        self.host, self.port, self.app_name = host, port, app_name
+        self.route_prefix = "/" + route_prefix.strip("/")
+        self.num_cpus = num_cpus
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}{self.route_prefix.rstrip('/')}"
+
+    @property
+    def base_model_id(self) -> str:
+        return self.settings.base_model_id
+
+    def __enter__(self) -> LocalServer:
+        from ray import serve
+
+        self.host, self.port = _start_serve(self.host, self.port, self.num_cpus)
+        try:
+            serve.run(
+                build_app(self.settings), name=self.app_name, route_prefix=self.route_prefix, blocking=False
+            )
+        except BaseException:
+            _stop_serve()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        from ray import serve
+
+        try:
+            serve.delete(self.app_name)
+        finally:
+            _stop_serve()
+            if self._cache is not None:
+                self._cache.cleanup()
+
+    def model_handle(self) -> Any:
+        """The Serve handle of the model deployment (for ``stats`` and tests)."""
+        from ray import serve
+
+        return serve.get_deployment_handle(MODEL_DEPLOYMENT, app_name=self.app_name)

@@ -1,0 +1,231 @@
+"""The OpenAI chat-completions request and response, parsed and built as plain data.
+
+`parse_chat_request` turns a raw request body into a `ChatRequest` (images decoded from
+``data:`` URIs, parts rewritten to the chat template's ``{"type": "image"}``), raising an
+`ApiError` with the right status for every malformed or oversized input. No Ray or torch here.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import io
+import json
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from workload.serve.errors import bad_request, too_large
+
+ROLES = frozenset({"system", "user", "assistant"})
+# OpenAI's documented ranges for the sampling parameters.
+MAX_TEMPERATURE = 2.0
+
+
+@dataclass(frozen=True)
+class RequestLimits:
+    """Size limits of one request; exceeding any of them is a 413."""
+
+    max_request_bytes: int = 8 * 1024 * 1024
+    max_images: int = 32  # a 15-turn maze episode with its whole image history needs 16
+    max_image_side_px: int = 2048
+    max_tokens: int = 1024
+    default_max_tokens: int = 256
+
+
+@dataclass(frozen=True)
+class ChatRequest:
+    """A validated chat-completion request, ready for the chat template and the processor."""
+
+    model: str
+    messages: list[dict[str, Any]]
+    images: list[Any] = field(default_factory=list)  # PIL images, in message order
+    max_tokens: int = 256
+    temperature: float = 1.0
+    top_p: float = 1.0
+    seed: int | None = None
+    stop: tuple[str, ...] = ()
+
+    @property
+    def greedy(self) -> bool:
+        """Temperature 0 means greedy decoding, as in the OpenAI API."""
+        return self.temperature == 0.0
+
+
+def _number(body: dict, key: str, default: float, lo: float, hi: float, *, lo_open: bool = False) -> float:
+    value = body.get(key, default)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise bad_request(f"{key} must be a number, got {value!r}", param=key)
+    if value > hi or value < lo or (lo_open and value == lo):
+        bound = "(" if lo_open else "["
+        raise bad_request(f"{key} must be in {bound}{lo}, {hi}], got {value!r}", param=key)
+    return float(value)
+
+
+def _max_tokens(body: dict, limits: RequestLimits) -> int:
+    key = "max_completion_tokens" if body.get("max_completion_tokens") is not None else "max_tokens"
+    value = body.get(key)
+    if value is None:
+        return limits.default_max_tokens
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise bad_request(f"{key} must be a positive integer, got {value!r}", param=key)
+    if value > limits.max_tokens:
+        raise too_large(f"{key}={value} exceeds this endpoint's limit of {limits.max_tokens}", param=key)
+    return value
+
+
+def _stop(body: dict) -> tuple[str, ...]:
+    stop = body.get("stop")
+    if stop is None:
+        return ()
+    stops = [stop] if isinstance(stop, str) else stop
+    if not isinstance(stops, list) or not all(isinstance(s, str) and s for s in stops) or len(stops) > 4:
+        raise bad_request("stop must be a non-empty string or a list of at most 4 of them", param="stop")
+    return tuple(stops)
+
+
+def decode_data_uri_image(url: Any, *, param: str, limits: RequestLimits) -> Any:
+    """Decode a ``data:image/...;base64,...`` URI into an RGB PIL image (400 or 413 on failure)."""
+    from PIL import Image, UnidentifiedImageError
+
+    if not isinstance(url, str) or not url.startswith("data:image/"):
+        raise bad_request(
+            "image_url.url must be a data:image/...;base64,... URI (remote URLs are not fetched)", param=param
+        )
+    header, sep, payload = url.partition(",")
+    if not sep or not header.endswith(";base64"):
+        raise bad_request("image data URI must be base64-encoded (data:image/png;base64,...)", param=param)
+    try:
+        raw = base64.b64decode(payload, validate=True)
+    except (binascii.Error, ValueError) as exc:
+        raise bad_request(f"image data URI is not valid base64: {exc}", param=param) from exc
+    try:
+        with Image.open(io.BytesIO(raw)) as image:
+            width, height = image.size
+            if max(width, height) > limits.max_image_side_px:
+                raise too_large(
+                    f"image is {width}x{height} px; the limit is {limits.max_image_side_px} px a side",
+                    param=param,
+                )
+            return image.convert("RGB")
+    except (UnidentifiedImageError, OSError, Image.DecompressionBombError) as exc:
+        raise bad_request(f"image data URI does not hold a readable image: {exc}", param=param) from exc
+
+
+def _content_parts(content: Any, where: str, images: list, limits: RequestLimits) -> Any:
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list) or not content:
+        raise bad_request(f"{where}.content must be a string or a non-empty list of parts", param=where)
+    parts = []
+    for j, part in enumerate(content):
+        at = f"{where}.content[{j}]"
+        kind = part.get("type") if isinstance(part, dict) else None
+        if kind == "text" and isinstance(part.get("text"), str):
+            parts.append({"type": "text", "text": part["text"]})
+        elif kind == "image_url":
+            image_url = part.get("image_url")
+            url = image_url.get("url") if isinstance(image_url, dict) else image_url
+            if len(images) >= limits.max_images:
+                raise too_large(f"more than {limits.max_images} images in one request", param=at)
+            images.append(decode_data_uri_image(url, param=f"{at}.image_url", limits=limits))
+            parts.append({"type": "image"})
+        else:
+            raise bad_request(f"{at} must be a text part or an image_url part", param=at)
+    return parts
+
+
+def _messages(body: dict, limits: RequestLimits) -> tuple[list[dict], list]:
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise bad_request("messages must be a non-empty list", param="messages")
+    out, images = [], []
+    for i, message in enumerate(messages):
+        where = f"messages[{i}]"
+        if not isinstance(message, dict) or message.get("role") not in ROLES:
+            raise bad_request(f"{where} must be an object with role in {sorted(ROLES)}", param=where)
+        out.append(
+            {
+                "role": message["role"],
+                "content": _content_parts(message.get("content"), where, images, limits),
+            }
+        )
+    return out, images
+
+
+def parse_chat_request(raw: bytes, *, limits: RequestLimits) -> ChatRequest:
+    """Validate a raw ``/v1/chat/completions`` body; raise ApiError (400/413) on bad input."""
+    if len(raw) > limits.max_request_bytes:
+        raise too_large(f"request body is {len(raw)} bytes; the limit is {limits.max_request_bytes}")
+    try:
+        body = json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise bad_request(f"request body is not valid JSON: {exc}") from exc
+    if not isinstance(body, dict):
+        raise bad_request("request body must be a JSON object")
+    model = body.get("model")
+    if not isinstance(model, str) or not model:
+        raise bad_request("model must be a non-empty string such as 'BASE' or 'BASE:ADAPTER'", param="model")
+    if body.get("stream"):
+        raise bad_request("stream=true is not supported by this endpoint", param="stream")
+    if body.get("n", 1) != 1:
+        raise bad_request("only n=1 is supported", param="n")
+    messages, images = _messages(body, limits)
+    seed = body.get("seed")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+        raise bad_request(f"seed must be an integer, got {seed!r}", param="seed")
+    return ChatRequest(
+        model=model,
+        messages=messages,
+        images=images,
+        max_tokens=_max_tokens(body, limits),
+        temperature=_number(body, "temperature", 1.0, 0.0, MAX_TEMPERATURE),
+        top_p=_number(body, "top_p", 1.0, 0.0, 1.0, lo_open=True),
+        seed=seed,
+        stop=_stop(body),
+    )
+
+
+@dataclass(frozen=True)
+class Completion:
+    """What the engine produced for one request."""
+
+    text: str
+    finish_reason: str  # "stop" (end of turn or a stop string) or "length"
+    prompt_tokens: int
+    completion_tokens: int
+
+
+def chat_completion_body(model: str, completion: Completion) -> dict[str, Any]:
+    """The OpenAI ``chat.completion`` object for ``completion``."""
+    return {
+        "id": f"chatcmpl-{uuid.uuid4().hex}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": completion.text},
+                "finish_reason": completion.finish_reason,
+                "logprobs": None,
+            }
+        ],
+        "usage": {
+            "prompt_tokens": completion.prompt_tokens,
+            "completion_tokens": completion.completion_tokens,
+            "total_tokens": completion.prompt_tokens + completion.completion_tokens,
+        },
+    }
+
+
+def models_body(model_ids: list[str], *, owned_by: str = "skymaze") -> dict[str, Any]:
+    """The OpenAI ``list`` of model objects for ``GET /v1/models``."""
+    created = int(time.time())
+    return {
+        "object": "list",
+        "data": [{"id": m, "object": "model", "created": created, "owned_by": owned_by} for m in model_ids],
+    }
