@@ -1,0 +1,162 @@
+"""Frozen held-out maze sets: init states on disk, a sha256 manifest, and a training filter.
+
+Sets (files in ``workload/maze/heldout/``, hashes in ``manifest.json``):
+- ``easy-64``: size 9, seeds 0..63 through VisGym's seeding path; the published run's set.
+- ``rehearsal-7x7-64``: size 7 for the CPU rehearsal: the seeds from 0 upward, skipping a
+  seed whose layout repeats an earlier one, until 64 distinct layouts (a 7x7 maze has only
+  192 spanning trees x 4 corner pairs = 768 layouts, so repeats are common).
+
+Mazes are stored as init states rather than replayed from seeds because NumPy does not
+promise the same random stream across versions. ``load_set`` refuses a file whose sha256
+differs from the manifest; ``freeze_set`` regenerates a set and its manifest line.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from workload.maze.files import write_bytes_atomic, write_json_atomic
+from workload.maze.generator import generate_from_seed
+from workload.maze.solver import shortest_path_len
+
+HELDOUT_DIR = Path(__file__).with_name("heldout")
+MANIFEST_NAME = "manifest.json"
+SET_SIZE = 64  # the published run evaluates on 64 mazes
+
+
+@dataclass(frozen=True)
+class SetSpec:
+    """How a set is generated: maze size, first seed, and whether repeated layouts are skipped."""
+
+    size: int
+    description: str
+    distinct_layouts: bool
+
+
+SPECS = {
+    "easy-64": SetSpec(size=9, description="VisGym maze_2d/easy, seeds 0..63", distinct_layouts=False),
+    "rehearsal-7x7-64": SetSpec(
+        size=7,
+        description="7x7 for the CPU rehearsal: seeds from 0 up, repeated layouts skipped, 64 distinct",
+        distinct_layouts=True,
+    ),
+}
+
+
+class HeldoutIntegrityError(ValueError):
+    """A frozen set's file does not match its manifest hash (or the manifest lacks it)."""
+
+
+@dataclass(frozen=True)
+class HeldoutSet:
+    """A loaded set; each entry is ``{"seed", "init_state", "shortest_path_len"}``."""
+
+    name: str
+    size: int
+    entries: tuple[dict, ...]
+
+    @property
+    def seeds(self) -> list[int]:
+        """The seeds, in set order."""
+        return [entry["seed"] for entry in self.entries]
+
+    @property
+    def path_lens(self) -> list[int]:
+        """Shortest-path move counts (stop not counted), in set order."""
+        return [entry["shortest_path_len"] for entry in self.entries]
+
+
+def layout_hash(init_state: dict) -> str:
+    """A digest of the maze map, agent and target: equal exactly when two mazes are the same episode."""
+    grid = np.asarray(init_state["maze_map"], dtype=np.uint8)
+    digest = hashlib.sha256()
+    digest.update(np.asarray(grid.shape, dtype=np.int64).tobytes())
+    digest.update(grid.tobytes())
+    digest.update(
+        np.asarray([*init_state["agent_location"], *init_state["target_location"]], dtype=np.int64).tobytes()
+    )
+    return digest.hexdigest()
+
+
+def _check_name(name: str) -> SetSpec:
+    if name not in SPECS:
+        raise ValueError(f"unknown held-out set {name!r}; known sets: {sorted(SPECS)}")
+    return SPECS[name]
+
+
+def build_entries(name: str) -> list[dict]:
+    """Generate a set's entries from its spec (what ``freeze_set`` writes)."""
+    spec = _check_name(name)
+    entries, seen, seed = [], set(), 0
+    while len(entries) < SET_SIZE:
+        state = generate_from_seed(seed, spec.size)
+        key = layout_hash(state)
+        if not (spec.distinct_layouts and key in seen):
+            seen.add(key)
+            entries.append({"seed": seed, "shortest_path_len": shortest_path_len(state), "init_state": state})
+        seed += 1
+    return entries
+
+
+def _serialise(name: str, entries: list[dict]) -> bytes:
+    spec = SPECS[name]
+    header = json.dumps({"name": name, "size": spec.size, "description": spec.description})
+    lines = ",\n".join("  " + json.dumps(entry, sort_keys=True, separators=(",", ":")) for entry in entries)
+    return f'{header[:-1]}, "entries": [\n{lines}\n]}}\n'.encode()
+
+
+def freeze_set(name: str, directory: Path = HELDOUT_DIR) -> Path:
+    """Regenerate ``<name>.json`` and its manifest hash in ``directory``, both written atomically."""
+    data = _serialise(name, build_entries(name))
+    path = write_bytes_atomic(directory / f"{name}.json", data)
+    manifest_path = directory / MANIFEST_NAME
+    manifest = json.loads(manifest_path.read_text()) if manifest_path.exists() else {}
+    manifest[path.name] = hashlib.sha256(data).hexdigest()
+    write_json_atomic(manifest_path, manifest)
+    return path
+
+
+def load_set(name: str, directory: Path = HELDOUT_DIR) -> HeldoutSet:
+    """Load a frozen set after checking its sha256 against the manifest."""
+    spec = _check_name(name)
+    path = directory / f"{name}.json"
+    manifest_path = directory / MANIFEST_NAME
+    if not path.exists() or not manifest_path.exists():
+        raise FileNotFoundError(
+            f"{path} or {manifest_path} is missing; run `skymaze maze freeze --set {name}`"
+        )
+    data = path.read_bytes()
+    expected = json.loads(manifest_path.read_text()).get(path.name)
+    actual = hashlib.sha256(data).hexdigest()
+    if expected != actual:
+        raise HeldoutIntegrityError(
+            f"{path} has sha256 {actual}, the manifest says {expected}: a frozen held-out set must not "
+            f"change. Restore it (git checkout -- {path.name}), or if the change is intended, regenerate "
+            f"it with `skymaze maze freeze --set {name}` and say so, since scores stop being comparable."
+        )
+    doc = json.loads(data)
+    if doc.get("size") != spec.size or len(doc.get("entries", ())) != SET_SIZE:
+        raise HeldoutIntegrityError(f"{path} does not hold {SET_SIZE} mazes of size {spec.size}")
+    return HeldoutSet(name=name, size=spec.size, entries=tuple(doc["entries"]))
+
+
+def training_seed_filter(
+    size: int, heldout_names: Iterable[str], directory: Path = HELDOUT_DIR
+) -> Callable[[int], bool]:
+    """``keep(seed)``: True when the seed's maze (VisGym seeding path) is in none of the named sets."""
+    excluded = set()
+    for name in heldout_names:
+        held = load_set(name, directory)
+        if held.size == size:  # mazes of another size can never collide
+            excluded.update(layout_hash(entry["init_state"]) for entry in held.entries)
+
+    def keep(seed: int) -> bool:
+        return layout_hash(generate_from_seed(seed, size)) not in excluded
+
+    return keep
