@@ -43,12 +43,12 @@ test-fast: $(STAMP) ## the suite without tests marked slow
 	$(PY) -m pytest -m "not slow"
 
 synth: $(STAMP) ## offline `cdk synth` of every stack into cdk.out/ (no credentials, network or Docker)
-	$(CDK) synth --all -q -c profile=$(PROFILE)
+	$(CDK) synth -q -c profile=$(PROFILE)
 	@ls cdk.out/*.template.json
 
 lint: $(STAMP) ## ruff, cfn-lint, hadolint, shellcheck
 	$(PY) -m ruff check .
-	$(CDK) synth --all -q -c profile=$(PROFILE)
+	$(CDK) synth -q -c profile=$(PROFILE)
 	$(VENV)/bin/cfn-lint -r us-west-2 --non-zero-exit-code error cdk.out/*.template.json
 	find containers -name Dockerfile -print0 | xargs -0 -r $(VENV)/bin/hadolint
 	find infra containers -name '*.sh' -print0 | xargs -0 -r shellcheck

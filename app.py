@@ -1,7 +1,61 @@
 #!/usr/bin/env python3
-"""CDK entry point: reads settings once and composes the stacks (nothing else)."""
+"""CDK entry point: reads the deployment settings once and composes the stacks."""
+
+from __future__ import annotations
+
+import os
 
 import aws_cdk as cdk
 
-app = cdk.App()
-app.synth()
+from infra.constructs.nag import enable_nag
+from infra.settings import Settings, load_settings
+from infra.stacks.cluster import ClusterStack
+from infra.stacks.network import NetworkStack
+from infra.stacks.storage import StorageStack
+
+
+def compose(app: cdk.App, settings: Settings) -> dict[str, cdk.Stack]:
+    """Create every stack of a deployment, wired by explicit references; returns them by role."""
+    env = cdk.Environment(account=settings.account, region=settings.region)
+    prefix = settings.name.capitalize()
+    network = NetworkStack(app, f"{prefix}Network", settings=settings, env=env)
+    storage = StorageStack(
+        app,
+        f"{prefix}Storage",
+        settings=settings,
+        vpc=network.vpc,
+        security_group=network.security_group,
+        node_subnet=network.node_subnet,
+        env=env,
+    )
+    cluster = ClusterStack(
+        app,
+        f"{prefix}Cluster",
+        settings=settings,
+        vpc=network.vpc,
+        security_group=network.security_group,
+        node_subnet=network.node_subnet,
+        lifecycle_uri=storage.lifecycle_uri,
+        lifecycle_upload=storage.lifecycle_upload,
+        env=env,
+    )
+    stacks: dict[str, cdk.Stack] = {"network": network, "storage": storage, "cluster": cluster}
+    for stack in stacks.values():
+        cdk.Tags.of(stack).add("project", settings.name)
+    enable_nag(app)
+    return stacks
+
+
+def main() -> None:
+    """`cdk synth` / `cdk deploy` run this: context (cdk.json, cdk.context.json, -c) -> settings -> stacks."""
+    app = cdk.App()
+    context = dict(app.node.get_all_context())
+    # With credentials the CLI passes the caller's account; offline synth keeps the placeholder.
+    if "account" not in context and os.environ.get("CDK_DEFAULT_ACCOUNT"):
+        context["account"] = os.environ["CDK_DEFAULT_ACCOUNT"]
+    compose(app, load_settings(context))
+    app.synth()
+
+
+if __name__ == "__main__":
+    main()

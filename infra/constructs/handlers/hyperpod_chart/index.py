@@ -1,0 +1,95 @@
+"""Custom resource: install the SageMaker HyperPod dependency Helm chart at a pinned release.
+
+The chart lives only in the sagemaker-hyperpod-cli Git repository and pulls sub-charts from
+remote repositories, so it cannot be packaged at synth without network access. This handler
+downloads the release archive for the pinned tag, resolves the sub-charts (`helm dependency
+update`) and runs `helm upgrade --install`, all at deploy time from inside the VPC. Synth only
+sees the version string, which keeps it offline and deterministic.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import tarfile
+import tempfile
+import urllib.request
+from pathlib import Path
+
+ARCHIVE_URL = "https://github.com/aws/sagemaker-hyperpod-cli/archive/refs/tags/v{version}.tar.gz"
+CHART_PATH = "helm_chart/HyperPodHelmChart"
+RELEASE = "hyperpod-dependencies"
+NAMESPACE = "kube-system"  # where the AWS install guide puts the release
+HELM_TIMEOUT = "10m"
+DOWNLOAD_TIMEOUT_S = 120
+# Binaries from the kubectl and AWS CLI Lambda layers.
+LAYER_PATH = "/opt/helm:/opt/kubectl:/opt/awscli"
+
+
+def archive_url(version: str) -> str:
+    """The GitHub source archive of one sagemaker-hyperpod-cli release tag."""
+    return ARCHIVE_URL.format(version=version)
+
+
+def extract_chart(archive: Path, dest: Path) -> Path:
+    """Unpack only the chart directory from a release archive; returns the chart's path."""
+    with tarfile.open(archive) as tar:
+        top = tar.getmembers()[0].name.split("/")[0]
+        prefix = f"{top}/{CHART_PATH}/"
+        members = [m for m in tar.getmembers() if m.name.startswith(prefix)]
+        if not members:
+            raise RuntimeError(f"{CHART_PATH} is missing from {archive.name}: is this a sagemaker-hyperpod-cli release?")
+        tar.extractall(dest, members=members, filter="data")
+    return dest / top / CHART_PATH
+
+
+def download(url: str, dest: Path) -> Path:
+    """Fetch `url` to `dest` (HTTPS through the VPC's NAT)."""
+    with urllib.request.urlopen(url, timeout=DOWNLOAD_TIMEOUT_S) as response, dest.open("wb") as out:
+        out.write(response.read())
+    return dest
+
+
+def helm_commands(*, chart_dir: Path, values_file: Path, kubeconfig: Path) -> list[list[str]]:
+    """The helm invocations of a create/update, in order."""
+    common = ["--kubeconfig", str(kubeconfig)]
+    return [
+        ["helm", "dependency", "update", str(chart_dir)],
+        ["helm", "upgrade", "--install", RELEASE, str(chart_dir), "--namespace", NAMESPACE,
+         "--values", str(values_file), "--wait", "--timeout", HELM_TIMEOUT, *common],
+    ]
+
+
+def _run(cmd: list[str], env: dict[str, str]) -> None:
+    print("run:", " ".join(cmd), flush=True)
+    subprocess.run(cmd, check=True, env=env)
+
+
+def _environment(workdir: Path) -> dict[str, str]:
+    env = dict(os.environ, HOME=str(workdir), PATH=f"{LAYER_PATH}:{os.environ.get('PATH', '')}")
+    for kind in ("CACHE", "CONFIG", "DATA"):
+        env[f"HELM_{kind}_HOME"] = str(workdir / f"helm-{kind.lower()}")
+    return env
+
+
+def on_event(event: dict, _context: object = None) -> dict:
+    """CloudFormation entry point (custom resource provider framework)."""
+    props = event["ResourceProperties"]
+    workdir = Path(tempfile.mkdtemp(dir=os.environ.get("TMPDIR", "/tmp")))
+    env = _environment(workdir)
+    kubeconfig = workdir / "kubeconfig"
+    _run(["aws", "eks", "update-kubeconfig", "--name", props["ClusterName"], "--kubeconfig", str(kubeconfig)], env)
+    if event["RequestType"] == "Delete":
+        # Deleting the EKS cluster removes everything anyway; never block a teardown on helm.
+        result = subprocess.run(["helm", "uninstall", RELEASE, "--namespace", NAMESPACE, "--kubeconfig", str(kubeconfig)],
+                                env=env, check=False)
+        print(f"helm uninstall exited {result.returncode}")
+        return {"PhysicalResourceId": event.get("PhysicalResourceId", RELEASE)}
+    chart_dir = extract_chart(download(archive_url(props["ChartVersion"]), workdir / "cli.tar.gz"), workdir)
+    values_file = workdir / "values.json"
+    values_file.write_text(props.get("Values", "{}"))
+    json.loads(values_file.read_text())  # fail here, not inside helm, on bad JSON
+    for cmd in helm_commands(chart_dir=chart_dir, values_file=values_file, kubeconfig=kubeconfig):
+        _run(cmd, env)
+    return {"PhysicalResourceId": RELEASE, "Data": {"ChartVersion": props["ChartVersion"]}}

@@ -1,0 +1,76 @@
+"""The HyperPod dependency Helm chart, installed at deploy time from a pinned release."""
+
+from __future__ import annotations
+
+import json
+
+from aws_cdk import CustomResource, Duration
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_eks_v2 as eks
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import custom_resources as cr
+from aws_cdk.lambda_layer_awscli import AwsCliLayer
+from constructs import Construct
+
+from infra.constructs.lambdas import handler_function
+
+INSTALL_TIMEOUT = Duration.minutes(15)  # Lambda maximum; the install takes 2-5 min
+INSTALLER_MEMORY_MIB = 1024
+
+
+class HyperPodDependencyChart(Construct):
+    """`helm upgrade --install hyperpod-dependencies` of sagemaker-hyperpod-cli `v<version>`.
+
+    Runs in the VPC (reaches the private EKS endpoint and GitHub through NAT) with cluster-admin
+    access. Changing `version` or `values` reinstalls; deleting uninstalls (errors ignored).
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        cluster: eks.Cluster,
+        version: str,
+        values: dict,
+        kubectl_layer: lambda_.ILayerVersion,
+        vpc: ec2.IVpc,
+        security_group: ec2.ISecurityGroup,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.function = handler_function(
+            self,
+            "Installer",
+            handler_dir="hyperpod_chart",
+            handler="on_event",
+            timeout=INSTALL_TIMEOUT,
+            memory_size=INSTALLER_MEMORY_MIB,
+            layers=[kubectl_layer, AwsCliLayer(self, "AwsCli")],
+            vpc=vpc,
+            vpc_subnets=ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS),
+            security_groups=[security_group],
+        )
+        self.function.add_to_role_policy(
+            iam.PolicyStatement(actions=["eks:DescribeCluster"], resources=[cluster.cluster_arn])
+        )
+        cluster.grant_access(
+            "ChartInstallerAccess",
+            self.function.role.role_arn,
+            [eks.AccessPolicy.from_access_policy_name(
+                "AmazonEKSClusterAdminPolicy", access_scope_type=eks.AccessScopeType.CLUSTER)],
+        )
+        provider = cr.Provider(self, "Provider", on_event_handler=self.function)
+        self.resource = CustomResource(
+            self,
+            "Release",
+            service_token=provider.service_token,
+            resource_type="Custom::HyperPodDependencyChart",
+            properties={
+                "ClusterName": cluster.cluster_name,
+                "ChartVersion": version,
+                "Values": json.dumps(values, sort_keys=True),
+            },
+        )
+        # The installer needs its access entry (a child of the cluster) before it can talk to the API server.
+        self.resource.node.add_dependency(cluster)

@@ -1,0 +1,202 @@
+"""Cluster: EKS (API auth, no Auto Mode), core add-ons, the HyperPod chart, HyperPod, node waiter."""
+
+from __future__ import annotations
+
+from aws_cdk import CfnOutput, Stack
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_eks_v2 as eks
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_sagemaker as sagemaker
+from aws_cdk.lambda_layer_kubectl_v35 import KubectlV35Layer
+from constructs import Construct, IDependable
+
+from infra.constructs.hyperpod_chart import HyperPodDependencyChart
+from infra.constructs.nag import acknowledge, acknowledge_handlers
+from infra.constructs.node_waiter import HyperPodNodeWaiter
+from infra.constructs.pod_identity import pod_identity_role
+from infra.settings import Settings
+
+# Core add-ons HyperPod needs before nodes join (versions: EKS default for the cluster version).
+CORE_ADDONS = ("vpc-cni", "kube-proxy", "coredns", "eks-pod-identity-agent")
+FSX_CSI_ADDON = "aws-fsx-csi-driver"
+FSX_CSI_SERVICE_ACCOUNT = "fsx-csi-controller-sa"
+HEAD_GROUP = "head"
+WORKER_GROUP = "workers"
+# Deep health checks run on GPU nodes only (HyperPod docs); no custom taints on such groups.
+GPU_DEEP_HEALTH_CHECKS = ["InstanceStress", "InstanceConnectivity"]
+LIFECYCLE_ENTRYPOINT = "on_create.sh"
+
+
+class ClusterStack(Stack):
+    """The EKS control plane and the HyperPod cluster that supplies its nodes."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        settings: Settings,
+        vpc: ec2.IVpc,
+        security_group: ec2.ISecurityGroup,
+        node_subnet: ec2.ISubnet,
+        lifecycle_uri: str,
+        lifecycle_upload: IDependable,
+        **kwargs,
+    ) -> None:
+        super().__init__(scope, construct_id, **kwargs)
+        self._settings = settings
+        kubectl_layer = KubectlV35Layer(self, "KubectlLayer")
+        self.eks = eks.Cluster(
+            self,
+            "Eks",
+            cluster_name=f"{settings.name}-eks",
+            version=eks.KubernetesVersion.V1_35,
+            vpc=vpc,
+            vpc_subnets=[ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS)],
+            security_group=security_group,
+            # HyperPod supplies every node: no Auto Mode capacity, no managed node group.
+            default_capacity_type=eks.DefaultCapacityType.NODEGROUP,
+            default_capacity=0,
+            endpoint_access=eks.EndpointAccess.PUBLIC_AND_PRIVATE,
+            cluster_logging=[eks.ClusterLoggingTypes.API, eks.ClusterLoggingTypes.AUDIT,
+                             eks.ClusterLoggingTypes.AUTHENTICATOR],
+            kubectl_provider_options=eks.KubectlProviderOptions(kubectl_layer=kubectl_layer),
+        )
+        if settings.admin_role_arn:
+            self.eks.grant_access("Admin", settings.admin_role_arn, [eks.AccessPolicy.from_access_policy_name(
+                "AmazonEKSClusterAdminPolicy", access_scope_type=eks.AccessScopeType.CLUSTER)])
+        core = [self._addon(name) for name in CORE_ADDONS]
+        self.dependency_chart = HyperPodDependencyChart(
+            self,
+            "HyperPodChart",
+            cluster=self.eks,
+            version=settings.hyperpod_chart_version,
+            values={"health-monitoring-agent": {"region": self.region}},
+            kubectl_layer=kubectl_layer,
+            vpc=vpc,
+            security_group=security_group,
+        )
+        for addon in core:
+            self.dependency_chart.resource.node.add_dependency(addon)
+        self.execution_role = self._execution_role()
+        self.hyperpod = self._hyperpod(
+            security_group=security_group, node_subnet=node_subnet, lifecycle_uri=lifecycle_uri
+        )
+        # HyperPod refuses an EKS cluster without the chart; nodes run the lifecycle scripts.
+        self.hyperpod.node.add_dependency(self.dependency_chart.resource, lifecycle_upload)
+        self.node_waiter = HyperPodNodeWaiter(
+            self, "NodeWaiter", hyperpod=self.hyperpod,
+            expected={HEAD_GROUP: settings.head_count, WORKER_GROUP: settings.worker_count},
+        )
+        self.fsx_csi = self._addon(
+            FSX_CSI_ADDON,
+            service_account=FSX_CSI_SERVICE_ACCOUNT,
+            statements=[iam.PolicyStatement(actions=["fsx:DescribeFileSystems"], resources=["*"])],
+        )
+        self.fsx_csi.node.add_dependency(self.node_waiter.resource)  # its controller pods need nodes
+        CfnOutput(self, "EksClusterName", value=self.eks.cluster_name)
+        CfnOutput(self, "HyperPodClusterName", value=self.hyperpod.cluster_name)
+        CfnOutput(self, "KubeconfigCommand",
+                  value=f"aws eks update-kubeconfig --region {self.region} --name {self.eks.cluster_name}")
+        self._acknowledge()
+
+    def _addon(self, name: str, *, service_account: str | None = None, statements=()) -> eks.CfnAddon:
+        associations = None
+        if service_account:
+            role = pod_identity_role(self, f"{name}-role", statements=statements)
+            self.fsx_csi_role = role
+            associations = [eks.CfnAddon.PodIdentityAssociationProperty(
+                service_account=service_account, role_arn=role.role_arn)]
+        return eks.CfnAddon(
+            self,
+            name,
+            addon_name=name,
+            cluster_name=self.eks.cluster_name,
+            resolve_conflicts="OVERWRITE",
+            pod_identity_associations=associations,
+        )
+
+    def _execution_role(self) -> iam.Role:
+        role = iam.Role(
+            self,
+            "HyperPodExecutionRole",
+            assumed_by=iam.ServicePrincipal("sagemaker.amazonaws.com"),
+            managed_policies=[iam.ManagedPolicy.from_aws_managed_policy_name("AmazonSageMakerClusterInstanceRolePolicy")],
+            description="HyperPod nodes: ENIs in the VPC, image pulls, lifecycle scripts",
+        )
+        # HyperPod (EKS) execution-role permissions from the HyperPod prerequisites page.
+        role.add_to_policy(iam.PolicyStatement(
+            actions=["ec2:AssignPrivateIpAddresses", "ec2:CreateNetworkInterface", "ec2:CreateNetworkInterfacePermission",
+                     "ec2:DeleteNetworkInterface", "ec2:DeleteNetworkInterfacePermission", "ec2:DescribeNetworkInterfaces",
+                     "ec2:DescribeVpcs", "ec2:DescribeDhcpOptions", "ec2:DescribeSubnets", "ec2:DescribeSecurityGroups",
+                     "ec2:DetachNetworkInterface", "ec2:UnassignPrivateIpAddresses", "ec2:CreateTags"],
+            resources=["*"],
+        ))
+        role.add_to_policy(iam.PolicyStatement(
+            actions=["ecr:GetAuthorizationToken", "ecr:BatchCheckLayerAvailability", "ecr:BatchGetImage",
+                     "ecr:GetDownloadUrlForLayer"],
+            resources=["*"],
+        ))
+        role.add_to_policy(iam.PolicyStatement(actions=["eks-auth:AssumeRoleForPodIdentity"],
+                                               resources=[self.eks.cluster_arn]))
+        # By name, not by reference: the bucket name is fixed by the settings, no cross-stack export.
+        bucket_arn = f"arn:{self.partition}:s3:::{self._settings.lifecycle_bucket_name}"
+        role.add_to_policy(iam.PolicyStatement(actions=["s3:GetObject", "s3:ListBucket"],
+                                               resources=[bucket_arn, f"{bucket_arn}/*"]))
+        return role
+
+    def _hyperpod(self, *, security_group: ec2.ISecurityGroup, node_subnet: ec2.ISubnet,
+                  lifecycle_uri: str) -> sagemaker.CfnCluster:
+        settings = self._settings
+        lifecycle = sagemaker.CfnCluster.ClusterLifeCycleConfigProperty(
+            source_s3_uri=lifecycle_uri, on_create=LIFECYCLE_ENTRYPOINT)
+        volume = [sagemaker.CfnCluster.ClusterInstanceStorageConfigProperty(
+            ebs_volume_config=sagemaker.CfnCluster.ClusterEbsVolumeConfigProperty(
+                volume_size_in_gb=settings.node_volume_gib))]
+        group = sagemaker.CfnCluster.ClusterInstanceGroupProperty
+        return sagemaker.CfnCluster(
+            self,
+            "HyperPod",
+            cluster_name=f"{settings.name}-hyperpod",
+            orchestrator=sagemaker.CfnCluster.OrchestratorProperty(
+                eks=sagemaker.CfnCluster.ClusterOrchestratorEksConfigProperty(cluster_arn=self.eks.cluster_arn)),
+            vpc_config=sagemaker.CfnCluster.VpcConfigProperty(
+                security_group_ids=[security_group.security_group_id], subnets=[node_subnet.subnet_id]),
+            node_recovery="Automatic",
+            instance_groups=[
+                group(instance_group_name=HEAD_GROUP, instance_type=settings.head_instance_type,
+                      instance_count=settings.head_count, execution_role=self.execution_role.role_arn,
+                      life_cycle_config=lifecycle, instance_storage_configs=volume, threads_per_core=2),
+                group(instance_group_name=WORKER_GROUP, instance_type=settings.worker_instance_type,
+                      instance_count=settings.worker_count, execution_role=self.execution_role.role_arn,
+                      life_cycle_config=lifecycle, instance_storage_configs=volume, threads_per_core=1,
+                      on_start_deep_health_checks=GPU_DEEP_HEALTH_CHECKS),
+            ],
+        )
+
+    def _acknowledge(self) -> None:
+        acknowledge_handlers(self.node_waiter, what="HyperPod node waiter")
+        acknowledge_handlers(self.dependency_chart, what="HyperPod chart installer")
+        acknowledge_handlers(self.eks, what="CDK kubectl provider")
+        kubectl_role = "CDK kubectl provider"
+        acknowledge(self.eks, {
+            "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/AmazonEKSClusterPolicy]":
+                "the EKS service role needs exactly this AWS-maintained policy",
+            "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/AmazonEC2ContainerRegistryReadOnly]":
+                f"{kubectl_role}: pulls Helm charts from ECR",
+            "AwsSolutions-IAM4[Policy::{\"Fn::If\":[\"EksKubectlProviderHandlerHasEcrPublic20BED575\",{\"Fn::Join\":[\"\",[\"arn:\",{\"Ref\":\"AWS::Partition\"},\":iam::aws:policy/AmazonElasticContainerRegistryPublicReadOnly\"]]},{\"Ref\":\"AWS::NoValue\"}]}]":
+                f"{kubectl_role}: pulls public Helm charts from ECR Public",
+        })
+        acknowledge(self.execution_role, {
+            "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/AmazonSageMakerClusterInstanceRolePolicy]":
+                "HyperPod's documented baseline policy for node instances",
+            "AwsSolutions-IAM5[Resource::*]": "ENI, describe and ECR token actions have no resource-level scoping",
+            "AwsSolutions-IAM5[Action::s3:GetBucket*]": "grant_read on the lifecycle-scripts bucket only",
+            "AwsSolutions-IAM5[Action::s3:GetObject*]": "grant_read on the lifecycle-scripts bucket only",
+            "AwsSolutions-IAM5[Action::s3:List*]": "grant_read on the lifecycle-scripts bucket only",
+            f"AwsSolutions-IAM5[Resource::arn:{self.partition}:s3:::{self._settings.lifecycle_bucket_name}/*]":
+                "nodes read every lifecycle script under the bucket",
+        })
+        acknowledge(self.fsx_csi_role, {
+            "AwsSolutions-IAM5[Resource::*]": "fsx:DescribeFileSystems has no resource-level scoping",
+        })

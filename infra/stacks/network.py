@@ -1,0 +1,78 @@
+"""Network: a two-AZ VPC with private subnets behind NAT, the cluster security group, S3 endpoint."""
+
+from __future__ import annotations
+
+from aws_cdk import RemovalPolicy, Stack
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_logs as logs
+from constructs import Construct
+
+from infra.settings import Settings
+
+VPC_CIDR = "10.0.0.0/16"
+# Pods take VPC IPs (VPC CNI): HyperPod samples give node subnets thousands of addresses.
+PRIVATE_SUBNET_MASK = 18
+PUBLIC_SUBNET_MASK = 24
+# FSx for Lustre: LNET on TCP 988 and 1018-1023 (FSx user guide, "File system access control").
+LUSTRE_PORTS = ((988, 988), (1018, 1023))
+FLOW_LOG_RETENTION = logs.RetentionDays.ONE_MONTH
+
+
+class NetworkStack(Stack):
+    """VPC, NAT, S3 gateway endpoint and the one security group EKS, HyperPod and FSx share."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, settings: Settings, **kwargs) -> None:
+        super().__init__(scope, construct_id, **kwargs)
+        self.vpc = ec2.Vpc(
+            self,
+            "Vpc",
+            ip_addresses=ec2.IpAddresses.cidr(VPC_CIDR),
+            max_azs=2,
+            nat_gateways=1,
+            subnet_configuration=[
+                ec2.SubnetConfiguration(name="public", subnet_type=ec2.SubnetType.PUBLIC, cidr_mask=PUBLIC_SUBNET_MASK),
+                ec2.SubnetConfiguration(
+                    name="private", subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS, cidr_mask=PRIVATE_SUBNET_MASK
+                ),
+            ],
+        )
+        self.vpc.add_gateway_endpoint("S3", service=ec2.GatewayVpcEndpointAwsService.S3)
+        flow_logs = logs.LogGroup(
+            self,
+            "FlowLogs",
+            retention=FLOW_LOG_RETENTION,
+            removal_policy=RemovalPolicy.DESTROY if settings.destroy_data else RemovalPolicy.RETAIN,
+        )
+        self.vpc.add_flow_log("FlowLog", destination=ec2.FlowLogDestination.to_cloud_watch_logs(flow_logs))
+        self.security_group = self._cluster_security_group()
+        # HyperPod nodes, their EFA traffic and FSx sit in one AZ (EFA needs one placement; FSx is single-AZ).
+        self.node_subnet = self.vpc.private_subnets[0]
+
+    def _cluster_security_group(self) -> ec2.SecurityGroup:
+        sg = ec2.SecurityGroup(
+            self,
+            "ClusterSg",
+            vpc=self.vpc,
+            allow_all_outbound=False,
+            description="EKS control plane, HyperPod nodes (EFA) and FSx for Lustre",
+        )
+        # EFA needs all traffic to and from the group itself, in both directions; the L2's
+        # allow_all_outbound would swallow an egress rule, so both are explicit L1 rules.
+        ec2.CfnSecurityGroupIngress(
+            self, "SelfIngress", group_id=sg.security_group_id, ip_protocol="-1",
+            source_security_group_id=sg.security_group_id, description="all traffic within the group (EFA)",
+        )
+        ec2.CfnSecurityGroupEgress(
+            self, "SelfEgress", group_id=sg.security_group_id, ip_protocol="-1",
+            destination_security_group_id=sg.security_group_id, description="all traffic within the group (EFA)",
+        )
+        ec2.CfnSecurityGroupEgress(
+            self, "InternetEgress", group_id=sg.security_group_id, ip_protocol="-1", cidr_ip="0.0.0.0/0",
+            description="image pulls, AWS APIs and Helm repositories through NAT",
+        )
+        for low, high in LUSTRE_PORTS:
+            ec2.CfnSecurityGroupIngress(
+                self, f"Lustre{low}", group_id=sg.security_group_id, ip_protocol="tcp", from_port=low,
+                to_port=high, source_security_group_id=sg.security_group_id, description="FSx for Lustre",
+            )
+        return sg

@@ -1,0 +1,73 @@
+"""One synth of the whole app per test session, shared by every infra test.
+
+The App gets the same context the CDK CLI would pass (cdk.json's "context" merged with
+cdk.context.json, then the profile), so the templates here are the ones `cdk synth` writes.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+
+PROFILE = "blog"  # the published topology: every stack, serving on
+ASSET_HASH = re.compile(r"[0-9a-f]{64}")
+
+
+def cli_context(**overrides: str) -> dict:
+    """What `cdk synth -c k=v` hands the app: cdk.json context, then cdk.context.json, then -c."""
+    context = dict(json.loads((ROOT / "cdk.json").read_text()).get("context", {}))
+    context.update(json.loads((ROOT / "cdk.context.json").read_text()))
+    context.update(overrides)
+    return context
+
+
+@dataclass(frozen=True)
+class Synth:
+    """The synthesized app: stacks by role, their templates as dicts, and the cloud assembly dir."""
+
+    stacks: dict
+    templates: dict[str, dict]
+    outdir: Path
+    settings: object
+
+
+@pytest.fixture(scope="session")
+def synth(tmp_path_factory) -> Synth:
+    import aws_cdk as cdk
+    from aws_cdk.assertions import Template
+
+    import app as cdk_app
+    from infra.settings import load_settings
+
+    outdir = tmp_path_factory.mktemp("cdk.out")
+    context = cli_context(profile=PROFILE)
+    app = cdk.App(context=context, outdir=str(outdir))
+    settings = load_settings(context)
+    stacks = cdk_app.compose(app, settings)
+    app.synth()
+    templates = {role: Template.from_stack(stack).to_json() for role, stack in stacks.items()}
+    return Synth(stacks=stacks, templates=templates, outdir=outdir, settings=settings)
+
+
+def mask_asset_hashes(template: dict) -> dict:
+    """Replace content hashes (assets, images) so edits to Dockerfiles, dashboards or handlers
+    by other parts of the project do not change the snapshots."""
+    return json.loads(ASSET_HASH.sub("<asset-hash>", json.dumps(template, sort_keys=True)))
+
+
+def resources(template: dict, resource_type: str) -> dict[str, dict]:
+    """Logical id -> resource, for every resource of one CloudFormation type."""
+    return {k: v for k, v in template["Resources"].items() if v["Type"] == resource_type}
+
+
+def one(template: dict, resource_type: str) -> tuple[str, dict]:
+    """The single resource of a type (fails when there are none or several)."""
+    found = resources(template, resource_type)
+    assert len(found) == 1, f"expected one {resource_type}, found {sorted(found)}"
+    return next(iter(found.items()))
