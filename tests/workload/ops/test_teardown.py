@@ -1,0 +1,164 @@
+"""Teardown against a recorded fake kubectl and cdk (on PATH) and moto: order, waits, failure and rerun."""
+
+from __future__ import annotations
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from tests.workload.ops.fakes import (
+    add_service_load_balancer,
+    build_aws_world,
+    cluster_objects,
+    install_fakes,
+    remove_load_balancer,
+)
+from workload.ops.kube import Kubectl
+from workload.ops.plan import TeardownTarget, build_teardown_plan
+from workload.ops.teardown import TeardownError, TeardownExecutor, Waits
+
+FAST = Waits(kube_timeout_s=5, aws_timeout_s=5, poll_interval_s=0.01)
+
+
+@pytest.fixture
+def world():
+    with mock_aws():
+        yield build_aws_world(boto3.Session(region_name="us-west-2"))
+
+
+def _target(keep_data: bool = False) -> TeardownTarget:
+    return TeardownTarget(profile="blog", region="us-west-2", app_name="skymaze", keep_data=keep_data)
+
+
+def _executor(world, tools, tmp_path, *, keep_data=False, waits=FAST, sleep=lambda _s: None, echo=None):
+    return TeardownExecutor(_target(keep_data), session=world.session, kubectl=Kubectl(), cdk_binary=tools.cdk,
+                            state_path=tmp_path / "state" / "teardown-blog.json", echo=echo or (lambda _m: None),
+                            waits=waits, sleep=sleep)
+
+
+def _deletes(tools) -> list[str]:
+    return [" ".join(call.split()[2:4]) for call in tools.calls() if call.startswith("kubectl delete")]
+
+
+def _bucket_exists(world, name) -> bool:
+    return name in [b["Name"] for b in world.session.client("s3").list_buckets()["Buckets"]]
+
+
+def test_deletes_kubernetes_objects_in_order_waits_for_load_balancers_then_destroys(world, tmp_path, monkeypatch):
+    tools = install_fakes(tmp_path, monkeypatch, server=world.endpoint, kinds=cluster_objects())
+    arn, eni = add_service_load_balancer(world)
+    ticks = []
+
+    def controller_catches_up(_seconds):  # the service controller removes the NLB a poll later
+        ticks.append(_seconds)
+        if len(ticks) == 1:
+            remove_load_balancer(world, arn, eni)
+
+    _executor(world, tools, tmp_path, sleep=controller_catches_up).run(build_teardown_plan(_target()))
+
+    assert _deletes(tools) == [
+        "rayjobs.ray.io maze-grpo",
+        "rayservices.ray.io maze-serve",
+        "rayclusters.ray.io maze-grpo-raycluster",
+        "rayclusters.ray.io maze-serve-raycluster",
+        "services maze-serve-lb",
+        "ingresses.networking.k8s.io dashboard",
+        "persistentvolumeclaims scratch",
+    ]
+    assert tools.objects("services") == ["maze-serve-head-svc", "kubernetes"]  # ClusterIP services stay
+    assert tools.objects("persistentvolumeclaims") == ["fsx-claim"]  # the static claim goes with its stack
+    assert ticks, "the load-balancer wait polled until the NLB was gone"
+    calls = tools.calls()
+    destroy = [i for i, call in enumerate(calls) if call.startswith("cdk destroy")]
+    assert len(destroy) == 1 and destroy[0] == len(calls) - 1, "cdk destroy runs once, after every kubectl call"
+    assert calls[-1] == "cdk destroy --all --force -c profile=blog"
+    assert not _bucket_exists(world, world.artifacts_bucket)  # removal=retain leftovers are deleted
+
+
+def test_failure_in_the_middle_names_the_step_and_a_rerun_finishes(world, tmp_path, monkeypatch):
+    tools = install_fakes(tmp_path, monkeypatch, server=world.endpoint, kinds=cluster_objects())
+    monkeypatch.setenv("FAKE_FAIL_ONCE", "kubectl delete services")
+    steps = build_teardown_plan(_target())
+
+    with pytest.raises(TeardownError, match=r"step 5/12 `delete-lb-services` failed: .*connection refused.*rerun"):
+        _executor(world, tools, tmp_path).run(steps)
+    assert not [call for call in tools.calls() if call.startswith("cdk")], "nothing after the failed step ran"
+    assert tools.objects("rayjobs.ray.io") == []  # the steps before it are done
+
+    _executor(world, tools, tmp_path).run(steps)
+
+    deletes = _deletes(tools)
+    assert deletes.count("rayjobs.ray.io maze-grpo") == 1, "done steps find nothing to delete on the rerun"
+    assert deletes.count("services maze-serve-lb") == 2  # the failed call, then the rerun's
+    assert [call for call in tools.calls() if call.startswith("cdk")] == ["cdk destroy --all --force -c profile=blog"]
+
+
+def test_cdk_failure_is_reported_and_the_rerun_uses_the_saved_state(world, tmp_path, monkeypatch):
+    tools = install_fakes(tmp_path, monkeypatch, server=world.endpoint, kinds=cluster_objects())
+    monkeypatch.setenv("FAKE_FAIL_ONCE", "cdk destroy")
+    steps = build_teardown_plan(_target())
+    with pytest.raises(TeardownError, match=r"step 11/12 `cdk-destroy` failed: .*exited with status 1"):
+        _executor(world, tools, tmp_path).run(steps)
+    assert _bucket_exists(world, world.artifacts_bucket)
+
+    # CloudFormation removed the stacks and the cluster meanwhile; the buckets were deployed with Retain.
+    for stack in ("SkymazeStorage", "SkymazeNetwork"):
+        world.session.client("cloudformation").delete_stack(StackName=stack)
+    world.session.client("eks").delete_cluster(name="skymaze")
+    before = len(tools.calls())
+    _executor(world, tools, tmp_path).run(steps)
+
+    rerun = tools.calls()[before:]
+    assert not [call for call in rerun if call.startswith("kubectl")], "the cluster is gone: no Kubernetes step"
+    assert rerun == ["cdk destroy --all --force -c profile=blog"]
+    assert not _bucket_exists(world, world.artifacts_bucket), "the saved state still names the bucket"
+    assert not _bucket_exists(world, world.logs_bucket)
+
+
+def test_a_load_balancer_that_never_goes_fails_the_wait_with_its_name(world, tmp_path, monkeypatch):
+    tools = install_fakes(tmp_path, monkeypatch, server=world.endpoint, kinds={})
+    add_service_load_balancer(world, name="orphan-nlb")
+    waits = Waits(kube_timeout_s=1, aws_timeout_s=0.2, poll_interval_s=0.02)
+    with pytest.raises(TeardownError, match=r"`wait-load-balancers` failed: .*after 0.2 s: orphan-nlb.*delete-load-bal"):
+        _executor(world, tools, tmp_path, waits=waits, sleep=__import__("time").sleep).run(
+            build_teardown_plan(_target()))
+    assert not [call for call in tools.calls() if call.startswith("cdk")]
+
+
+def test_kubectl_pointing_at_another_cluster_stops_before_deleting_anything(world, tmp_path, monkeypatch):
+    tools = install_fakes(tmp_path, monkeypatch, server="https://other.example.com", kinds=cluster_objects())
+    with pytest.raises(TeardownError, match=r"not at EKS cluster skymaze.*aws eks update-kubeconfig --name skymaze"):
+        _executor(world, tools, tmp_path).run(build_teardown_plan(_target()))
+    assert _deletes(tools) == []
+
+
+def test_uninstalled_kuberay_kinds_count_as_nothing_to_delete(world, tmp_path, monkeypatch):
+    kinds = {"services": [], "persistentvolumeclaims": []}  # no KubeRay CRDs, no ingress API
+    tools = install_fakes(tmp_path, monkeypatch, server=world.endpoint, kinds=kinds)
+    _executor(world, tools, tmp_path).run(build_teardown_plan(_target()))
+    assert tools.calls()[-1].startswith("cdk destroy")
+
+
+def test_keep_data_redeploys_the_storage_stack_with_retain_and_keeps_the_bucket(world, tmp_path, monkeypatch):
+    tools = install_fakes(tmp_path, monkeypatch, server=world.endpoint, kinds={})
+    _executor(world, tools, tmp_path, keep_data=True).run(build_teardown_plan(_target(keep_data=True)))
+    cdk_calls = [call for call in tools.calls() if call.startswith("cdk")]
+    assert cdk_calls == [
+        "cdk deploy SkymazeStorage --exclusively --require-approval never -c profile=blog -c removal=retain",
+        "cdk destroy --all --force -c profile=blog",
+    ]
+    assert _bucket_exists(world, world.artifacts_bucket)
+
+
+def test_guardduty_endpoint_and_group_outside_cloudformation_are_deleted(world, tmp_path, monkeypatch):
+    tools = install_fakes(tmp_path, monkeypatch, server=world.endpoint, kinds={})
+    ec2 = world.session.client("ec2")
+    ec2.create_vpc_endpoint(VpcId=world.vpc_id, ServiceName="com.amazonaws.us-west-2.guardduty-data",
+                            VpcEndpointType="Interface", SubnetIds=[world.subnet_id])
+    ec2.create_security_group(GroupName="GuardDutyManagedSecurityGroup-vpc-1", Description="gd", VpcId=world.vpc_id)
+    _executor(world, tools, tmp_path).run(build_teardown_plan(_target()))
+    vpc = [{"Name": "vpc-id", "Values": [world.vpc_id]}]
+    endpoints = ec2.describe_vpc_endpoints(Filters=vpc)["VpcEndpoints"]
+    assert all(e["State"].lower() == "deleted" for e in endpoints)
+    groups = [g["GroupName"] for g in ec2.describe_security_groups(Filters=vpc)["SecurityGroups"]]
+    assert not [g for g in groups if g.startswith("GuardDuty")]

@@ -1,0 +1,45 @@
+"""`skymaze cost`: what a profile costs per hour and per run, from the dated price table."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from workload.cli._common import EXIT_USAGE, fail, next_step
+
+
+def cost(
+    profile: str = typer.Option(..., "--profile", help="deployment profile: blog or small"),
+    hours: float = typer.Option(..., "--hours", help="hours from deploy to teardown (the run's wall time)"),
+    context: list[str] = typer.Option([], "--context", "-c", help="setting override KEY=VALUE, as for cdk"),
+    prices: Path = typer.Option(None, "--prices", help="price table (default: workload/ops/prices.yaml)"),
+    nat_gb: float = typer.Option(100.0, "--nat-gb", help="GB through the NAT gateway a run (images, model)"),
+    amp_series: int = typer.Option(30_000, "--amp-series", help="active Prometheus series"),
+    artifacts_gib: float = typer.Option(50.0, "--artifacts-gib", help="GiB kept in the artifacts bucket"),
+) -> None:
+    """Estimate the cost of a profile deployed for HOURS: per hour and per run, line by line.
+
+    Prices come from a dated table with a source for each row; rows marked * are estimates.
+    Exit codes: 0 ok, 2 bad input.
+
+    Example:  skymaze cost --profile blog --hours 12
+    """
+    from workload.ops.cost import Usage, estimate_cost, render_report
+    from workload.ops.prices import DEFAULT_PRICES_PATH, load_prices
+    from workload.ops.profiles import SettingsError, parse_overrides, settings_for, shape_for
+
+    try:
+        overrides = parse_overrides(context)
+        settings = settings_for(profile, overrides)
+        table = load_prices(prices or DEFAULT_PRICES_PATH)
+        usage = Usage(nat_gb_per_run=nat_gb, amp_active_series=amp_series, artifacts_gib=artifacts_gib)
+        report = estimate_cost(shape_for(settings), table, hours=hours, usage=usage)
+    except (SettingsError, ValueError, KeyError) as exc:
+        fail(str(exc).strip("'\""), code=EXIT_USAGE)
+    typer.echo(render_report(report))
+    next_step(f"skymaze deploy --profile {profile}")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("cost")(cost)

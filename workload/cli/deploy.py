@@ -1,0 +1,49 @@
+"""`skymaze deploy`: `cdk deploy --all` for a profile, then the next steps from the stack outputs."""
+
+from __future__ import annotations
+
+import typer
+
+from workload.cli._common import EXIT_USAGE, fail, next_step
+
+
+def deploy(
+    profile: str = typer.Option(..., "--profile", help="deployment profile: blog or small"),
+    context: list[str] = typer.Option([], "--context", "-c", help="setting override KEY=VALUE, passed to cdk"),
+    dry_run: bool = typer.Option(False, "--dry-run", help="print the cdk command and change nothing"),
+    cdk_bin: str = typer.Option(None, "--cdk-bin", help="cdk CLI (default: the pinned node_modules/.bin/cdk)"),
+) -> None:
+    """Deploy every stack of a profile (VPC, storage, EKS + HyperPod, observability, Ray, serving).
+
+    Needs AWS credentials and a Docker daemon; takes 45-70 min. Stack outputs are saved to
+    cdk.out/outputs-PROFILE.json and the next steps (kubeconfig, submit, Grafana) are printed.
+    Exit codes: 0 ok, 1 cdk failed (rerunning resumes), 2 bad input.
+
+    Example:  skymaze deploy --profile blog
+    """
+    from workload.ops.cdk import PROJECT_ROOT, CdkError, resolve_cdk, run_cdk
+    from workload.ops.deploy import deploy_args, next_steps, outputs_path, read_outputs
+    from workload.ops.profiles import SettingsError, parse_overrides, settings_for, target_for
+
+    try:
+        overrides = parse_overrides(context)
+        target = target_for(settings_for(profile, overrides), overrides=overrides)
+    except SettingsError as exc:
+        fail(str(exc), code=EXIT_USAGE)
+    args = deploy_args(target)
+    if dry_run:
+        typer.echo(f"would run: cdk {' '.join(args)}")
+        next_step(f"skymaze deploy --profile {profile}")
+        return
+    try:
+        run_cdk(resolve_cdk(cdk_bin), args, echo=typer.echo)
+    except CdkError as exc:
+        fail(f"{exc}; fix the cause shown above and rerun `skymaze deploy --profile {profile}` "
+             f"(CloudFormation resumes; `skymaze teardown --profile {profile}` removes a half-built deploy)")
+    outputs = read_outputs(PROJECT_ROOT / outputs_path(profile))
+    typer.echo(f"deployed profile {profile!r}; outputs in {outputs_path(profile)}")
+    next_step(*next_steps(target, outputs))
+
+
+def register(app: typer.Typer) -> None:
+    app.command("deploy")(deploy)

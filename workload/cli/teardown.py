@@ -1,0 +1,76 @@
+"""`skymaze teardown`: delete what Kubernetes created in AWS, wait for it, then `cdk destroy --all`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from workload.cli._common import EXIT_USAGE, fail, next_step
+
+STATE_DIR = Path(".skymaze")
+
+
+def teardown(
+    profile: str = typer.Option(..., "--profile", help="deployment profile: blog or small"),
+    keep_data: bool = typer.Option(False, "--keep-data", help="keep the artifacts bucket (adapters, runs)"),
+    dry_run: bool = typer.Option(False, "--dry-run", help="print the ordered plan and change nothing"),
+    yes: bool = typer.Option(False, "--yes", "-y", help="do not ask for confirmation"),
+    context: list[str] = typer.Option([], "--context", "-c", help="setting override KEY=VALUE used at deploy"),
+    kube_timeout_s: float = typer.Option(600, "--kube-timeout-s", help="deadline of each Kubernetes wait"),
+    aws_timeout_s: float = typer.Option(900, "--aws-timeout-s", help="deadline of each AWS wait"),
+    poll_s: float = typer.Option(10, "--poll-s", help="polling interval of the waits"),
+    state_dir: Path = typer.Option(STATE_DIR, "--state-dir", help="where the discovered resources are saved"),
+    cdk_bin: str = typer.Option(None, "--cdk-bin", help="cdk CLI (default: the pinned node_modules/.bin/cdk)"),
+) -> None:
+    """Tear a profile down completely, in an order that leaves nothing behind.
+
+    First the Kubernetes objects that own AWS resources outside CloudFormation (RayJobs,
+    RayServices, RayClusters, LoadBalancer services, ingresses, dynamic PVCs), waiting until
+    their load balancers and network interfaces are gone; then `cdk destroy --all`. Every step
+    is idempotent: after a failure, fix the cause and rerun the same command.
+    Exit codes: 0 ok, 1 a step failed (rerun to continue), 2 bad input.
+
+    Example:  skymaze teardown --profile blog --dry-run
+    """
+    from workload.ops.plan import build_teardown_plan, render_plan
+    from workload.ops.profiles import SettingsError, parse_overrides, settings_for, target_for
+
+    try:
+        overrides = parse_overrides(context)
+        target = target_for(settings_for(profile, overrides), overrides=overrides, keep_data=keep_data)
+    except SettingsError as exc:
+        fail(str(exc), code=EXIT_USAGE)
+    steps = build_teardown_plan(target)
+    if dry_run:
+        typer.echo(render_plan(target, steps))
+        next_step(f"skymaze teardown --profile {profile}{' --keep-data' if keep_data else ''}")
+        return
+    if not yes:
+        typer.confirm(f"Delete every resource of profile {profile!r} in {target.region}?", abort=True)
+    _execute(target, steps, state_dir=state_dir, cdk_bin=cdk_bin,
+             waits=(kube_timeout_s, aws_timeout_s, poll_s))
+    typer.echo(f"profile {profile!r} is torn down" + (" (artifacts bucket kept)" if keep_data else ""))
+    next_step(f"skymaze cost --profile {profile} --hours 12   # what the run cost, from the price table")
+
+
+def _execute(target, steps, *, state_dir: Path, cdk_bin: str | None, waits: tuple[float, float, float]) -> None:
+    import boto3
+
+    from workload.ops.cdk import CdkError, resolve_cdk
+    from workload.ops.kube import Kubectl
+    from workload.ops.teardown import TeardownError, TeardownExecutor, Waits
+
+    try:
+        executor = TeardownExecutor(
+            target, session=boto3.Session(region_name=target.region), kubectl=Kubectl(),
+            cdk_binary=resolve_cdk(cdk_bin), state_path=state_dir / f"teardown-{target.profile}.json",
+            echo=typer.echo, waits=Waits(*waits),
+        )
+        executor.run(steps)
+    except (TeardownError, CdkError) as exc:
+        fail(str(exc))
+
+
+def register(app: typer.Typer) -> None:
+    app.command("teardown")(teardown)

@@ -1,0 +1,181 @@
+"""The boto3 edge of teardown: find the app's stacks and resources, and what blocks their deletion.
+
+Each function takes a boto3 ``Session`` and does one query or one idempotent change; the
+teardown executor decides when to call them. Tests run them against moto.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from botocore.exceptions import ClientError
+
+CFN_STACK_TAG = "aws:cloudformation:stack-name"
+# Network interfaces of ELB/ALB/NLB load balancers carry this description prefix ("ELB app/...").
+LB_ENI_DESCRIPTION = "ELB *"
+GUARDDUTY_SG_PREFIX = "GuardDutyManagedSecurityGroup"
+LIVE_STACK_STATUSES = (
+    "CREATE_COMPLETE", "CREATE_FAILED", "ROLLBACK_COMPLETE", "ROLLBACK_FAILED", "UPDATE_COMPLETE",
+    "UPDATE_ROLLBACK_COMPLETE", "UPDATE_ROLLBACK_FAILED", "DELETE_FAILED", "IMPORT_COMPLETE",
+    "CREATE_IN_PROGRESS", "UPDATE_IN_PROGRESS", "DELETE_IN_PROGRESS", "ROLLBACK_IN_PROGRESS",
+)
+
+
+@dataclass(frozen=True)
+class StackResource:
+    stack: str
+    logical_id: str
+    physical_id: str
+    resource_type: str
+
+
+@dataclass(frozen=True)
+class ClusterInfo:
+    name: str
+    endpoint: str
+    vpc_id: str
+
+
+def app_stacks(session, prefix: str) -> list[str]:
+    """Names of live CloudFormation stacks whose name starts with ``prefix`` (case-insensitive)."""
+    paginator = session.client("cloudformation").get_paginator("list_stacks")
+    names = []
+    for page in paginator.paginate(StackStatusFilter=list(LIVE_STACK_STATUSES)):
+        names += [s["StackName"] for s in page["StackSummaries"] if s["StackName"].lower().startswith(prefix.lower())]
+    return sorted(set(names))
+
+
+def stack_resources(session, stacks: list[str], resource_type: str) -> list[StackResource]:
+    """Every resource of ``resource_type`` in ``stacks``; stacks that are gone are skipped."""
+    cfn = session.client("cloudformation")
+    found = []
+    for stack in stacks:
+        try:
+            resources = cfn.describe_stack_resources(StackName=stack)["StackResources"]
+        except ClientError as exc:
+            if "does not exist" in str(exc):
+                continue
+            raise
+        found += [StackResource(stack, r["LogicalResourceId"], r.get("PhysicalResourceId", ""), r["ResourceType"])
+                  for r in resources if r["ResourceType"] == resource_type]
+    return found
+
+
+def stack_outputs(session, stacks: list[str]) -> dict[str, str]:
+    """All outputs of ``stacks`` merged (OutputKey -> OutputValue); stacks that are gone are skipped."""
+    cfn = session.client("cloudformation")
+    outputs: dict[str, str] = {}
+    for stack in stacks:
+        try:
+            described = cfn.describe_stacks(StackName=stack)["Stacks"]
+        except ClientError as exc:
+            if "does not exist" in str(exc):
+                continue
+            raise
+        for output in described[0].get("Outputs", []):
+            outputs[output["OutputKey"]] = output["OutputValue"]
+    return outputs
+
+
+def deletion_policy(session, resource: StackResource) -> str:
+    """The deployed template's DeletionPolicy of ``resource`` (CloudFormation's default is Delete)."""
+    body = session.client("cloudformation").get_template(StackName=resource.stack)["TemplateBody"]
+    if isinstance(body, str):
+        body = json.loads(body)
+    return body.get("Resources", {}).get(resource.logical_id, {}).get("DeletionPolicy", "Delete")
+
+
+def cluster_info(session, name: str) -> ClusterInfo | None:
+    """Endpoint and VPC of EKS cluster ``name``; None once the cluster is gone."""
+    try:
+        cluster = session.client("eks").describe_cluster(name=name)["cluster"]
+    except ClientError as exc:
+        if exc.response["Error"]["Code"] == "ResourceNotFoundException":
+            return None
+        raise
+    vpc_config = cluster["resourcesVpcConfig"]
+    vpc_id = vpc_config.get("vpcId")
+    if not vpc_id:  # older API answers name only the subnets
+        subnet = session.client("ec2").describe_subnets(SubnetIds=vpc_config["subnetIds"][:1])["Subnets"][0]
+        vpc_id = subnet["VpcId"]
+    return ClusterInfo(name, cluster.get("endpoint", ""), vpc_id)
+
+
+def _untagged_by_cloudformation(tags_by_name: dict[str, list[dict]]) -> list[str]:
+    return sorted(name for name, tags in tags_by_name.items() if not any(t["Key"] == CFN_STACK_TAG for t in tags))
+
+
+def foreign_load_balancers(session, vpc_id: str) -> list[str]:
+    """Load balancers (ALB/NLB and classic) in ``vpc_id`` that CloudFormation did not create."""
+    elbv2 = session.client("elbv2")
+    arns = {}
+    for page in elbv2.get_paginator("describe_load_balancers").paginate():
+        arns.update({lb["LoadBalancerArn"]: lb["LoadBalancerName"] for lb in page["LoadBalancers"]
+                     if lb.get("VpcId") == vpc_id})
+    tags = {}
+    arn_list = list(arns)
+    for start in range(0, len(arn_list), 20):  # describe_tags takes at most 20 ARNs
+        for desc in elbv2.describe_tags(ResourceArns=arn_list[start:start + 20])["TagDescriptions"]:
+            tags[arns[desc["ResourceArn"]]] = desc.get("Tags", [])
+    elb = session.client("elb")
+    classic = [lb["LoadBalancerName"] for lb in elb.describe_load_balancers()["LoadBalancerDescriptions"]
+               if lb.get("VPCId") == vpc_id]
+    for start in range(0, len(classic), 20):
+        for desc in elb.describe_tags(LoadBalancerNames=classic[start:start + 20])["TagDescriptions"]:
+            tags[desc["LoadBalancerName"]] = desc.get("Tags", [])
+    return _untagged_by_cloudformation(tags)
+
+
+def load_balancer_enis(session, vpc_id: str) -> list[str]:
+    """Network interfaces in ``vpc_id`` that belong to load balancers."""
+    ec2 = session.client("ec2")
+    filters = [{"Name": "vpc-id", "Values": [vpc_id]}, {"Name": "description", "Values": [LB_ENI_DESCRIPTION]}]
+    enis = []
+    for page in ec2.get_paginator("describe_network_interfaces").paginate(Filters=filters):
+        enis += [eni["NetworkInterfaceId"] for eni in page["NetworkInterfaces"]]
+    return sorted(enis)
+
+
+def delete_guardduty_leftovers(session, vpc_id: str) -> list[str]:
+    """Delete GuardDuty's VPC endpoints and security groups in ``vpc_id``; returns what is still pending.
+
+    A security group stays pending (DependencyViolation) until the endpoint's interfaces are
+    released, which takes minutes; rerunning finishes the job.
+    """
+    ec2 = session.client("ec2")
+    vpc_filter = [{"Name": "vpc-id", "Values": [vpc_id]}]
+    endpoints = [e["VpcEndpointId"] for e in ec2.describe_vpc_endpoints(Filters=vpc_filter)["VpcEndpoints"]
+                 if "guardduty" in e["ServiceName"] and e.get("State", "").lower() != "deleted"]
+    if endpoints:
+        ec2.delete_vpc_endpoints(VpcEndpointIds=endpoints)
+    pending = []
+    for group in ec2.describe_security_groups(Filters=vpc_filter)["SecurityGroups"]:
+        if not group["GroupName"].startswith(GUARDDUTY_SG_PREFIX):
+            continue
+        try:
+            ec2.delete_security_group(GroupId=group["GroupId"])
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] != "DependencyViolation":
+                raise
+            pending.append(group["GroupId"])
+    return pending
+
+
+def empty_and_delete_bucket(session, name: str) -> bool:
+    """Delete every object version of bucket ``name``, then the bucket. False if it did not exist."""
+    s3 = session.client("s3")
+    try:
+        s3.head_bucket(Bucket=name)
+    except ClientError as exc:
+        if exc.response["Error"]["Code"] in ("404", "NoSuchBucket", "NotFound"):
+            return False
+        raise
+    paginator = s3.get_paginator("list_object_versions")
+    for page in paginator.paginate(Bucket=name):
+        keys = [{"Key": v["Key"], "VersionId": v["VersionId"]}
+                for v in page.get("Versions", []) + page.get("DeleteMarkers", [])]
+        if keys:
+            s3.delete_objects(Bucket=name, Delete={"Objects": keys, "Quiet": True})
+    s3.delete_bucket(Bucket=name)
+    return True

@@ -1,0 +1,51 @@
+"""The CDK CLI edge: find the pinned binary and run it from the project root, streaming its output."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+PINNED_CDK = PROJECT_ROOT / "node_modules" / ".bin" / "cdk"
+# Quiet, offline-friendly CLI defaults (the Makefile exports the same).
+CDK_ENV = {
+    "CDK_DISABLE_CLI_TELEMETRY": "true",
+    "CDK_DISABLE_VERSION_CHECK": "1",
+    "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20",
+}
+
+
+class CdkError(RuntimeError):
+    """The cdk CLI is missing or exited non-zero."""
+
+
+def resolve_cdk(explicit: str | None = None) -> str:
+    """The cdk binary: ``explicit`` if given, else the pinned one in node_modules, else ``cdk`` on PATH."""
+    if explicit:
+        return explicit
+    if PINNED_CDK.exists():
+        return str(PINNED_CDK)
+    found = shutil.which("cdk")
+    if found:
+        return found
+    raise CdkError("the CDK CLI is not installed: run `make install` (npm ci puts it in node_modules/.bin/cdk)")
+
+
+def run_cdk(binary: str, args: Sequence[str], *, echo: Callable[[str], None], cwd: Path = PROJECT_ROOT) -> None:
+    """Run ``binary args`` in ``cwd``, echoing each output line; raise ``CdkError`` on a non-zero exit."""
+    command = [binary, *args]
+    env = {**os.environ, **CDK_ENV}
+    try:
+        process = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                   text=True)
+    except FileNotFoundError as exc:
+        raise CdkError(f"{binary} not found: run `make install`") from exc
+    assert process.stdout is not None
+    for line in process.stdout:
+        echo(line.rstrip("\n"))
+    code = process.wait()
+    if code != 0:
+        raise CdkError(f"`cdk {' '.join(args)}` exited with status {code}")

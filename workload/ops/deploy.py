@@ -1,0 +1,53 @@
+"""`skymaze deploy`: the cdk command for a profile, and the next steps read from the stack outputs. Pure."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from workload.ops.plan import TeardownTarget
+
+OUTPUTS_DIR = Path("cdk.out")
+EKS_CLUSTER_OUTPUT = re.compile(r"eks.*cluster.*name|^clustername$", re.IGNORECASE)
+GRAFANA_OUTPUT = re.compile(r"grafana.*(url|endpoint)", re.IGNORECASE)
+
+
+def outputs_path(profile: str) -> Path:
+    """Where `cdk deploy --outputs-file` writes this profile's stack outputs (relative to the project root)."""
+    return OUTPUTS_DIR / f"outputs-{profile}.json"
+
+
+def deploy_args(target: TeardownTarget) -> list[str]:
+    """Arguments of `cdk deploy` for every stack of the profile, without prompts, saving the outputs."""
+    return ["deploy", "--all", "--require-approval", "never", *target.cdk_context,
+            "--outputs-file", str(outputs_path(target.profile))]
+
+
+def read_outputs(path: Path) -> dict[str, str]:
+    """Flatten `{stack: {key: value}}` from a cdk outputs file; a missing file is no outputs."""
+    if not path.exists():
+        return {}
+    merged: dict[str, str] = {}
+    for stack_outputs in json.loads(path.read_text()).values():
+        merged.update(stack_outputs)
+    return merged
+
+
+def _find(outputs: dict[str, str], pattern: re.Pattern) -> str | None:
+    return next((value for key, value in sorted(outputs.items()) if pattern.search(key)), None)
+
+
+def next_steps(target: TeardownTarget, outputs: dict[str, str]) -> list[str]:
+    """What to run after a deploy: kubeconfig, a submit, the Grafana URL, and the teardown."""
+    cluster = _find(outputs, EKS_CLUSTER_OUTPUT) or target.app_name
+    grafana = _find(outputs, GRAFANA_OUTPUT)
+    steps = [
+        f"aws eks update-kubeconfig --name {cluster} --region {target.region}",
+        "skymaze submit --recipe blog",
+        f"open {grafana if grafana.startswith('http') else 'https://' + grafana}  # Grafana: Ray and maze-training dashboards"
+        if grafana else "# Grafana URL: see the observability stack's outputs",
+        f"skymaze cost --profile {target.profile} --hours 12",
+        f"skymaze teardown --profile {target.profile}   # when done: stops the billing",
+    ]
+    return steps

@@ -1,0 +1,117 @@
+"""The teardown plan: which objects go, in which order, and why. Pure: no kubectl, no AWS calls.
+
+Order matters because Kubernetes controllers create AWS resources that CloudFormation does not
+know about (load balancers and their network interfaces, dynamically provisioned volumes); if
+they are still there, `cdk destroy` fails on the subnets and the VPC with DependencyViolation.
+KubeRay objects go first, while the KubeRay operator is still running to honour their finalizers.
+Every step is idempotent, so a teardown that failed halfway is finished by running it again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# Kubernetes kinds (resource.group, as kubectl names them) deleted before the stacks, in order.
+# RayJobs own RayClusters and RayServices create Serve services, so they go first.
+KUBE_KINDS = (
+    ("rayjobs.ray.io", "RayJobs (their finalizer needs the KubeRay operator, which the stacks remove)"),
+    ("rayservices.ray.io", "RayServices (Ray Serve endpoints and their services)"),
+    ("rayclusters.ray.io", "RayClusters (head and worker pods)"),
+)
+# Defaults of the waits; a teardown that times out says so and can simply be rerun.
+DEFAULT_KUBE_TIMEOUT_S = 600
+DEFAULT_AWS_TIMEOUT_S = 900
+
+
+@dataclass(frozen=True)
+class TeardownTarget:
+    """What a teardown acts on, read from the deployment settings of a profile."""
+
+    profile: str
+    region: str
+    app_name: str                       # prefix of the app's stacks and of the EKS cluster name
+    keep_data: bool = False
+    stacks: tuple[str, ...] = ()        # the app's stacks in deploy order; empty: `cdk destroy --all`
+    overrides: tuple[tuple[str, str], ...] = ()  # the `-c KEY=VALUE` settings the profile was deployed with
+
+    @property
+    def cdk_context(self) -> tuple[str, ...]:
+        """The `-c` arguments every cdk call of this profile needs (the same as at deploy time)."""
+        args = ["-c", f"profile={self.profile}"]
+        for key, value in self.overrides:
+            args += ["-c", f"{key}={value}"]
+        return tuple(args)
+
+
+@dataclass(frozen=True)
+class Step:
+    """One idempotent teardown step: ``action`` names the executor's function, ``arg`` its input."""
+
+    key: str
+    action: str
+    title: str
+    arg: str = ""
+
+
+def _kube_steps() -> list[Step]:
+    steps = [
+        Step("kube-context", "check_kube_context", "check that kubectl points at this profile's EKS cluster "
+             "(skip every Kubernetes step when the cluster is already gone)"),
+    ]
+    for kind, why in KUBE_KINDS:
+        steps.append(Step(f"delete-{kind.split('.')[0]}", "delete_kind", f"delete all {why}; wait until gone",
+                          kind))
+    steps += [
+        Step("delete-lb-services", "delete_load_balancer_services",
+             "delete every Service of type LoadBalancer (each owns an ELB/NLB and its ENIs); wait until gone"),
+        Step("delete-ingresses", "delete_kind",
+             "delete all Ingresses (each owns an ALB when a load-balancer controller runs); wait until gone",
+             "ingresses.networking.k8s.io"),
+        Step("delete-dynamic-pvcs", "delete_dynamic_pvcs",
+             "delete PersistentVolumeClaims provisioned by a StorageClass (their FSx/EBS volumes are not "
+             "CloudFormation resources; the static /shared claim stays with its stack); wait until gone"),
+    ]
+    return steps
+
+
+def _aws_steps() -> list[Step]:
+    return [
+        Step("wait-load-balancers", "wait_load_balancers",
+             "wait until no load balancer that CloudFormation did not create is left in the cluster's VPC"),
+        Step("wait-lb-enis", "wait_load_balancer_enis",
+             "wait until the network interfaces of those load balancers are released"),
+        Step("delete-guardduty-endpoints", "delete_guardduty_endpoints",
+             "delete the VPC endpoint and security group GuardDuty runtime monitoring adds outside "
+             "CloudFormation, if any"),
+    ]
+
+
+def build_teardown_plan(target: TeardownTarget) -> list[Step]:
+    """The ordered steps that tear ``target`` down; see the module docstring for the order."""
+    steps = _kube_steps() + _aws_steps()
+    if target.keep_data:
+        steps.append(Step("retain-artifacts", "retain_artifacts_bucket",
+                          "make sure the artifacts bucket's DeletionPolicy is Retain (redeploy the stack that "
+                          "holds it with -c removal=retain when it is not), so `cdk destroy` leaves it"))
+    stacks = " ".join(reversed(target.stacks)) if target.stacks else "--all"
+    context = " ".join(target.cdk_context)
+    steps.append(Step("cdk-destroy", "cdk_destroy", f"`cdk destroy {stacks} --force {context}` (CloudFormation "
+                      "deletes in reverse dependency order: serving, Ray, observability, HyperPod, EKS, storage, "
+                      "network)"))
+    if not target.keep_data:
+        steps.append(Step("delete-retained-buckets", "delete_retained_buckets",
+                          "empty and delete the app's buckets (artifacts, access logs) that survived `cdk destroy` "
+                          "because they were deployed with removal=retain"))
+    return steps
+
+
+def render_plan(target: TeardownTarget, steps: list[Step]) -> str:
+    """Numbered, human-readable plan for ``--dry-run``."""
+    data = "kept (--keep-data)" if target.keep_data else "deleted"
+    lines = [
+        f"Teardown plan for profile {target.profile!r} ({target.app_name}, {target.region}); "
+        f"artifacts bucket: {data}",
+    ]
+    for number, step in enumerate(steps, start=1):
+        lines.append(f"{number:>2}. [{step.key}] {step.title}")
+    return "\n".join(lines)

@@ -1,0 +1,56 @@
+"""Deployment settings -> what operations act on: the teardown target and the billable shape.
+
+Reads ``infra.settings`` (pure pydantic; no aws_cdk import), so the operations commands see the
+same profiles, instance types and overrides as ``cdk deploy``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from infra.settings import Settings, SettingsError, load_settings
+from workload.ops.cost import ClusterShape, InstanceGroup
+from workload.ops.plan import TeardownTarget
+
+__all__ = ["SettingsError", "parse_overrides", "settings_for", "shape_for", "target_for"]
+
+
+def parse_overrides(pairs: Sequence[str]) -> tuple[tuple[str, str], ...]:
+    """``["worker_count=2"]`` -> ``(("worker_count", "2"),)``; a pair without ``=`` is a usage error."""
+    parsed = []
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise SettingsError(f"-c {pair!r}: expected KEY=VALUE, e.g. -c worker_count=2")
+        if key == "profile":
+            raise SettingsError("-c profile=...: use --profile instead")
+        parsed.append((key, value))
+    return tuple(parsed)
+
+
+def settings_for(profile: str, overrides: tuple[tuple[str, str], ...] = ()) -> Settings:
+    """The validated settings ``cdk deploy -c profile=PROFILE -c KEY=VALUE ...`` would use."""
+    unknown = [key for key, _ in overrides if key not in Settings.model_fields]
+    if unknown:
+        raise SettingsError(f"-c {unknown[0]}=...: not a deployment setting; known: {', '.join(Settings.model_fields)}")
+    return load_settings({"profile": profile, **dict(overrides)})
+
+
+def target_for(settings: Settings, *, overrides: tuple[tuple[str, str], ...] = (),
+               keep_data: bool = False) -> TeardownTarget:
+    """What ``skymaze teardown`` acts on for these settings."""
+    return TeardownTarget(profile=settings.profile, region=settings.region, app_name=settings.name,
+                          keep_data=keep_data, overrides=overrides)
+
+
+def shape_for(settings: Settings) -> ClusterShape:
+    """The billable pieces these settings deploy."""
+    return ClusterShape(
+        profile=settings.profile,
+        instance_groups=(
+            InstanceGroup("head", settings.head_instance_type, settings.head_count, settings.node_volume_gib),
+            InstanceGroup("workers", settings.worker_instance_type, settings.worker_count, settings.node_volume_gib),
+        ),
+        fsx_tier=f"PERSISTENT_2_{settings.fsx_throughput_mbps_per_tib}",
+        fsx_gib=settings.fsx_storage_gib,
+    )

@@ -1,0 +1,234 @@
+"""Run a teardown plan: each step once, in order, stopping at the first failure with a clear message.
+
+What the steps act on (stack names, EKS cluster, VPC, artifacts bucket) is discovered from
+CloudFormation at the start and saved to a small state file, so that a rerun after `cdk destroy`
+removed some stacks still knows the VPC to check and the bucket to delete.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from botocore.exceptions import ClientError
+
+from workload.ops import aws
+from workload.ops.cdk import CdkError, run_cdk
+from workload.ops.kube import Kubectl, KubectlError, is_dynamic_claim, is_load_balancer_service
+from workload.ops.plan import DEFAULT_AWS_TIMEOUT_S, DEFAULT_KUBE_TIMEOUT_S, Step, TeardownTarget
+
+ARTIFACTS_OUTPUT = re.compile(r"artifact.*bucket", re.IGNORECASE)
+ARTIFACTS_LOGICAL_ID = re.compile(r"artifact", re.IGNORECASE)
+DEFAULT_POLL_INTERVAL_S = 10.0
+
+
+class TeardownError(RuntimeError):
+    """A step failed; the message says which, why, and that rerunning continues from there."""
+
+
+@dataclass(frozen=True)
+class Waits:
+    """Deadlines and the polling interval of the waits."""
+
+    kube_timeout_s: float = DEFAULT_KUBE_TIMEOUT_S
+    aws_timeout_s: float = DEFAULT_AWS_TIMEOUT_S
+    poll_interval_s: float = DEFAULT_POLL_INTERVAL_S
+
+
+@dataclass
+class Discovered:
+    """What teardown acts on; saved between runs so that a rerun after partial deletion still knows it."""
+
+    stacks: list[str] = field(default_factory=list)
+    cluster_name: str | None = None
+    vpc_id: str | None = None
+    artifacts_bucket: str | None = None
+    buckets: list[str] = field(default_factory=list)
+    artifacts_stack: str | None = None
+    artifacts_logical_id: str | None = None
+
+    @classmethod
+    def load(cls, path: Path) -> Discovered:
+        if not path.exists():
+            return cls()
+        return cls(**json.loads(path.read_text()))
+
+    def save(self, path: Path) -> None:
+        """Atomic write: a crash never leaves half a state file."""
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+        with os.fdopen(fd, "w") as handle:
+            json.dump(asdict(self), handle, indent=2)
+        os.replace(tmp, path)
+
+
+def poll_until_empty(check: Callable[[], list], *, timeout_s: float, interval_s: float, what: str,
+                     sleep: Callable[[float], None] = time.sleep) -> None:
+    """Call ``check`` until it returns an empty list; past ``timeout_s`` raise naming what is left."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        left = check()
+        if not left:
+            return
+        if time.monotonic() >= deadline:
+            shown = ", ".join(map(str, left[:10])) + (" ..." if len(left) > 10 else "")
+            raise TeardownError(f"{what} still present after {timeout_s:g} s: {shown}")
+        sleep(interval_s)
+
+
+def discover(target: TeardownTarget, session, saved: Discovered) -> Discovered:
+    """Find the app's stacks, EKS cluster, VPC and artifacts bucket; keep saved values for what is gone."""
+    stacks = list(target.stacks) or aws.app_stacks(session, target.app_name) or saved.stacks
+    found = Discovered(**asdict(saved))
+    found.stacks = stacks
+    clusters = aws.stack_resources(session, stacks, "AWS::EKS::Cluster")
+    # The EKS cluster is named after the app (infra settings `name`) unless a stack says otherwise.
+    found.cluster_name = clusters[0].physical_id if clusters else (saved.cluster_name or target.app_name)
+    vpcs = aws.stack_resources(session, stacks, "AWS::EC2::VPC")
+    if vpcs:
+        found.vpc_id = vpcs[0].physical_id
+    all_buckets = aws.stack_resources(session, stacks, "AWS::S3::Bucket")
+    if all_buckets:
+        found.buckets = sorted({b.physical_id for b in all_buckets} | set(saved.buckets))
+    buckets = [b for b in all_buckets if ARTIFACTS_LOGICAL_ID.search(b.logical_id)]
+    if buckets:
+        found.artifacts_bucket = buckets[0].physical_id
+        found.artifacts_stack, found.artifacts_logical_id = buckets[0].stack, buckets[0].logical_id
+    for key, value in aws.stack_outputs(session, stacks).items():
+        if ARTIFACTS_OUTPUT.search(key):
+            found.artifacts_bucket = value
+    return found
+
+
+class TeardownExecutor:
+    """Runs the plan's steps against kubectl, AWS (boto3) and the cdk CLI."""
+
+    def __init__(self, target: TeardownTarget, *, session, kubectl: Kubectl, cdk_binary: str,
+                 state_path: Path, echo: Callable[[str], None], waits: Waits = Waits(),
+                 sleep: Callable[[float], None] = time.sleep):
+        self.target = target
+        self._session = session
+        self._kubectl = kubectl
+        self._cdk = cdk_binary
+        self._state_path = state_path
+        self._echo = echo
+        self._waits = waits
+        self._sleep = sleep
+        self._kube_enabled = True
+        self.found = Discovered()
+
+    def run(self, steps: list[Step]) -> None:
+        """Discover, then run every step in order; the first failure raises ``TeardownError``."""
+        self.found = discover(self.target, self._session, Discovered.load(self._state_path))
+        self.found.save(self._state_path)
+        self._echo(f"stacks: {', '.join(self.found.stacks) or '(none left)'}; EKS cluster: "
+                   f"{self.found.cluster_name or '?'}; VPC: {self.found.vpc_id or '?'}; "
+                   f"artifacts bucket: {self.found.artifacts_bucket or '?'}")
+        for number, step in enumerate(steps, start=1):
+            self._echo(f"[{number}/{len(steps)}] {step.key}: {step.title}")
+            try:
+                getattr(self, step.action)(step)
+            except (TeardownError, KubectlError, CdkError, ClientError) as exc:
+                raise TeardownError(
+                    f"step {number}/{len(steps)} `{step.key}` failed: {exc}. Steps before it are done and every "
+                    f"step is idempotent: fix the cause, then rerun `skymaze teardown --profile {self.target.profile}`"
+                    f"{' --keep-data' if self.target.keep_data else ''} to continue."
+                ) from exc
+
+    # -- Kubernetes ---------------------------------------------------------------------------
+    def check_kube_context(self, step: Step) -> None:
+        cluster = aws.cluster_info(self._session, self.found.cluster_name) if self.found.cluster_name else None
+        if cluster is None:
+            self._kube_enabled = False
+            self._echo("  EKS cluster is gone: skipping the Kubernetes steps")
+            return
+        self.found.vpc_id = cluster.vpc_id
+        self.found.save(self._state_path)
+        server = self._kubectl.current_server()
+        if (server or "").rstrip("/").lower() != cluster.endpoint.rstrip("/").lower():
+            raise TeardownError(
+                f"kubectl's current context points at {server or 'nothing'}, not at EKS cluster {cluster.name} "
+                f"({cluster.endpoint}); run `aws eks update-kubeconfig --name {cluster.name} "
+                f"--region {self.target.region}`"
+            )
+
+    def _delete_matching(self, kind: str, keep: Callable[[dict], bool] = lambda _: True) -> None:
+        if not self._kube_enabled:
+            return
+        refs = self._kubectl.refs(kind, [item for item in self._kubectl.list(kind) if keep(item)])
+        for ref in refs:
+            self._echo(f"  delete {ref}")
+            self._kubectl.delete(ref)
+        if refs:
+            poll_until_empty(lambda: self._kubectl.refs(kind, [i for i in self._kubectl.list(kind) if keep(i)]),
+                             timeout_s=self._waits.kube_timeout_s, interval_s=self._waits.poll_interval_s,
+                             what=kind, sleep=self._sleep)
+
+    def delete_kind(self, step: Step) -> None:
+        self._delete_matching(step.arg)
+
+    def delete_load_balancer_services(self, step: Step) -> None:
+        self._delete_matching("services", is_load_balancer_service)
+
+    def delete_dynamic_pvcs(self, step: Step) -> None:
+        self._delete_matching("persistentvolumeclaims", is_dynamic_claim)
+
+    # -- AWS ----------------------------------------------------------------------------------
+    def _wait_aws(self, check: Callable[[str], list], what: str, fix: str) -> None:
+        if not self.found.vpc_id:
+            self._echo("  VPC is gone: nothing to wait for")
+            return
+        vpc = self.found.vpc_id
+        try:
+            poll_until_empty(lambda: check(vpc), timeout_s=self._waits.aws_timeout_s,
+                             interval_s=self._waits.poll_interval_s, what=what, sleep=self._sleep)
+        except TeardownError as exc:
+            raise TeardownError(f"{exc}; {fix}") from None
+
+    def wait_load_balancers(self, step: Step) -> None:
+        self._wait_aws(lambda vpc: aws.foreign_load_balancers(self._session, vpc),
+                       f"load balancers outside CloudFormation in {self.found.vpc_id}",
+                       "their controller is gone: delete them with `aws elbv2 delete-load-balancer` "
+                       "(or `aws elb delete-load-balancer` for classic ones)")
+
+    def wait_load_balancer_enis(self, step: Step) -> None:
+        self._wait_aws(lambda vpc: aws.load_balancer_enis(self._session, vpc),
+                       f"load-balancer network interfaces in {self.found.vpc_id}",
+                       "AWS releases them minutes after their load balancer; rerun later")
+
+    def delete_guardduty_endpoints(self, step: Step) -> None:
+        self._wait_aws(lambda vpc: aws.delete_guardduty_leftovers(self._session, vpc),
+                       f"GuardDuty security groups in {self.found.vpc_id}",
+                       "their endpoint's interfaces are not released yet; rerun later")
+
+    # -- stacks and data ----------------------------------------------------------------------
+    def retain_artifacts_bucket(self, step: Step) -> None:
+        found = self.found
+        if not (found.artifacts_stack and found.artifacts_logical_id and found.artifacts_stack in found.stacks):
+            self._echo("  the artifacts bucket is not in a live stack: nothing to retain")
+            return
+        resource = aws.StackResource(found.artifacts_stack, found.artifacts_logical_id,
+                                     found.artifacts_bucket or "", "AWS::S3::Bucket")
+        if aws.deletion_policy(self._session, resource) == "Retain":
+            self._echo(f"  {found.artifacts_bucket}: DeletionPolicy is already Retain")
+            return
+        run_cdk(self._cdk, ["deploy", found.artifacts_stack, "--exclusively", "--require-approval", "never",
+                            *self.target.cdk_context, "-c", "removal=retain"], echo=self._echo)
+
+    def cdk_destroy(self, step: Step) -> None:
+        stacks = list(reversed(self.target.stacks)) or ["--all"]
+        run_cdk(self._cdk, ["destroy", *stacks, "--force", *self.target.cdk_context], echo=self._echo)
+
+    def delete_retained_buckets(self, step: Step) -> None:
+        buckets = sorted(set(self.found.buckets) | ({self.found.artifacts_bucket} - {None}))
+        if not buckets:
+            self._echo("  no bucket recorded: nothing to delete")
+        for bucket in buckets:
+            deleted = aws.empty_and_delete_bucket(self._session, bucket)
+            self._echo(f"  {bucket}: {'emptied and deleted' if deleted else 'already gone'}")
