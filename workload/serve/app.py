@@ -22,7 +22,6 @@ from workload.serve.errors import (
     model_not_found,
     overloaded,
     parse_model_id,
-    too_large,
 )
 
 # No `from __future__ import annotations` here: FastAPI must see the real `Request` type.
@@ -121,10 +120,8 @@ class OpenAIIngress:
             return _error(exc)
 
     async def _complete(self, request: Request) -> dict[str, Any]:
-        limit = self._settings.limits.max_request_bytes
-        declared = request.headers.get("content-length", "")
-        if declared.isdigit() and int(declared) > limit:
-            raise too_large(f"request body is {declared} bytes; the limit is {limit}")
+        # The Serve proxy has already buffered the body, so reading it costs nothing more; answering
+        # 413 before reading it would reset the connection while the client is still sending.
         chat = parse_chat_request(await request.body(), limits=self._settings.limits)
         adapter = parse_model_id(chat.model, base_model_id=self._settings.base_model_id)
         handle = self._model.options(multiplexed_model_id=adapter or "")

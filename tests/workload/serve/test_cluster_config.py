@@ -31,7 +31,10 @@ def test_builds_the_openai_app_with_dynamic_lora_from_s3():
     (app,) = doc["applications"]
     assert app["import_path"] == "ray.serve.llm:build_openai_app"
     llm = _llm_config(doc)
-    assert llm["model_loading_config"] == {"model_id": "visgym-qwen3vl", "model_source": "/shared/models/visgym-sft"}
+    assert llm["model_loading_config"] == {
+        "model_id": "visgym-qwen3vl",
+        "model_source": "/shared/models/visgym-sft",
+    }
     assert llm["lora_config"]["dynamic_lora_loading_path"] == "s3://skymaze-adapters-123/adapters"
     assert llm["lora_config"]["max_num_adapters_per_replica"] == 8
     engine = llm["engine_kwargs"]

@@ -1,0 +1,238 @@
+"""The OpenAI endpoint on a real local Ray Serve (127.0.0.1), through the official openai client."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import json
+import pathlib
+import time
+import urllib.error
+import urllib.request
+
+import openai
+import pytest
+
+from workload.maze import Maze2D
+from workload.maze.prompts import build_user_message
+
+pytestmark = pytest.mark.slow
+DEADLINE_S = 120.0
+
+
+def _maze_turn() -> list[dict]:
+    env = Maze2D(7, cell_px=10)
+    frame, _ = env.reset(seed=3)
+    return [build_user_message(style="compact", frame=frame, first=True, size=7)]
+
+
+def _client(server) -> openai.OpenAI:
+    return openai.OpenAI(base_url=server.url + "/v1", api_key="unused", max_retries=0, timeout=60)
+
+
+def _complete(server, model: str, **kw) -> str:
+    kw = {"max_tokens": 8, "temperature": 0, **kw}
+    response = _client(server).chat.completions.create(model=model, messages=_maze_turn(), **kw)
+    return response.choices[0].message.content
+
+
+def _post(server, body: bytes) -> tuple[int, dict]:
+    request = urllib.request.Request(
+        server.url + "/v1/chat/completions", data=body, headers={"Content-Type": "application/json"}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=60) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read())
+
+
+def _stats(server) -> dict:
+    return server.model_handle().stats.remote().result(timeout_s=60)
+
+
+def test_lists_base_and_adapters(serve_endpoints):
+    ids = [m.id for m in _client(serve_endpoints.folder).models.list().data]
+    assert ids == ["tiny", "tiny:a0", "tiny:a1", "tiny:a2"]
+
+
+def test_maze_turn_with_base_and_adapters_differs_by_weights(serve_endpoints):
+    server = serve_endpoints.folder
+    base = _complete(server, "tiny")
+    a0 = _complete(server, "tiny:a0")
+    a1 = _complete(server, "tiny:a1")
+    assert isinstance(base, str) and base
+    assert len({base, a0, a1}) == 3, (base, a0, a1)
+    # Greedy decoding is deterministic, also after switching adapters back and forth.
+    assert _complete(server, "tiny") == base
+    assert _complete(server, "tiny:a0") == a0
+
+
+def test_sampled_decoding_is_seeded_and_max_tokens_is_honoured(serve_endpoints):
+    server = serve_endpoints.folder
+    first = _complete(server, "tiny:a1", temperature=1.0, seed=7, max_tokens=12)
+    assert _complete(server, "tiny:a1", temperature=1.0, seed=7, max_tokens=12) == first
+    samples = {_complete(server, "tiny:a1", temperature=1.5, seed=s, max_tokens=12) for s in range(4)}
+    assert len(samples) > 1
+    response = _client(server).chat.completions.create(
+        model="tiny", messages=_maze_turn(), max_tokens=3, temperature=0
+    )
+    assert response.usage.completion_tokens <= 3
+    assert response.choices[0].finish_reason in {"stop", "length"}
+
+
+def test_adapters_from_s3_are_served_and_cached(serve_endpoints):
+    s3, folder = serve_endpoints.s3, serve_endpoints.folder
+    assert [m.id for m in _client(s3).models.list().data] == ["tiny", "tiny:a0", "tiny:a1", "tiny:a2"]
+    assert _complete(s3, "tiny:a2") == _complete(folder, "tiny:a2")
+    cache = s3.settings.cache_dir
+    assert (pathlib.Path(cache) / "a2" / "adapter_config.json").is_file()
+
+
+def test_lru_eviction_and_reload(serve_endpoints):
+    server = serve_endpoints.folder  # two adapters a replica
+    outputs = {name: _complete(server, f"tiny:{name}") for name in ("a0", "a1")}
+    before = _stats(server)["load_count"]
+    _complete(server, "tiny:a2")  # evicts the least recently used: a0
+    stats = _stats(server)
+    assert stats["loaded"] == ["a1", "a2"]
+    assert _complete(server, "tiny:a0") == outputs["a0"]  # reloaded, same weights
+    after = _stats(server)
+    assert after["loaded"] == ["a0", "a2"]
+    assert after["load_count"]["a0"] == before["a0"] + 1
+
+
+@pytest.mark.parametrize(
+    ("model", "status", "code"),
+    [
+        ("tiny:missing", 404, "model_not_found"),
+        ("other-base", 404, "model_not_found"),
+        ("tiny:../a0", 400, "invalid_adapter_name"),
+        ("tiny:a0/../a1", 400, "invalid_adapter_name"),
+    ],
+)
+def test_unknown_or_unsafe_models_get_openai_errors(serve_endpoints, model, status, code):
+    with pytest.raises(openai.APIStatusError) as caught:
+        _complete(serve_endpoints.folder, model)
+    assert caught.value.status_code == status
+    assert caught.value.body["code"] == code
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "param"),
+    [
+        (b"{not json", 400, None),
+        (b"[1, 2]", 400, None),
+        (json.dumps({"model": "tiny"}).encode(), 400, "messages"),
+        (
+            json.dumps({"model": "tiny", "messages": [{"role": "robot", "content": "x"}]}).encode(),
+            400,
+            "messages[0]",
+        ),
+        (
+            json.dumps(
+                {
+                    "model": "tiny",
+                    "messages": [
+                        {
+                            "role": "user",
+                            "content": [
+                                {"type": "image_url", "image_url": {"url": "data:image/png;base64,!!!"}}
+                            ],
+                        }
+                    ],
+                }
+            ).encode(),
+            400,
+            "messages[0].content[0].image_url",
+        ),
+        (
+            json.dumps(
+                {
+                    "model": "tiny",
+                    "messages": [
+                        {
+                            "role": "user",
+                            "content": [
+                                {"type": "image_url", "image_url": {"url": "data:image/png;base64,aGVsbG8="}}
+                            ],
+                        }
+                    ],
+                }
+            ).encode(),
+            400,
+            "messages[0].content[0].image_url",
+        ),
+        (
+            json.dumps(
+                {"model": "tiny", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 0}
+            ).encode(),
+            400,
+            "max_tokens",
+        ),
+        (
+            json.dumps(
+                {"model": "tiny", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 10**6}
+            ).encode(),
+            413,
+            "max_tokens",
+        ),
+        (
+            json.dumps(
+                {"model": "tiny", "messages": [{"role": "user", "content": "x" * (9 * 2**20)}]}
+            ).encode(),
+            413,
+            None,
+        ),
+    ],
+)
+def test_malformed_and_oversized_requests(serve_endpoints, body, status, param):
+    code, payload = _post(serve_endpoints.folder, body)
+    assert code == status
+    assert set(payload["error"]) == {"message", "type", "param", "code"}
+    assert payload["error"]["param"] == param
+    assert payload["error"]["message"]
+
+
+def test_overload_answers_503_and_then_recovers(serve_endpoints):
+    server = serve_endpoints.s3  # one request runs, one waits, the rest are refused
+    deadline = time.monotonic() + DEADLINE_S
+    statuses: set[int] = set()
+    while 503 not in statuses and time.monotonic() < deadline:
+        with concurrent.futures.ThreadPoolExecutor(max_workers=10) as pool:
+            futures = [pool.submit(_status_of, server) for _ in range(10)]
+            statuses |= {f.result() for f in futures}
+    assert 503 in statuses and 200 in statuses
+    assert statuses <= {200, 503}
+    assert _complete(server, "tiny")  # served again once the burst is over
+
+
+def _status_of(server) -> int:
+    try:
+        _complete(server, "tiny:a0", max_tokens=48)
+    except openai.APIStatusError as error:
+        assert error.body["code"] == "overloaded"
+        return error.status_code
+    return 200
+
+
+def test_replica_restart_keeps_serving(serve_endpoints):
+    import ray
+
+    server = serve_endpoints.folder
+    expected = _complete(server, "tiny:a1")
+    old_pid = _stats(server)["pid"]
+    (name,) = [
+        a["name"]
+        for a in ray.util.list_named_actors(all_namespaces=True)
+        if a["name"].startswith("SERVE_REPLICA::folder#model#")
+    ]
+    ray.kill(ray.get_actor(name, namespace="serve"), no_restart=True)
+    deadline = time.monotonic() + DEADLINE_S
+    answer = None
+    while answer is None and time.monotonic() < deadline:
+        try:
+            answer = _complete(server, "tiny:a1")
+        except (openai.APIStatusError, openai.APIConnectionError):
+            time.sleep(0.5)
+    assert answer == expected
+    assert _stats(server)["pid"] != old_pid
