@@ -1,0 +1,54 @@
+"""Atomic report writes and the held-out table."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from workload.evaluate.metrics import Episode, build_report
+from workload.evaluate.report import format_report, heldout_markdown, heldout_rows, write_json_atomic
+from workload.maze.heldout import load_set
+
+
+def test_write_json_atomic_replaces_whole_files(tmp_path):
+    path = tmp_path / "evals" / "global_step_10.json"
+    write_json_atomic(path, {"a": 1})
+    write_json_atomic(path, {"b": [1, 2]})
+    assert json.loads(path.read_text()) == {"b": [1, 2]}
+    assert [p.name for p in path.parent.iterdir()] == ["global_step_10.json"]
+
+
+def test_write_json_atomic_leaves_the_old_file_when_serialising_fails(tmp_path):
+    path = tmp_path / "report.json"
+    write_json_atomic(path, {"ok": True})
+    with pytest.raises(ValueError):
+        write_json_atomic(path, {"bad": float("nan")})
+    assert json.loads(path.read_text()) == {"ok": True}
+
+
+def test_heldout_table_rows():
+    easy, rehearsal = heldout_rows([load_set("easy-64"), load_set("rehearsal-7x7-64")])
+    assert easy == {
+        "set": "easy-64",
+        "size": 9,
+        "mazes": 64,
+        "shortest_paths": {12: 50, 16: 14},
+        "ceiling_15": 50,
+        "ceiling_20": 64,
+    }
+    assert rehearsal["size"] == 7 and sum(rehearsal["shortest_paths"].values()) == 64
+    markdown = heldout_markdown([load_set("easy-64")])
+    assert "| `easy-64` | 9x9 | 64 | 12: 50, 16: 14 | 50/64 | 64/64 |" in markdown
+
+
+def test_format_report_mentions_strict_rate_interval_and_ceiling():
+    report = build_report(
+        [Episode(seed=0, solved=True, turns=13, reward=1.0, shortest_path_len=12)],
+        max_turns=15,
+        set_name="easy-64",
+    )
+    text = format_report(report)
+    assert (
+        "strict pass@1: 1/1 = 100.0%" in text and "95% CI" in text and "solvable within the cap: 1/1" in text
+    )
