@@ -11,7 +11,7 @@ recipe's ``0.8 * task + 0.2 * format`` is available as ``format_bonus: 0.2`` in 
 config, off by default, because it lets unsolved episodes count as SkyRL "passes".
 
 Dataset extras read (SkyRL passes every non-prompt column): ``seed`` (None = a fresh
-random maze), ``init_state`` (dict or JSON text; wins over the seed), ``maze_size``,
+random maze), ``format_bonus`` (overrides the env config), ``init_state`` (dict or JSON text; wins over the seed), ``maze_size``,
 ``prompt_style`` ("visgym" | "compact"), ``max_turns``. Env config keys (SkyRL's
 ``environment.skyrl_gym.maze``): ``format_bonus``, ``cell_px``, ``prompt_style``.
 """
@@ -125,6 +125,10 @@ class MazeEnv(BaseTextEnv):
         super().__init__()
         extras = extras or {}
         self.config = MazeEnvConfig.from_any(env_config)
+        if not _missing(extras.get("format_bonus")):
+            # SkyRL 0.4's strict config has no section for a custom env, so the cluster recipe
+            # sends the reward setting on each ticket.
+            self.config = MazeEnvConfig.from_any({**self.config.__dict__, "format_bonus": extras["format_bonus"]})
         self.size = _int_extra(extras, "maze_size", DEFAULT_MAZE_SIZE)
         self.seed = _int_extra(extras, "seed", None)
         self.init_state = _init_state_extra(extras)
