@@ -1,0 +1,80 @@
+"""Adapter sources: a local folder and an S3 prefix (moto's server), with the disk cache."""
+
+from __future__ import annotations
+
+import pathlib
+
+import pytest
+
+from workload.serve.adapters import CACHE_MARKER, AdapterStore, parse_s3_uri
+from workload.serve.errors import AdapterNotFoundError
+
+
+def test_parse_s3_uri():
+    assert parse_s3_uri("s3://bucket/a/b/") == ("bucket", "a/b")
+    assert parse_s3_uri("s3://bucket") == ("bucket", "")
+    with pytest.raises(ValueError, match="has no bucket"):
+        parse_s3_uri("s3:///x")
+    with pytest.raises(ValueError, match="not an s3:// URI"):
+        parse_s3_uri("/x")
+
+
+def test_local_folder_lists_and_fetches(serve_adapters_dir, tmp_path):
+    (serve_adapters_dir / "not-an-adapter").mkdir(exist_ok=True)  # no adapter_config.json: not listed
+    store = AdapterStore(str(serve_adapters_dir), str(tmp_path))
+    assert store.names() == ["a0", "a1", "a2"]
+    assert store.fetch("a1") == serve_adapters_dir / "a1"
+    with pytest.raises(AdapterNotFoundError, match=r"no adapter_config\.json"):
+        store.fetch("a9")
+    with pytest.raises(ValueError, match="is invalid"):
+        store.fetch("..")
+
+
+def _s3(moto_s3):
+    import boto3
+
+    return boto3.client("s3", endpoint_url=moto_s3.endpoint_url)
+
+
+def test_s3_lists_fetches_and_caches(moto_s3, tmp_path):
+    store = AdapterStore(moto_s3.uri, str(tmp_path), s3_endpoint_url=moto_s3.endpoint_url)
+    assert store.names() == ["a0", "a1", "a2"]
+    folder = store.fetch("a0")
+    assert folder == tmp_path / "a0"
+    assert (folder / "adapter_config.json").is_file() and (folder / "adapter_model.safetensors").is_file()
+    stamp = (folder / "adapter_model.safetensors").stat().st_mtime_ns
+    assert store.fetch("a0") == folder  # cache hit: same ETags, nothing downloaded
+    assert (folder / "adapter_model.safetensors").stat().st_mtime_ns == stamp
+    assert [p.name for p in tmp_path.iterdir()] == ["a0"]  # no staging folders left behind
+
+
+def test_s3_changed_adapter_is_downloaded_again(moto_s3, tmp_path):
+    store = AdapterStore(moto_s3.uri, str(tmp_path), s3_endpoint_url=moto_s3.endpoint_url)
+    client = _s3(moto_s3)
+    bucket, prefix = parse_s3_uri(moto_s3.uri)
+    key = f"{prefix}/a1/README.md"
+    original = client.get_object(Bucket=bucket, Key=key)["Body"].read()
+    store.fetch("a1")
+    try:
+        client.put_object(Bucket=bucket, Key=key, Body=b"changed")
+        assert (store.fetch("a1") / "README.md").read_bytes() == b"changed"
+    finally:
+        client.put_object(Bucket=bucket, Key=key, Body=original)
+    assert (tmp_path / "a1" / CACHE_MARKER).is_file()
+
+
+def test_s3_unknown_adapter_and_unsafe_keys(moto_s3, tmp_path):
+    store = AdapterStore(moto_s3.uri, str(tmp_path), s3_endpoint_url=moto_s3.endpoint_url)
+    with pytest.raises(AdapterNotFoundError, match=r"no adapter_config\.json under s3://"):
+        store.fetch("a9")
+    client = _s3(moto_s3)
+    bucket, prefix = parse_s3_uri(moto_s3.uri)
+    client.put_object(Bucket=bucket, Key=f"{prefix}/evil/adapter_config.json", Body=b"{}")
+    client.put_object(Bucket=bucket, Key=f"{prefix}/evil/../../escape.txt", Body=b"x")
+    try:
+        folder = store.fetch("evil")
+        assert sorted(p.name for p in folder.iterdir()) == [CACHE_MARKER, "adapter_config.json"]
+        assert not (pathlib.Path(tmp_path).parent / "escape.txt").exists()
+    finally:
+        client.delete_object(Bucket=bucket, Key=f"{prefix}/evil/adapter_config.json")
+        client.delete_object(Bucket=bucket, Key=f"{prefix}/evil/../../escape.txt")

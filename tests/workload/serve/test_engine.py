@@ -1,0 +1,65 @@
+"""The transformers + peft engine in process: one base model, adapters added and removed."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from workload.maze import Maze2D
+from workload.maze.prompts import build_user_message
+from workload.serve.protocol import RequestLimits, parse_chat_request
+
+
+@pytest.fixture(scope="module")
+def engine(tiny_model_dir):
+    from workload.serve.engine import GenerationEngine
+
+    return GenerationEngine(tiny_model_dir, torch_threads=1)
+
+
+def _request(**overrides):
+    import json
+
+    frame, _ = Maze2D(7, cell_px=10).reset(seed=1)
+    body = {
+        "model": "tiny",
+        "messages": [build_user_message(style="compact", frame=frame, first=True, size=7)],
+        "max_tokens": 8,
+        "temperature": 0,
+        **overrides,
+    }
+    return parse_chat_request(json.dumps(body).encode(), limits=RequestLimits())
+
+
+def test_adapters_change_the_answer_and_unloading_restores_the_base(engine, serve_adapters_dir):
+    request = _request()
+    base = engine.generate(request)
+    engine.load_adapter("a0", serve_adapters_dir / "a0")
+    engine.load_adapter("a1", serve_adapters_dir / "a1")
+    a0 = engine.generate(request, adapter="a0")
+    a1 = engine.generate(request, adapter="a1")
+    assert len({base.text, a0.text, a1.text}) == 3
+    assert engine.generate(request).text == base.text  # base with adapters present: layers disabled
+    engine.unload_adapter("a0")
+    engine.unload_adapter("a0")  # idempotent: eviction calls it, then garbage collection again
+    engine.unload_adapter("a1")
+    assert engine.loaded_adapters() == []
+    assert engine.generate(request).text == base.text
+    # An adapter evicted between routing and generation is reloaded from its path.
+    assert engine.generate(request, adapter="a0", adapter_path=str(serve_adapters_dir / "a0")).text == a0.text
+    with pytest.raises(KeyError, match="not loaded"):
+        engine.generate(request, adapter="a2")
+
+
+def test_token_accounting_stop_strings_and_seeded_sampling(engine):
+    request = _request(max_tokens=6)
+    completion = engine.generate(request)
+    assert completion.completion_tokens <= 6 and completion.prompt_tokens > 0
+    assert completion.finish_reason == ("length" if completion.completion_tokens == 6 else "stop")
+    if len(completion.text) > 1:
+        cut = engine.generate(dataclasses.replace(request, stop=(completion.text[1],)))
+        assert cut.text == completion.text[: completion.text.index(completion.text[1])]
+        assert cut.finish_reason == "stop"
+    sampled = dataclasses.replace(request, temperature=1.0, seed=11, max_tokens=12)
+    assert engine.generate(sampled).text == engine.generate(sampled).text

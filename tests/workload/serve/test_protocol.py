@@ -1,0 +1,168 @@
+"""Request parsing: every malformed or oversized input is a 400 or 413 naming the field."""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+
+import pytest
+from PIL import Image
+
+from workload.serve.errors import ApiError
+from workload.serve.protocol import (
+    Completion,
+    RequestLimits,
+    chat_completion_body,
+    models_body,
+    parse_chat_request,
+)
+
+LIMITS = RequestLimits(max_request_bytes=200_000, max_images=2, max_image_side_px=64, max_tokens=32)
+
+
+def _png_uri(width: int = 8, height: int = 8) -> str:
+    buffer = io.BytesIO()
+    Image.new("RGB", (width, height), (255, 0, 0)).save(buffer, format="PNG")
+    return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode()
+
+
+def _image_part(url: str) -> dict:
+    return {"type": "image_url", "image_url": {"url": url}}
+
+
+def _body(**overrides) -> bytes:
+    body = {
+        "model": "tiny:a0",
+        "messages": [{"role": "user", "content": [{"type": "text", "text": "go"}, _image_part(_png_uri())]}],
+    }
+    body.update(overrides)
+    return json.dumps(body).encode()
+
+
+def test_parses_text_and_images_into_template_parts():
+    request = parse_chat_request(_body(temperature=0, max_tokens=5, seed=3, stop="x"), limits=LIMITS)
+    assert request.model == "tiny:a0"
+    assert request.messages == [
+        {"role": "user", "content": [{"type": "text", "text": "go"}, {"type": "image"}]}
+    ]
+    assert len(request.images) == 1 and request.images[0].size == (8, 8) and request.images[0].mode == "RGB"
+    assert (request.greedy, request.max_tokens, request.seed, request.stop) == (True, 5, 3, ("x",))
+
+
+def test_defaults_follow_the_openai_api():
+    request = parse_chat_request(_body(), limits=LIMITS)
+    assert (request.temperature, request.top_p, request.greedy) == (1.0, 1.0, False)
+    assert request.max_tokens == LIMITS.default_max_tokens
+
+
+def test_max_completion_tokens_is_accepted():
+    assert parse_chat_request(_body(max_completion_tokens=7), limits=LIMITS).max_tokens == 7
+
+
+def _error(raw: bytes) -> ApiError:
+    with pytest.raises(ApiError) as caught:
+        parse_chat_request(raw, limits=LIMITS)
+    return caught.value
+
+
+@pytest.mark.parametrize(
+    ("raw", "status", "param", "match"),
+    [
+        (b"\xff\xfe", 400, None, "not valid JSON"),
+        (b"{", 400, None, "not valid JSON"),
+        (b'"text"', 400, None, "must be a JSON object"),
+        (_body(model=""), 400, "model", "model must be a non-empty string"),
+        (_body(model=None), 400, "model", "model must be a non-empty string"),
+        (_body(messages=[]), 400, "messages", "messages must be a non-empty list"),
+        (_body(messages=[{"role": "tool", "content": "x"}]), 400, "messages[0]", "role in"),
+        (
+            _body(messages=[{"role": "user", "content": []}]),
+            400,
+            "messages[0]",
+            "content must be a string or",
+        ),
+        (
+            _body(messages=[{"role": "user", "content": [{"type": "audio"}]}]),
+            400,
+            "messages[0].content[0]",
+            "text part or",
+        ),
+        (
+            _body(messages=[{"role": "user", "content": [_image_part("https://x/y.png")]}]),
+            400,
+            "messages[0].content[0].image_url",
+            "remote URLs",
+        ),
+        (
+            _body(messages=[{"role": "user", "content": [_image_part("data:image/png,abc")]}]),
+            400,
+            "messages[0].content[0].image_url",
+            "base64-encoded",
+        ),
+        (
+            _body(messages=[{"role": "user", "content": [_image_part("data:image/png;base64,@@")]}]),
+            400,
+            "messages[0].content[0].image_url",
+            "not valid base64",
+        ),
+        (
+            _body(messages=[{"role": "user", "content": [_image_part("data:image/png;base64,aGVsbG8=")]}]),
+            400,
+            "messages[0].content[0].image_url",
+            "readable image",
+        ),
+        (_body(stream=True), 400, "stream", "stream=true is not supported"),
+        (_body(n=2), 400, "n", "only n=1"),
+        (_body(temperature=3), 400, "temperature", r"temperature must be in \[0.0, 2.0\]"),
+        (_body(temperature="hot"), 400, "temperature", "temperature must be a number"),
+        (_body(top_p=0), 400, "top_p", r"top_p must be in \(0.0, 1.0\]"),
+        (_body(max_tokens=0), 400, "max_tokens", "max_tokens must be a positive integer"),
+        (_body(max_tokens=1.5), 400, "max_tokens", "max_tokens must be a positive integer"),
+        (_body(seed="1"), 400, "seed", "seed must be an integer"),
+        (_body(stop=[""]), 400, "stop", "stop must be"),
+        (_body(max_tokens=33), 413, "max_tokens", "exceeds this endpoint's limit of 32"),
+        (b" " * 200_001, 413, None, "the limit is 200000"),
+        (
+            _body(messages=[{"role": "user", "content": [_image_part(_png_uri(65, 8))]}]),
+            413,
+            "messages[0].content[0].image_url",
+            "65x8 px",
+        ),
+        (
+            _body(messages=[{"role": "user", "content": [_image_part(_png_uri())] * 3}]),
+            413,
+            "messages[0].content[2]",
+            "more than 2 images",
+        ),
+    ],
+)
+def test_bad_input_is_rejected_with_status_and_param(raw, status, param, match):
+    error = _error(raw)
+    assert (error.status, error.param) == (status, param)
+    with pytest.raises(ApiError, match=match):
+        raise error
+
+
+def test_error_body_has_the_openai_shape():
+    body = _error(_body(n=3)).body()
+    assert body == {
+        "error": {
+            "message": "only n=1 is supported",
+            "type": "invalid_request_error",
+            "param": "n",
+            "code": None,
+        }
+    }
+
+
+def test_response_bodies_have_the_openai_shape():
+    body = chat_completion_body(
+        "tiny", Completion("('move', 0)", "stop", prompt_tokens=10, completion_tokens=2)
+    )
+    assert body["object"] == "chat.completion"
+    assert body["choices"][0]["message"] == {"role": "assistant", "content": "('move', 0)"}
+    assert body["usage"] == {"prompt_tokens": 10, "completion_tokens": 2, "total_tokens": 12}
+    listing = models_body(["tiny", "tiny:a0"])
+    assert [m["id"] for m in listing["data"]] == ["tiny", "tiny:a0"]
+    assert listing["object"] == "list"
