@@ -52,3 +52,8 @@ def test_format_report_mentions_strict_rate_interval_and_ceiling():
     assert (
         "strict pass@1: 1/1 = 100.0%" in text and "95% CI" in text and "solvable within the cap: 1/1" in text
     )
+
+
+def test_readme_shows_the_current_heldout_table(repo_root):
+    table = heldout_markdown([load_set("easy-64"), load_set("rehearsal-7x7-64")])
+    assert table in (repo_root / "README.md").read_text()
