@@ -10,7 +10,11 @@ import aws_cdk as cdk
 from infra.constructs.nag import enable_nag
 from infra.settings import Settings, load_settings
 from infra.stacks.cluster import ClusterStack
+from infra.stacks.images import ImagesStack
 from infra.stacks.network import NetworkStack
+from infra.stacks.observability import ObservabilityStack
+from infra.stacks.ray import RayStack
+from infra.stacks.serving import ServingStack
 from infra.stacks.storage import StorageStack
 
 
@@ -39,7 +43,41 @@ def compose(app: cdk.App, settings: Settings) -> dict[str, cdk.Stack]:
         lifecycle_upload=storage.lifecycle_upload,
         env=env,
     )
-    stacks: dict[str, cdk.Stack] = {"network": network, "storage": storage, "cluster": cluster}
+    observability = ObservabilityStack(
+        app,
+        f"{prefix}Observability",
+        settings=settings,
+        cluster=cluster.eks,
+        nodes_ready=cluster.node_waiter.resource,
+        env=env,
+    )
+    images = ImagesStack(app, f"{prefix}Images", settings=settings, env=env)
+    ray = RayStack(
+        app,
+        f"{prefix}Ray",
+        settings=settings,
+        cluster=cluster.eks,
+        file_system=storage.file_system,
+        fsx_csi=cluster.fsx_csi,
+        trainer_image_uri=images.trainer.image_uri,
+        env=env,
+    )
+    stacks: dict[str, cdk.Stack] = {
+        "network": network, "storage": storage, "images": images, "cluster": cluster,
+        "observability": observability, "ray": ray,
+    }
+    if settings.serving:
+        stacks["serving"] = ServingStack(
+            app,
+            f"{prefix}Serving",
+            settings=settings,
+            cluster=cluster.eks,
+            namespace=ray.namespace,
+            ray_ready=ray.ready,
+            serve_image_uri=images.serve.image_uri,
+            pod_env=ray.pod_env,
+            env=env,
+        )
     for stack in stacks.values():
         cdk.Tags.of(stack).add("project", settings.name)
     enable_nag(app)

@@ -69,8 +69,10 @@ class Settings(BaseModel):
     ray_namespace: str = Field(default="ray", pattern=r"^[a-z][a-z0-9-]{0,40}$")
     serving: bool = True
     base_model_id: str = "Qwen/Qwen3-VL-8B-Instruct"
-    max_lora_rank: int = Field(default=64, ge=8, le=256)
+    serve_model_source: str = "/shared/models/base"  # the SFT checkpoint copied onto FSx
+    max_lora_rank: Literal[8, 16, 32, 64, 128, 256] = 64
     max_loras: int = Field(default=4, ge=1, le=16)
+    max_adapters_per_replica: int = Field(default=8, ge=1, le=64)
     admin_role_arn: str | None = Field(default=None, pattern=r"^arn:aws[a-z-]*:iam::\d{12}:role/.+$")
 
     @field_validator("account")
@@ -125,8 +127,9 @@ class Settings(BaseModel):
 
     @model_validator(mode="after")
     def _lora_slots(self) -> Settings:
-        if self.serving and self.max_loras > 4 * self.gpus_per_worker:
-            raise ValueError(f"max_loras={self.max_loras} is too many for {self.gpus_per_worker} GPUs a replica")
+        if self.max_loras > self.max_adapters_per_replica:
+            raise ValueError(f"max_loras={self.max_loras} must not exceed max_adapters_per_replica="
+                             f"{self.max_adapters_per_replica}: a batch mixes only adapters the replica holds")
         return self
 
     @property
@@ -143,6 +146,11 @@ class Settings(BaseModel):
     def gpus_per_worker(self) -> int:
         """GPUs on one worker node, from the instance type."""
         return self.worker_spec.gpus
+
+    @property
+    def artifacts_bucket_name(self) -> str:
+        """Fixed by the settings so that manifests and the Serve config can name it before deploy."""
+        return f"{self.name}-artifacts-{self.account}-{self.region}"
 
     @property
     def lifecycle_bucket_name(self) -> str:

@@ -40,7 +40,9 @@ class StorageStack(Stack):
         super().__init__(scope, construct_id, **kwargs)
         self._settings = settings
         self.access_logs = self._bucket("AccessLogs", access_logs=None)
-        self.artifacts = self._bucket("Artifacts", access_logs=self.access_logs, versioned=True)
+        self.artifacts = self._bucket(
+            "Artifacts", access_logs=self.access_logs, versioned=True, bucket_name=settings.artifacts_bucket_name
+        )
         # The managed AmazonSageMakerClusterInstanceRolePolicy reads only buckets named sagemaker-*.
         self.lifecycle_bucket = self._bucket(
             "LifecycleScripts",
@@ -120,17 +122,19 @@ class StorageStack(Stack):
                 per_unit_storage_throughput=settings.fsx_throughput_mbps_per_tib,
                 data_compression_type=fsx.LustreDataCompressionType.LZ4,
             ),
-            removal_policy=RemovalPolicy.DESTROY if settings.destroy_data else RemovalPolicy.SNAPSHOT,
+            # CloudFormation cannot snapshot FSx on delete: `retain` keeps the file system (and its backups).
+            removal_policy=RemovalPolicy.DESTROY if settings.destroy_data else RemovalPolicy.RETAIN,
         )
-        fsx.CfnDataRepositoryAssociation(
+        export = fsx.CfnDataRepositoryAssociation(
             self,
             "RunsExport",
             file_system_id=file_system.file_system_id,
             file_system_path=EXPORTED_FSX_PATH,
-            data_repository_path=f"s3://{self.artifacts.bucket_name}{EXPORTED_FSX_PATH}/",
+            data_repository_path=f"s3://{settings.artifacts_bucket_name}{EXPORTED_FSX_PATH}/",
             batch_import_meta_data_on_create=True,
             s3=fsx.CfnDataRepositoryAssociation.S3Property(
                 auto_export_policy=fsx.CfnDataRepositoryAssociation.AutoExportPolicyProperty(events=EXPORT_EVENTS),
             ),
         )
+        export.node.add_dependency(self.artifacts)
         return file_system

@@ -1,0 +1,137 @@
+"""Observability: Managed Prometheus, Managed Grafana, the HyperPod observability add-on, dashboards."""
+
+from __future__ import annotations
+
+from aws_cdk import CfnOutput, Stack
+from aws_cdk import aws_aps as aps
+from aws_cdk import aws_eks_v2 as eks
+from aws_cdk import aws_grafana as grafana
+from aws_cdk import aws_iam as iam
+from constructs import Construct, IDependable
+
+from infra.constructs.grafana_dashboards import GrafanaDashboards
+from infra.constructs.nag import acknowledge, acknowledge_handlers
+from infra.constructs.pod_identity import pod_identity_role
+from infra.settings import Settings
+
+ADDON = "amazon-sagemaker-hyperpod-observability"
+ADDON_NAMESPACE = "hyperpod-observability"
+ADDON_SERVICE_ACCOUNT = "hyperpod-observability-operator-otel-collector"
+GRAFANA_VERSION = "10.4"  # service accounts (for the dashboards token) need Grafana >= 9
+SCRAPE_INTERVAL_S = 30
+# Metric families the add-on collects (configuration schema of the add-on, see the HyperPod
+# observability docs); custom metrics carry the Ray head/worker metrics endpoints.
+METRIC_LEVELS = {
+    "trainingMetrics": "BASIC", "inferenceMetrics": "BASIC", "taskGovernanceMetrics": "DISABLED",
+    "scalingMetrics": "DISABLED", "customMetrics": "BASIC", "nodeMetrics": "BASIC",
+    "acceleratedComputeMetrics": "BASIC", "networkMetrics": "BASIC",
+}
+HYPERPOD_LOG_GROUPS = "log-group:/aws/sagemaker/Clusters/*"
+
+
+class ObservabilityStack(Stack):
+    """AMP workspace, AMG workspace (IAM Identity Center users), add-on with Pod Identity, dashboards."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        settings: Settings,
+        cluster: eks.ICluster,
+        nodes_ready: IDependable,
+        **kwargs,
+    ) -> None:
+        super().__init__(scope, construct_id, **kwargs)
+        self.prometheus = aps.CfnWorkspace(self, "Prometheus", alias=f"{settings.name}-metrics")
+        self.grafana_role = self._grafana_role()
+        self.grafana = grafana.CfnWorkspace(
+            self,
+            "Grafana",
+            name=f"{settings.name}-grafana",
+            account_access_type="CURRENT_ACCOUNT",
+            authentication_providers=["AWS_SSO"],
+            permission_type="CUSTOMER_MANAGED",
+            role_arn=self.grafana_role.role_arn,
+            data_sources=["PROMETHEUS"],
+            grafana_version=GRAFANA_VERSION,
+        )
+        self.addon = self._addon(settings=settings, cluster=cluster)
+        # The collectors need a node of 4xlarge or larger: wait for HyperPod's nodes.
+        self.addon.node.add_dependency(nodes_ready)
+        self.dashboards = GrafanaDashboards(
+            self, "Dashboards", workspace=self.grafana, prometheus_url=self.prometheus.attr_prometheus_endpoint
+        )
+        CfnOutput(self, "GrafanaUrl", value=f"https://{self.grafana.attr_endpoint}")
+        CfnOutput(self, "PrometheusEndpoint", value=self.prometheus.attr_prometheus_endpoint)
+        self._acknowledge()
+
+    def _grafana_role(self) -> iam.Role:
+        role = iam.Role(
+            self,
+            "GrafanaRole",
+            assumed_by=iam.ServicePrincipal("grafana.amazonaws.com", conditions={
+                "StringEquals": {"aws:SourceAccount": self.account}}),
+            description="Managed Grafana: query the Managed Prometheus workspace",
+        )
+        role.add_to_policy(iam.PolicyStatement(
+            actions=["aps:QueryMetrics", "aps:GetLabels", "aps:GetSeries", "aps:GetMetricMetadata",
+                     "aps:DescribeWorkspace"],
+            resources=[self.prometheus.attr_arn],
+        ))
+        role.add_to_policy(iam.PolicyStatement(actions=["aps:ListWorkspaces"], resources=["*"]))
+        return role
+
+    def _addon(self, *, settings: Settings, cluster: eks.ICluster) -> eks.CfnAddon:
+        role = pod_identity_role(self, "ObservabilityRole", statements=[
+            iam.PolicyStatement(actions=["aps:RemoteWrite"], resources=[self.prometheus.attr_arn]),
+            iam.PolicyStatement(
+                actions=["logs:CreateLogGroup", "logs:CreateLogStream", "logs:DescribeLogGroups",
+                         "logs:DescribeLogStreams", "logs:PutLogEvents", "logs:GetLogEvents", "logs:FilterLogEvents",
+                         "logs:GetLogRecord", "logs:StartQuery", "logs:StopQuery", "logs:GetQueryResults"],
+                resources=[f"arn:{self.partition}:logs:{self.region}:{self.account}:{HYPERPOD_LOG_GROUPS}"],
+            ),
+        ])
+        self.addon_role = role
+        configuration = {
+            "ampWorkspace": {
+                # The add-on wants the endpoint without the trailing slash AMP returns.
+                "prometheusEndpoint": f"https://aps-workspaces.{self.region}.amazonaws.com/workspaces/"
+                                      f"{self.prometheus.attr_workspace_id}",
+                "arn": self.prometheus.attr_arn,
+            },
+            "amgWorkspace": {
+                "workspaceName": f"{settings.name}-grafana",
+                "arn": f"arn:{self.partition}:grafana:{self.region}:{self.account}:/workspaces/{self.grafana.attr_id}",
+            },
+            "metricsProvider": {name: {"level": level, "scrapeInterval": SCRAPE_INTERVAL_S}
+                                for name, level in METRIC_LEVELS.items()},
+            "logging": {"enabled": True},
+        }
+        return eks.CfnAddon(
+            self,
+            "ObservabilityAddon",
+            addon_name=ADDON,
+            cluster_name=cluster.cluster_name,
+            resolve_conflicts="OVERWRITE",
+            configuration_values=self.to_json_string(configuration),
+            pod_identity_associations=[eks.CfnAddon.PodIdentityAssociationProperty(
+                service_account=ADDON_SERVICE_ACCOUNT, role_arn=role.role_arn)],
+        )
+
+    def _acknowledge(self) -> None:
+        acknowledge_handlers(self.dashboards, what="Grafana dashboards importer")
+        acknowledge(self.grafana_role, {
+            "AwsSolutions-IAM5[Resource::*]": "aps:ListWorkspaces has no resource-level scoping",
+        })
+        acknowledge(self.addon_role, {
+            f"AwsSolutions-IAM5[Resource::arn:{self.partition}:logs:{self.region}:{self.account}:{HYPERPOD_LOG_GROUPS}]":
+                "HyperPod names its log groups per cluster id, known only after creation",
+        })
+        acknowledge(self.dashboards.function, {
+            "AwsSolutions-IAM5[Action::s3:GetBucket*]": "grant_read on the dashboards asset object only",
+            "AwsSolutions-IAM5[Action::s3:GetObject*]": "grant_read on the dashboards asset object only",
+            "AwsSolutions-IAM5[Action::s3:List*]": "grant_read on the dashboards asset object only",
+            f"AwsSolutions-IAM5[Resource::arn:{self.partition}:s3:::cdk-hnb659fds-assets-{self.account}-{self.region}/*]":
+                "reads the dashboards zip from the CDK bootstrap asset bucket",
+        })

@@ -1,0 +1,88 @@
+"""Ray: KubeRay operator, the namespace, /shared on FSx, the S3 service account, the trainer RayCluster."""
+
+from __future__ import annotations
+
+from aws_cdk import CfnOutput, Stack
+from aws_cdk import aws_eks_v2 as eks
+from aws_cdk import aws_fsx as fsx
+from aws_cdk import aws_iam as iam
+from constructs import Construct, IDependable
+
+from infra.constructs import ray_manifests as rm
+from infra.constructs.nag import acknowledge
+from infra.constructs.pod_identity import pod_identity_role
+from infra.settings import Settings
+
+KUBERAY_REPOSITORY = "https://ray-project.github.io/kuberay-helm/"
+KUBERAY_CHART = "kuberay-operator"
+KUBERAY_NAMESPACE = "kuberay"
+
+
+class RayStack(Stack):
+    """Everything a Ray job on the cluster needs; `trainer_cluster_name` is what `skymaze submit` targets."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        settings: Settings,
+        cluster: eks.ICluster,
+        file_system: fsx.LustreFileSystem,
+        fsx_csi: IDependable,
+        trainer_image_uri: str,
+        **kwargs,
+    ) -> None:
+        super().__init__(scope, construct_id, **kwargs)
+        ns = settings.ray_namespace
+        self.namespace = ns
+        self.operator = eks.HelmChart(
+            self, "KubeRay", cluster=cluster, chart=KUBERAY_CHART, repository=KUBERAY_REPOSITORY,
+            version=settings.kuberay_chart_version, namespace=KUBERAY_NAMESPACE, create_namespace=True,
+        )
+        namespace = self._manifest(cluster, "Namespace", [rm.namespace(ns)])
+        account = self._manifest(cluster, "ServiceAccount", [rm.service_account(ns)], after=[namespace])
+        volume = self._manifest(cluster, "FsxVolume", rm.fsx_volume(
+            file_system_id=file_system.file_system_id, dns_name=file_system.dns_name,
+            mount_name=file_system.mount_name, size_gib=settings.fsx_storage_gib))
+        claim = self._manifest(cluster, "FsxClaim", [rm.fsx_claim(ns=ns, size_gib=settings.fsx_storage_gib)],
+                               after=[namespace, volume])
+        self.s3_role = pod_identity_role(self, "RayS3Role", statements=[
+            iam.PolicyStatement(actions=["s3:ListBucket"], resources=[self._bucket_arn(settings)]),
+            iam.PolicyStatement(actions=["s3:GetObject", "s3:PutObject", "s3:DeleteObject"],
+                                resources=[f"{self._bucket_arn(settings)}/*"]),
+        ])
+        eks.CfnPodIdentityAssociation(self, "RayS3Identity", cluster_name=cluster.cluster_name, namespace=ns,
+                                      service_account=rm.SERVICE_ACCOUNT, role_arn=self.s3_role.role_arn)
+        self.pod_env = [{"name": "AWS_REGION", "value": self.region},
+                        {"name": "SKYMAZE_ARTIFACTS", "value": f"s3://{settings.artifacts_bucket_name}"}]
+        self.trainer_cluster_name = f"{settings.name}-train"
+        spec = rm.ray_cluster_spec(
+            image=trainer_image_uri, head_type=settings.head_instance_type, head=settings.head_spec,
+            worker_type=settings.worker_instance_type, worker=settings.worker_spec, workers=settings.worker_count,
+            env=self.pod_env,
+        )
+        self.trainer = self._manifest(
+            cluster, "TrainerRayCluster", [rm.ray_cluster(name=self.trainer_cluster_name, ns=ns, spec=spec)],
+            after=[self.operator, account, claim, fsx_csi],
+        )
+        # Prerequisites of any Ray object in the namespace (the serving stack's RayService too).
+        self.ready: list[IDependable] = [self.operator, account, claim, fsx_csi]
+        CfnOutput(self, "RayNamespace", value=ns)
+        CfnOutput(self, "TrainerRayClusterName", value=self.trainer_cluster_name)
+        CfnOutput(self, "RayDashboardCommand",
+                  value=f"kubectl -n {ns} port-forward svc/{self.trainer_cluster_name}-head-svc 8265:8265")
+        acknowledge(self.s3_role, {
+            f"AwsSolutions-IAM5[Resource::{self._bucket_arn(settings)}/*]":
+                "Ray jobs read and write any run, export or adapter under the artifacts bucket",
+        })
+
+    def _bucket_arn(self, settings: Settings) -> str:
+        return f"arn:{self.partition}:s3:::{settings.artifacts_bucket_name}"
+
+    def _manifest(self, cluster: eks.ICluster, construct_id: str, manifest: list[dict],
+                  after: list[IDependable] = ()) -> eks.KubernetesManifest:
+        resource = eks.KubernetesManifest(self, construct_id, cluster=cluster, manifest=manifest, overwrite=True)
+        for dependency in after:
+            resource.node.add_dependency(dependency)
+        return resource

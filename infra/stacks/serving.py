@@ -1,0 +1,64 @@
+"""Serving: a RayService with Ray Serve LLM, the base model plus LoRA adapters loaded from S3."""
+
+from __future__ import annotations
+
+from aws_cdk import CfnOutput, Stack
+from aws_cdk import aws_eks_v2 as eks
+from constructs import Construct, IDependable
+
+from infra.constructs import ray_manifests as rm
+from infra.settings import Settings
+from workload.serve.cluster_config import build_llm_serve_config, serve_config_v2_yaml
+
+ADAPTERS_PREFIX = "adapters"  # `skymaze promote --to s3://<artifacts>/adapters/<name>` writes here
+SERVE_REPLICAS = 1
+
+
+def serve_config(settings: Settings, *, region: str) -> dict:
+    """The serveConfigV2 document for this deployment (tensor-parallel over one GPU node)."""
+    return build_llm_serve_config(
+        base_model_id=settings.base_model_id,
+        model_source=settings.serve_model_source,
+        adapters_uri=f"s3://{settings.artifacts_bucket_name}/{ADAPTERS_PREFIX}",
+        max_num_adapters_per_replica=settings.max_adapters_per_replica,
+        max_lora_rank=settings.max_lora_rank,
+        max_loras=settings.max_loras,
+        tensor_parallel_size=settings.gpus_per_worker,
+        num_replicas=SERVE_REPLICAS,
+        aws_region=region,
+    )
+
+
+class ServingStack(Stack):
+    """The adapter endpoint; its GPU node competes with the trainer's, so it is off in `small`."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        settings: Settings,
+        cluster: eks.ICluster,
+        namespace: str,
+        ray_ready: list[IDependable],
+        serve_image_uri: str,
+        pod_env: list[dict],
+        **kwargs,
+    ) -> None:
+        super().__init__(scope, construct_id, **kwargs)
+        self.service_name = f"{settings.name}-serve"
+        spec = rm.ray_cluster_spec(
+            image=serve_image_uri, head_type=settings.head_instance_type, head=settings.head_spec,
+            worker_type=settings.worker_instance_type, worker=settings.worker_spec, workers=SERVE_REPLICAS,
+            env=pod_env,
+        )
+        document = serve_config(settings, region=self.region)
+        self.manifest = eks.KubernetesManifest(
+            self, "RayService", cluster=cluster, overwrite=True,
+            manifest=[rm.ray_service(name=self.service_name, ns=namespace,
+                                     serve_config_yaml=serve_config_v2_yaml(document), cluster_spec=spec)],
+        )
+        for dependency in ray_ready:
+            self.manifest.node.add_dependency(dependency)
+        CfnOutput(self, "ServeCommand",
+                  value=f"kubectl -n {namespace} port-forward svc/{self.service_name}-serve-svc 8000:8000")
