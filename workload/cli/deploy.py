@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import typer
 
 from workload.cli._common import EXIT_USAGE, fail, next_step
@@ -12,6 +14,7 @@ def deploy(
     context: list[str] = typer.Option([], "--context", "-c", help="setting override KEY=VALUE, passed to cdk"),
     dry_run: bool = typer.Option(False, "--dry-run", help="print the cdk command and change nothing"),
     cdk_bin: str = typer.Option(None, "--cdk-bin", help="cdk CLI (default: the pinned node_modules/.bin/cdk)"),
+    outputs_file: Path = typer.Option(None, "--outputs-file", help="stack outputs (default cdk.out/outputs-PROFILE.json)"),
 ) -> None:
     """Deploy every stack of a profile (VPC, storage, EKS + HyperPod, observability, Ray, serving).
 
@@ -30,7 +33,8 @@ def deploy(
         target = target_for(settings_for(profile, overrides), overrides=overrides)
     except SettingsError as exc:
         fail(str(exc), code=EXIT_USAGE)
-    args = deploy_args(target)
+    outputs = (outputs_file or PROJECT_ROOT / outputs_path(profile)).resolve()
+    args = deploy_args(target, outputs)
     if dry_run:
         typer.echo(f"would run: cdk {' '.join(args)}")
         next_step(f"skymaze deploy --profile {profile}")
@@ -40,9 +44,8 @@ def deploy(
     except CdkError as exc:
         fail(f"{exc}; fix the cause shown above and rerun `skymaze deploy --profile {profile}` "
              f"(CloudFormation resumes; `skymaze teardown --profile {profile}` removes a half-built deploy)")
-    outputs = read_outputs(PROJECT_ROOT / outputs_path(profile))
-    typer.echo(f"deployed profile {profile!r}; outputs in {outputs_path(profile)}")
-    next_step(*next_steps(target, outputs))
+    typer.echo(f"deployed profile {profile!r}; stack outputs in {outputs}")
+    next_step(*next_steps(target, read_outputs(outputs)))
 
 
 def register(app: typer.Typer) -> None:

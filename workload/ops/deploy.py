@@ -18,10 +18,10 @@ def outputs_path(profile: str) -> Path:
     return OUTPUTS_DIR / f"outputs-{profile}.json"
 
 
-def deploy_args(target: TeardownTarget) -> list[str]:
+def deploy_args(target: TeardownTarget, outputs_file: Path | None = None) -> list[str]:
     """Arguments of `cdk deploy` for every stack of the profile, without prompts, saving the outputs."""
     return ["deploy", "--all", "--require-approval", "never", *target.cdk_context,
-            "--outputs-file", str(outputs_path(target.profile))]
+            "--outputs-file", str(outputs_file or outputs_path(target.profile))]
 
 
 def read_outputs(path: Path) -> dict[str, str]:
@@ -40,7 +40,7 @@ def _find(outputs: dict[str, str], pattern: re.Pattern) -> str | None:
 
 def next_steps(target: TeardownTarget, outputs: dict[str, str]) -> list[str]:
     """What to run after a deploy: kubeconfig, a submit, the Grafana URL, and the teardown."""
-    cluster = _find(outputs, EKS_CLUSTER_OUTPUT) or target.app_name
+    cluster = _find(outputs, EKS_CLUSTER_OUTPUT) or target.eks_cluster_name
     grafana = _find(outputs, GRAFANA_OUTPUT)
     steps = [
         f"aws eks update-kubeconfig --name {cluster} --region {target.region}",

@@ -18,6 +18,7 @@ KUBE_KINDS = (
     ("rayservices.ray.io", "RayServices (Ray Serve endpoints and their services)"),
     ("rayclusters.ray.io", "RayClusters (head and worker pods)"),
 )
+EKS_CLUSTER_SUFFIX = "-eks"  # infra/stacks/cluster.py: cluster_name=f"{settings.name}-eks"
 # Defaults of the waits; a teardown that times out says so and can simply be rerun.
 DEFAULT_KUBE_TIMEOUT_S = 600
 DEFAULT_AWS_TIMEOUT_S = 900
@@ -33,6 +34,11 @@ class TeardownTarget:
     keep_data: bool = False
     stacks: tuple[str, ...] = ()        # the app's stacks in deploy order; empty: `cdk destroy --all`
     overrides: tuple[tuple[str, str], ...] = ()  # the `-c KEY=VALUE` settings the profile was deployed with
+
+    @property
+    def eks_cluster_name(self) -> str:
+        """The EKS cluster's name as the cluster stack sets it."""
+        return f"{self.app_name}{EKS_CLUSTER_SUFFIX}"
 
     @property
     def cdk_context(self) -> tuple[str, ...]:

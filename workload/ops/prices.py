@@ -44,6 +44,11 @@ class InstancePrice(_Frozen):
     source: str = Field(min_length=8)
     derivation: str | None = None
 
+    @model_validator(mode="after")
+    def _estimates_explain_themselves(self) -> InstancePrice:
+        self.as_price()  # the same rule as Price: an estimate needs its derivation
+        return self
+
     def as_price(self) -> Price:
         return Price(usd=self.usd_per_hour, basis=self.basis, source=self.source, derivation=self.derivation)
 

@@ -88,8 +88,8 @@ def discover(target: TeardownTarget, session, saved: Discovered) -> Discovered:
     found = Discovered(**asdict(saved))
     found.stacks = stacks
     clusters = aws.stack_resources(session, stacks, "AWS::EKS::Cluster")
-    # The EKS cluster is named after the app (infra settings `name`) unless a stack says otherwise.
-    found.cluster_name = clusters[0].physical_id if clusters else (saved.cluster_name or target.app_name)
+    # The cluster stack names its EKS cluster `<name>-eks` (infra settings `name`).
+    found.cluster_name = clusters[0].physical_id if clusters else (saved.cluster_name or target.eks_cluster_name)
     vpcs = aws.stack_resources(session, stacks, "AWS::EC2::VPC")
     if vpcs:
         found.vpc_id = vpcs[0].physical_id

@@ -130,7 +130,7 @@ def _template(resources: dict, outputs: dict | None = None) -> str:
     return json.dumps({"Resources": resources, "Outputs": outputs or {}})
 
 
-def build_aws_world(session, *, app: str = "Skymaze", cluster: str = "skymaze",
+def build_aws_world(session, *, app: str = "Skymaze", cluster: str = "skymaze-eks",
                     bucket_policy: str = "Delete") -> AwsWorld:
     """Create, under moto, the stacks a deploy leaves: network (VPC), storage (buckets), and the EKS cluster."""
     cfn = session.client("cloudformation")

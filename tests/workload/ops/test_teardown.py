@@ -104,7 +104,7 @@ def test_cdk_failure_is_reported_and_the_rerun_uses_the_saved_state(world, tmp_p
     # CloudFormation removed the stacks and the cluster meanwhile; the buckets were deployed with Retain.
     for stack in ("SkymazeStorage", "SkymazeNetwork"):
         world.session.client("cloudformation").delete_stack(StackName=stack)
-    world.session.client("eks").delete_cluster(name="skymaze")
+    world.session.client("eks").delete_cluster(name="skymaze-eks")
     before = len(tools.calls())
     _executor(world, tools, tmp_path).run(steps)
 
@@ -127,7 +127,7 @@ def test_a_load_balancer_that_never_goes_fails_the_wait_with_its_name(world, tmp
 
 def test_kubectl_pointing_at_another_cluster_stops_before_deleting_anything(world, tmp_path, monkeypatch):
     tools = install_fakes(tmp_path, monkeypatch, server="https://other.example.com", kinds=cluster_objects())
-    with pytest.raises(TeardownError, match=r"not at EKS cluster skymaze.*aws eks update-kubeconfig --name skymaze"):
+    with pytest.raises(TeardownError, match=r"not at EKS cluster skymaze-eks.*aws eks update-kubeconfig --name skymaze-eks "):
         _executor(world, tools, tmp_path).run(build_teardown_plan(_target()))
     assert _deletes(tools) == []
 

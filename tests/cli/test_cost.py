@@ -1,0 +1,58 @@
+"""`skymaze cost`: the table for a profile, per-run arithmetic across hours, bad input."""
+
+from __future__ import annotations
+
+import re
+
+from typer.testing import CliRunner
+
+from workload.cli.main import app
+
+runner = CliRunner()
+
+
+def _totals(output: str) -> tuple[float, float]:
+    match = re.search(r"^total\s+([\d.]+)\s+([\d.]+)$", output, flags=re.MULTILINE)
+    assert match, output
+    return float(match.group(1)), float(match.group(2))
+
+
+def test_blog_cost_table_lists_the_priced_pieces():
+    result = runner.invoke(app, ["cost", "--profile", "blog", "--hours", "12"])
+    assert result.exit_code == 0, result.output
+    for item in ("HyperPod ml.g7e.12xlarge (workers)", "HyperPod ml.r5d.16xlarge (head)", "FSx for Lustre",
+                 "NAT gateway", "NAT data processed", "Managed Grafana licences", "Managed Prometheus ingestion"):
+        assert item in result.output
+    assert "prices as of 2026-11-29" in result.output
+    assert result.output.rstrip().endswith("skymaze deploy --profile blog")
+
+
+def test_per_run_grows_by_hourly_cost_per_extra_hour():
+    hourly_a, run_a = _totals(runner.invoke(app, ["cost", "--profile", "blog", "--hours", "6"]).output)
+    hourly_b, run_b = _totals(runner.invoke(app, ["cost", "--profile", "blog", "--hours", "12"]).output)
+    assert hourly_a == hourly_b
+    assert abs((run_b - run_a) - 6 * hourly_a) < 0.05  # the table rounds each figure to cents
+
+
+def test_overrides_change_the_cost():
+    hourly_3, _ = _totals(runner.invoke(app, ["cost", "--profile", "blog", "--hours", "1"]).output)
+    hourly_1, _ = _totals(runner.invoke(app, ["cost", "--profile", "blog", "--hours", "1",
+                                              "-c", "worker_count=1"]).output)
+    assert hourly_1 < hourly_3
+
+
+def test_zero_hours_is_bad_input():
+    result = runner.invoke(app, ["cost", "--profile", "blog", "--hours", "0"])
+    assert result.exit_code == 2
+    assert "hours must be > 0" in result.output
+
+
+def test_a_price_table_without_the_instance_type_is_bad_input(tmp_path):
+    from workload.ops.prices import DEFAULT_PRICES_PATH
+
+    text = DEFAULT_PRICES_PATH.read_text().replace("ml.g7e.12xlarge:", "ml.g7e.48xlarge:")
+    path = tmp_path / "prices.yaml"
+    path.write_text(text)
+    result = runner.invoke(app, ["cost", "--profile", "blog", "--hours", "1", "--prices", str(path)])
+    assert result.exit_code == 2
+    assert "no price for instance type 'ml.g7e.12xlarge'" in result.output

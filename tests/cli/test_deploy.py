@@ -1,0 +1,48 @@
+"""`skymaze deploy`: dry run, a run against a recording fake cdk, a cdk failure, bad input."""
+
+from __future__ import annotations
+
+import json
+
+from typer.testing import CliRunner
+
+from tests.workload.ops.fakes import install_fakes
+from workload.cli.main import app
+
+runner = CliRunner()
+
+
+def test_dry_run_prints_the_cdk_command():
+    result = runner.invoke(app, ["deploy", "--profile", "small", "--dry-run", "-c", "worker_count=2"])
+    assert result.exit_code == 0, result.output
+    assert "would run: cdk deploy --all --require-approval never -c profile=small -c worker_count=2" in result.output
+
+
+def test_deploy_runs_cdk_and_prints_next_steps_from_the_outputs(tmp_path, monkeypatch):
+    tools = install_fakes(tmp_path, monkeypatch, server=None, kinds={})
+    monkeypatch.setenv("FAKE_CDK_OUTPUTS", json.dumps({
+        "SkymazeCluster": {"EksClusterName": "skymaze-eks"},
+        "SkymazeObservability": {"GrafanaUrl": "https://g-1.grafana-workspace.us-west-2.amazonaws.com"},
+    }))
+    outputs = tmp_path / "outputs.json"
+    result = runner.invoke(app, ["deploy", "--profile", "blog", "--cdk-bin", tools.cdk, "--outputs-file", str(outputs)])
+    assert result.exit_code == 0, result.output
+    assert tools.calls() == [f"cdk deploy --all --require-approval never -c profile=blog --outputs-file {outputs}"]
+    assert "aws eks update-kubeconfig --name skymaze-eks --region us-west-2" in result.output
+    assert "https://g-1.grafana-workspace.us-west-2.amazonaws.com" in result.output
+    assert result.output.rstrip().endswith("skymaze teardown --profile blog   # when done: stops the billing")
+
+
+def test_cdk_failure_exits_1_and_says_how_to_resume(tmp_path, monkeypatch):
+    tools = install_fakes(tmp_path, monkeypatch, server=None, kinds={})
+    monkeypatch.setenv("FAKE_FAIL_ONCE", "cdk deploy")
+    result = runner.invoke(app, ["deploy", "--profile", "blog", "--cdk-bin", tools.cdk,
+                                 "--outputs-file", str(tmp_path / "o.json")])
+    assert result.exit_code == 1
+    assert "exited with status 1" in result.output and "rerun `skymaze deploy --profile blog`" in result.output
+
+
+def test_malformed_override_is_a_usage_error():
+    result = runner.invoke(app, ["deploy", "--profile", "blog", "-c", "worker_count", "--dry-run"])
+    assert result.exit_code == 2
+    assert "expected KEY=VALUE" in result.output

@@ -1,0 +1,80 @@
+"""`skymaze teardown`: the dry-run plan, confirmation, bad input, and a full run on fakes + moto."""
+
+from __future__ import annotations
+
+import re
+
+import boto3
+from moto import mock_aws
+from typer.testing import CliRunner
+
+from tests.workload.ops.fakes import build_aws_world, cluster_objects, install_fakes
+from workload.cli.main import app
+
+runner = CliRunner()
+
+
+def test_dry_run_prints_the_full_ordered_plan_for_blog():
+    result = runner.invoke(app, ["teardown", "--profile", "blog", "--dry-run"])
+    assert result.exit_code == 0, result.output
+    numbered = re.findall(r"^\s*(\d+)\. \[([a-z0-9-]+)\]", result.output, flags=re.MULTILINE)
+    assert [int(n) for n, _ in numbered] == list(range(1, 13))
+    keys = [key for _, key in numbered]
+    assert keys.index("delete-rayjobs") < keys.index("delete-lb-services") < keys.index("wait-load-balancers")
+    assert keys.index("wait-lb-enis") < keys.index("cdk-destroy")
+    assert "cdk destroy --all --force -c profile=blog" in result.output
+    assert result.output.rstrip().endswith("skymaze teardown --profile blog")
+
+
+def test_dry_run_with_keep_data_keeps_the_bucket():
+    result = runner.invoke(app, ["teardown", "--profile", "blog", "--dry-run", "--keep-data"])
+    assert result.exit_code == 0, result.output
+    assert "artifacts bucket: kept" in result.output and "[retain-artifacts]" in result.output
+    assert "[delete-retained-buckets]" not in result.output
+
+
+def test_unknown_profile_is_a_usage_error():
+    result = runner.invoke(app, ["teardown", "--profile", "huge", "--dry-run"])
+    assert result.exit_code == 2
+    assert "profile: 'huge' is not allowed; allowed values: blog, small" in result.output
+
+
+def test_unknown_override_is_a_usage_error():
+    result = runner.invoke(app, ["teardown", "--profile", "blog", "-c", "gpus=9", "--dry-run"])
+    assert result.exit_code == 2
+    assert "-c gpus=...: not a deployment setting" in result.output
+
+
+def test_declining_the_confirmation_changes_nothing(tmp_path, monkeypatch):
+    tools = install_fakes(tmp_path, monkeypatch, server=None, kinds={})
+    result = runner.invoke(app, ["teardown", "--profile", "small", "--cdk-bin", tools.cdk], input="n\n")
+    assert result.exit_code == 1
+    assert tools.calls() == []
+
+
+def test_full_teardown_runs_every_step_and_ends_with_next_command(tmp_path, monkeypatch):
+    with mock_aws():
+        world = build_aws_world(boto3.Session(region_name="us-west-2"))
+        tools = install_fakes(tmp_path, monkeypatch, server=world.endpoint, kinds=cluster_objects())
+        result = runner.invoke(app, ["teardown", "--profile", "blog", "--yes", "--cdk-bin", tools.cdk,
+                                     "--poll-s", "0.01", "--state-dir", str(tmp_path / "state")])
+    assert result.exit_code == 0, result.output
+    assert "[12/12] delete-retained-buckets" in result.output
+    assert tools.calls()[-1] == "cdk destroy --all --force -c profile=blog"
+    assert (tmp_path / "state" / "teardown-blog.json").exists()
+    assert result.output.rstrip().endswith("skymaze cost --profile blog --hours 12   # what the run cost, from the price table")
+
+
+def test_failed_step_exits_1_with_the_rerun_hint(tmp_path, monkeypatch):
+    with mock_aws():
+        world = build_aws_world(boto3.Session(region_name="us-west-2"))
+        tools = install_fakes(tmp_path, monkeypatch, server=world.endpoint, kinds=cluster_objects())
+        monkeypatch.setenv("FAKE_FAIL_ONCE", "kubectl delete rayservices")
+        args = ["teardown", "--profile", "blog", "--yes", "--cdk-bin", tools.cdk, "--poll-s", "0.01",
+                "--state-dir", str(tmp_path / "state")]
+        failed = runner.invoke(app, args)
+        rerun = runner.invoke(app, args)
+    assert failed.exit_code == 1
+    assert "step 3/12 `delete-rayservices` failed" in failed.output
+    assert "rerun `skymaze teardown --profile blog` to continue" in failed.output
+    assert rerun.exit_code == 0, rerun.output

@@ -1,0 +1,35 @@
+"""Deploy: the cdk arguments for a profile and the next steps read from the outputs file."""
+
+from __future__ import annotations
+
+import json
+
+from workload.ops.deploy import deploy_args, next_steps, read_outputs
+from workload.ops.plan import TeardownTarget
+
+TARGET = TeardownTarget(profile="blog", region="us-west-2", app_name="skymaze", overrides=(("worker_count", "2"),))
+
+
+def test_deploy_deploys_every_stack_without_prompts_and_keeps_outputs():
+    args = deploy_args(TARGET)
+    assert args[:4] == ["deploy", "--all", "--require-approval", "never"]
+    assert args[4:8] == ["-c", "profile=blog", "-c", "worker_count=2"]
+    assert args[-2:] == ["--outputs-file", "cdk.out/outputs-blog.json"]
+
+
+def test_next_steps_use_the_outputs(tmp_path):
+    path = tmp_path / "outputs.json"
+    path.write_text(json.dumps({
+        "SkymazeCluster": {"EksClusterName": "skymaze-eks", "HyperPodClusterName": "skymaze-hyperpod"},
+        "SkymazeObservability": {"GrafanaUrl": "https://g-abc.grafana-workspace.us-west-2.amazonaws.com"},
+    }))
+    steps = next_steps(TARGET, read_outputs(path))
+    assert steps[0] == "aws eks update-kubeconfig --name skymaze-eks --region us-west-2"
+    assert any("https://g-abc.grafana-workspace.us-west-2.amazonaws.com" in step for step in steps)
+    assert steps[-1].startswith("skymaze teardown --profile blog")
+
+
+def test_next_steps_without_outputs_fall_back_to_the_settings(tmp_path):
+    steps = next_steps(TARGET, read_outputs(tmp_path / "missing.json"))
+    assert steps[0] == "aws eks update-kubeconfig --name skymaze-eks --region us-west-2"
+    assert any("Grafana URL" in step for step in steps)
