@@ -7,13 +7,15 @@ new frame. The episode ends on a valid stop or after ``max_turns`` replies (SkyR
 ``generator.max_turns`` into ``extras``). The reward arrives on the last step only.
 
 Reward: the strict task reward (1.0 for stopping on the target, else 0.0). The published
-recipe's ``0.8 * task + 0.2 * format`` is available as ``format_bonus: 0.2`` in the env
-config, off by default, because it lets unsolved episodes count as SkyRL "passes".
+recipe's ``0.8 * task + 0.2 * format`` is available as ``format_bonus: 0.2``, off by
+default, because it lets unsolved episodes count as SkyRL "passes".
 
 Dataset extras read (SkyRL passes every non-prompt column): ``seed`` (None = a fresh
-random maze), ``format_bonus`` (overrides the env config), ``init_state`` (dict or JSON text; wins over the seed), ``maze_size``,
-``prompt_style`` ("visgym" | "compact"), ``max_turns``. Env config keys (SkyRL's
-``environment.skyrl_gym.maze``): ``format_bonus``, ``cell_px``, ``prompt_style``.
+random maze), ``init_state`` (dict or JSON text; wins over the seed), ``maze_size``,
+``max_turns``, and the settings ``format_bonus``, ``cell_px``, ``prompt_style``
+("visgym" | "compact"). The settings may also come from ``env_config``; a ticket's value
+wins, because SkyRL 0.4's strict config has no section for a custom env, so the cluster
+recipe sends them on each ticket.
 """
 
 from __future__ import annotations
@@ -48,6 +50,9 @@ _FORMAT_TAGS = tuple(
 )
 
 
+_SETTING_KEYS = ("format_bonus", "cell_px", "prompt_style")
+
+
 @dataclass(frozen=True)
 class MazeEnvConfig:
     """Env-wide settings (SkyRL ``environment.skyrl_gym.maze``), validated once."""
@@ -61,22 +66,30 @@ class MazeEnvConfig:
         """Build from None, a mapping (dict, DictConfig) or an object with those attributes."""
         if config is None:
             return cls()
-        get = (
-            config.get
-            if isinstance(config, Mapping) or hasattr(config, "get")
-            else (lambda k, d: getattr(config, k, d))
+        lookup = (
+            config.get if hasattr(config, "get") else (lambda key, default: getattr(config, key, default))
         )
-        made = cls(
-            format_bonus=float(get("format_bonus", 0.0) or 0.0),
-            cell_px=int(get("cell_px", DEFAULT_CELL_PX) or DEFAULT_CELL_PX),
-            prompt_style=str(get("prompt_style", "visgym") or "visgym"),
-        )
+
+        def get(key: str, default: Any) -> Any:
+            value = lookup(key, None)
+            return default if _missing(value) else value
+
+        try:
+            made = cls(
+                format_bonus=float(get("format_bonus", 0.0)),
+                cell_px=int(get("cell_px", DEFAULT_CELL_PX)),
+                prompt_style=str(get("prompt_style", "visgym")),
+            )
+        except (TypeError, ValueError) as error:
+            raise ValueError(f"maze env settings format_bonus / cell_px must be numbers: {error}") from None
         if not 0.0 <= made.format_bonus <= 1.0:
             raise ValueError(
-                f"env config format_bonus must be in [0, 1] (0.2 = the published recipe), got {made.format_bonus}"
+                f"format_bonus must be in [0, 1] (0.2 = the published recipe), got {made.format_bonus}"
             )
         if made.prompt_style not in STYLES:
-            raise ValueError(f"env config prompt_style must be one of {STYLES}, got {made.prompt_style!r}")
+            raise ValueError(f"prompt_style must be one of {STYLES}, got {made.prompt_style!r}")
+        if made.cell_px < 1:
+            raise ValueError(f"cell_px must be >= 1 (VisGym draws 25), got {made.cell_px}")
         return made
 
 
@@ -124,20 +137,18 @@ class MazeEnv(BaseTextEnv):
     def __init__(self, env_config: Any = None, extras: Mapping | None = None):
         super().__init__()
         extras = extras or {}
-        self.config = MazeEnvConfig.from_any(env_config)
-        if not _missing(extras.get("format_bonus")):
-            # SkyRL 0.4's strict config has no section for a custom env, so the cluster recipe
-            # sends the reward setting on each ticket.
-            self.config = MazeEnvConfig.from_any({**self.config.__dict__, "format_bonus": extras["format_bonus"]})
+        base = MazeEnvConfig.from_any(env_config)
+        # SkyRL 0.4's strict config has no section for a custom env, so the cluster recipe
+        # sends the settings on each ticket; a ticket's value wins over env_config.
+        overrides = {key: extras[key] for key in _SETTING_KEYS if not _missing(extras.get(key))}
+        self.config = MazeEnvConfig.from_any({**base.__dict__, **overrides}) if overrides else base
         self.size = _int_extra(extras, "maze_size", DEFAULT_MAZE_SIZE)
         self.seed = _int_extra(extras, "seed", None)
         self.init_state = _init_state_extra(extras)
         self.max_turns = _int_extra(extras, "max_turns", DEFAULT_MAX_TURNS)
         if self.max_turns < 1:
             raise ValueError(f"extras['max_turns'] must be >= 1, got {self.max_turns}")
-        self.style = extras.get("prompt_style") or self.config.prompt_style
-        if self.style not in STYLES:
-            raise ValueError(f"extras['prompt_style'] must be one of {STYLES}, got {self.style!r}")
+        self.style = self.config.prompt_style
         self.maze = Maze2D(self.size, cell_px=self.config.cell_px, seed=self.seed)
         self.start_state: dict | None = None
         self.shortest_path_len: int | None = None

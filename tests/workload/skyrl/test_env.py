@@ -133,6 +133,15 @@ def test_format_bonus_is_off_by_default_and_explicit_when_on(env_id):
     assert shaped.episode().solved is False
 
 
+def test_ticket_settings_win_over_env_config(env_id):
+    tagged = "<observation>a</observation><justification>b</justification><action>('stop', 'stop')</action>"
+    env = make(env_id, env_config={"format_bonus": 0.5, "cell_px": 25}, format_bonus=0.2, cell_px=4)
+    assert env.config.format_bonus == 0.2 and env.config.cell_px == 4
+    assert play(env, [tagged])[-1]["reward"] == pytest.approx(0.2)
+    unset = make(env_id, env_config={"format_bonus": 0.5}, format_bonus=float("nan"))  # a null parquet cell
+    assert unset.config.format_bonus == 0.5
+
+
 def test_same_seed_same_maze_for_a_grpo_group_and_init_state_wins(env_id):
     frames = []
     for extras in ({"seed": 3}, {"seed": 3}, {"seed": 9, "init_state": json.dumps(generate_from_seed(3, 9))}):
@@ -170,8 +179,10 @@ def test_aggregate_metrics_averages():
     ("config", "extras", "message"),
     [
         ({"format_bonus": 1.5}, {}, "format_bonus must be in"),
-        ({"prompt_style": "chatty"}, {}, "env config prompt_style"),
-        (None, {"prompt_style": "chatty"}, r"extras\['prompt_style'\]"),
+        ({"prompt_style": "chatty"}, {}, "prompt_style must be one of"),
+        (None, {"prompt_style": "chatty"}, "prompt_style must be one of"),
+        (None, {"format_bonus": -0.1}, "format_bonus must be in"),
+        (None, {"cell_px": 0}, "cell_px must be >= 1"),
         (None, {"max_turns": 0}, r"extras\['max_turns'\] must be >= 1"),
         (None, {"seed": "abc"}, r"extras\['seed'\] must be an integer"),
         (None, {"seed": 1.5}, r"extras\['seed'\] must be an integer"),
