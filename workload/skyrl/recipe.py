@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, PositiveInt, ValidationError
 from workload.skyrl import schedule
 
 RECIPES_DIR = Path(__file__).with_name("recipes")
-RECIPE_FIELDS = ("description", "run_id", "shared_root", "cluster", "serving", "model", "dataset", "fixes")
+RECIPE_FIELDS = ("description", "run_id", "shared_root", "cluster", "serving", "model", "dataset", "reward", "fixes")
 
 
 class _Frozen(BaseModel):
@@ -57,6 +57,12 @@ class DatasetSpec(_Frozen):
     epochs: PositiveInt
 
 
+class Reward(_Frozen):
+    """The maze reward: strict task reward, plus the published recipe's optional format term."""
+
+    format_bonus: float = Field(0.0, ge=0.0, le=1.0)
+
+
 class Fixes(_Frozen):
     """The flaws of the published run, each fixed unless switched off."""
 
@@ -76,6 +82,7 @@ class Recipe(_Frozen):
     serving: Serving
     model: ModelSource
     dataset: DatasetSpec
+    reward: Reward = Reward()
     fixes: Fixes = Fixes()
     skyrl: dict[str, Any]
 

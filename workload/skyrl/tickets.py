@@ -33,9 +33,12 @@ class TicketSpec:
     eval_set: str
     train_seed_start: int
     seeded_groups: bool
+    format_bonus: float = 0.0
 
 
-def ticket(*, seed: int | None, maze_size: int, data_source: str, init_state: dict[str, Any] | None = None) -> dict[str, Any]:
+def ticket(
+    *, seed: int | None, maze_size: int, data_source: str, format_bonus: float = 0.0, init_state: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """One dataset row in SkyRL's format (``prompt``, ``env_class``, then the env's extras)."""
     return {
         "prompt": PLACEHOLDER_PROMPT,
@@ -45,6 +48,7 @@ def ticket(*, seed: int | None, maze_size: int, data_source: str, init_state: di
         "maze_size": maze_size,
         "init_state": None if init_state is None else json.dumps(init_state, sort_keys=True),
         "prompt_style": PROMPT_STYLE,
+        "format_bonus": format_bonus,
     }
 
 
@@ -69,12 +73,16 @@ def training_seeds(*, count: int, start: int, keep: Any) -> list[int]:
 def train_tickets(spec: TicketSpec) -> list[dict[str, Any]]:
     """Training rows: seeded (one maze per GRPO group) or, for exact replication, unseeded."""
     if not spec.seeded_groups:
-        return [ticket(seed=None, maze_size=spec.maze_size, data_source=TRAIN_SOURCE) for _ in range(spec.train_rows)]
+        return [_train_ticket(spec, None) for _ in range(spec.train_rows)]
     from workload.maze.heldout import training_seed_filter
 
     keep = training_seed_filter(spec.maze_size, [spec.eval_set])
     seeds = training_seeds(count=spec.train_rows, start=spec.train_seed_start, keep=keep)
-    return [ticket(seed=s, maze_size=spec.maze_size, data_source=TRAIN_SOURCE) for s in seeds]
+    return [_train_ticket(spec, s) for s in seeds]
+
+
+def _train_ticket(spec: TicketSpec, seed: int | None) -> dict[str, Any]:
+    return ticket(seed=seed, maze_size=spec.maze_size, data_source=TRAIN_SOURCE, format_bonus=spec.format_bonus)
 
 
 def eval_tickets(spec: TicketSpec) -> list[dict[str, Any]]:
@@ -83,7 +91,13 @@ def eval_tickets(spec: TicketSpec) -> list[dict[str, Any]]:
 
     held_out = load_set(spec.eval_set)
     return [
-        ticket(seed=int(e["seed"]), maze_size=spec.maze_size, data_source=held_out.name, init_state=e["init_state"])
+        ticket(
+            seed=int(e["seed"]),
+            maze_size=spec.maze_size,
+            data_source=held_out.name,
+            format_bonus=spec.format_bonus,
+            init_state=e["init_state"],
+        )
         for e in held_out.entries
     ]
 
@@ -119,6 +133,7 @@ def _schema() -> Any:
             ("maze_size", pa.int64()),
             ("init_state", pa.string()),
             ("prompt_style", pa.string()),
+            ("format_bonus", pa.float64()),
         ]
     )
 
@@ -139,4 +154,5 @@ def spec_from_recipe(recipe: Any) -> TicketSpec:
         eval_set=recipe.dataset.eval_set,
         train_seed_start=recipe.dataset.train_seed_start,
         seeded_groups=recipe.fixes.seeded_groups,
+        format_bonus=recipe.reward.format_bonus,
     )

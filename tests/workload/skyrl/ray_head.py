@@ -1,0 +1,124 @@
+"""A private Ray head on 127.0.0.1 for job-submission and metrics tests.
+
+Every port is picked free, the session lives in its own ``--temp-dir``, and shutdown kills
+only the processes of that head (its process group, then any process whose command line
+names the temp dir), never ``ray stop``: other test sessions on the machine run Ray too.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+START_TIMEOUT_S = 120
+STOP_GRACE_S = 10
+# Ray reports metrics every 10 s by default; a test waits for one report, not several.
+METRICS_REPORT_INTERVAL_MS = 1000
+
+
+@dataclass(frozen=True)
+class RayHead:
+    """Addresses of a running local head."""
+
+    dashboard_url: str
+    gcs_address: str
+    metrics_url: str
+    temp_dir: Path
+
+
+def free_ports(count: int) -> list[int]:
+    """Distinct ports the OS reports free right now."""
+    sockets = []
+    try:
+        for _ in range(count):
+            s = socket.socket()
+            s.bind(("127.0.0.1", 0))
+            sockets.append(s)
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
+
+
+def _wait_http(url: str, deadline: float) -> None:
+    while True:
+        try:
+            with urllib.request.urlopen(url, timeout=2) as response:
+                if response.status == 200:
+                    return
+        except OSError:
+            pass
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{url} did not answer within {START_TIMEOUT_S} s")
+        time.sleep(0.5)
+
+
+def _pids_naming(marker: str) -> list[int]:
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        with contextlib.suppress(OSError):
+            if marker in (entry / "cmdline").read_bytes().decode(errors="replace"):
+                pids.append(int(entry.name))
+    return [p for p in pids if p != os.getpid()]
+
+
+def _stop(process: subprocess.Popen, temp_dir: Path) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGTERM)
+    deadline = time.monotonic() + STOP_GRACE_S
+    while time.monotonic() < deadline and (process.poll() is None or _pids_naming(str(temp_dir))):
+        time.sleep(0.2)
+    for pid in _pids_naming(str(temp_dir)):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)
+    process.wait(timeout=STOP_GRACE_S)
+
+
+@contextlib.contextmanager
+def local_ray_head(*, num_cpus: int = 2) -> Iterator[RayHead]:
+    """Start ``ray start --head --block`` in its own session; yield its addresses; kill it."""
+    temp_dir = Path(tempfile.mkdtemp(prefix="smz-ray-", dir="/tmp"))
+    names = ["port", "dashboard-port", "metrics-export-port", "ray-client-server-port", "dashboard-agent-listen-port",
+             "dashboard-agent-grpc-port", "node-manager-port", "object-manager-port", "runtime-env-agent-port"]
+    ports = dict(zip(names, free_ports(len(names) + 1), strict=False))
+    worker_low = free_ports(1)[0]
+    ray_bin = Path(sys.executable).with_name("ray")
+    command = [str(ray_bin), "start", "--head", "--block", "--node-ip-address", "127.0.0.1",
+               "--dashboard-host", "127.0.0.1", "--num-cpus", str(num_cpus), "--num-gpus", "0",
+               "--temp-dir", str(temp_dir), "--disable-usage-stats", "--include-dashboard", "true",
+               "--min-worker-port", str(worker_low), "--max-worker-port", str(worker_low + 200)]
+    for name, port in ports.items():
+        command += [f"--{name}", str(port)]
+    env = {**os.environ, "RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0",
+           "RAY_metrics_report_interval_ms": str(METRICS_REPORT_INTERVAL_MS),
+           "PATH": f"{ray_bin.parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    log = (temp_dir / "ray-start.log").open("wb")
+    process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    head = RayHead(
+        dashboard_url=f"http://127.0.0.1:{ports['dashboard-port']}",
+        gcs_address=f"127.0.0.1:{ports['port']}",
+        metrics_url=f"http://127.0.0.1:{ports['metrics-export-port']}/metrics",
+        temp_dir=temp_dir,
+    )
+    try:
+        _wait_http(f"{head.dashboard_url}/api/version", time.monotonic() + START_TIMEOUT_S)
+        yield head
+    finally:
+        _stop(process, temp_dir)
+        log.close()
+        shutil.rmtree(temp_dir, ignore_errors=True)

@@ -1,0 +1,178 @@
+"""The cluster job: prepare data and model on /shared, register MazeEnv, run SkyRL's PPO loop.
+
+Run by ``skymaze submit`` on the Ray head inside the trainer image::
+
+    python -m workload.skyrl.entrypoint --job-spec job.json [--preflight]
+
+``job.json`` (written by :func:`job_spec`) is the resolved recipe: the overrides passed
+to SkyRL verbatim, the ticket settings and the fixes. SkyRL is imported only here, at
+run time: it needs Python 3.12, CUDA and the image's pinned stack. ``--preflight`` stops
+after the preparation and prints what would run (used to check a cluster cheaply).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from workload.skyrl.tickets import ENV_CLASS, TicketSpec, build_dataset, spec_from_recipe
+
+NOT_IN_IMAGE = (
+    "SkyRL is not importable here ({error}). This entrypoint runs inside the trainer image "
+    "(containers/trainer); submit it to the cluster with `skymaze submit`, or use --preflight."
+)
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """Everything the job needs, read once from job.json."""
+
+    recipe: str
+    run_id: str
+    run_dir: str
+    overrides: list[str]
+    tickets: TicketSpec
+    model_hub_id: str
+    model_subfolder: str
+    model_path: str
+    strict_metric: bool
+    trajectories_per_step: int
+
+    @property
+    def data_dir(self) -> Path:
+        return Path(self.run_dir) / "data"
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=2, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> JobSpec:
+        raw = json.loads(text)
+        raw["tickets"] = TicketSpec(**raw["tickets"])
+        return cls(**raw)
+
+
+def job_spec(recipe: Any) -> JobSpec:
+    """Freeze a :class:`workload.skyrl.recipe.Recipe` into the job's settings."""
+    values = recipe.resolved()
+    return JobSpec(
+        recipe=recipe.name,
+        run_id=recipe.run_id,
+        run_dir=recipe.run_dir,
+        overrides=recipe.overrides(),
+        tickets=spec_from_recipe(recipe),
+        model_hub_id=recipe.model.hub_id,
+        model_subfolder=recipe.model.subfolder,
+        model_path=str(values["trainer.policy.model.path"]),
+        strict_metric=recipe.fixes.strict_solve_metric,
+        trajectories_per_step=int(values["trainer.train_batch_size"]) * int(values["generator.n_samples_per_prompt"]),
+    )
+
+
+def prepare_data(spec: JobSpec) -> str:
+    """Build the ticket files unless this run already has them for the same settings."""
+    marker = spec.data_dir / "tickets.json"
+    wanted = json.dumps(asdict(spec.tickets), sort_keys=True)
+    have = all((spec.data_dir / f).is_file() for f in ("train.parquet", "eval.parquet"))
+    if have and marker.is_file() and marker.read_text() == wanted:
+        return f"data: reusing {spec.data_dir}"
+    build_dataset(spec.tickets, spec.data_dir)
+    marker.write_text(wanted)
+    return f"data: wrote {spec.data_dir}/train.parquet ({spec.tickets.train_rows} tickets) and eval.parquet"
+
+
+def prepare_model(spec: JobSpec, *, download: bool) -> str:
+    """Fetch the starting checkpoint to ``model_path`` on first use (the blog's train_job.sh did the same)."""
+    path = Path(spec.model_path)
+    if (path / "config.json").is_file():
+        return f"model: reusing {path}"
+    if not download:
+        return f"model: {path} missing; the job downloads {spec.model_hub_id}/{spec.model_subfolder} there"
+    from huggingface_hub import snapshot_download
+
+    suffix = f"/{spec.model_subfolder}" if spec.model_subfolder else ""
+    local_dir = str(path)[: -len(suffix)] if suffix and str(path).endswith(suffix) else str(path)
+    patterns = [f"{spec.model_subfolder}/*"] if spec.model_subfolder else None
+    snapshot_download(spec.model_hub_id, local_dir=local_dir, allow_patterns=patterns)
+    return f"model: downloaded {spec.model_hub_id} to {local_dir}"
+
+
+def require_skyrl() -> None:
+    """Fail before any download when SkyRL is not installed (not the trainer image)."""
+    try:
+        import skyrl.train.entrypoints.main_base  # noqa: F401
+        import skyrl_gym  # noqa: F401
+    except ImportError as error:
+        raise SystemExit(NOT_IN_IMAGE.format(error=error)) from None
+
+
+def run_skyrl(spec: JobSpec) -> None:
+    """Validate the overrides with SkyRL itself, then run the experiment in a Ray task."""
+    import ray
+    from skyrl.train.config import SkyRLTrainConfig
+    from skyrl.train.utils.utils import initialize_ray, validate_cfg
+
+    # Imported by module path so Ray ships a reference, not a pickled copy of __main__.
+    from workload.skyrl.entrypoint import _experiment
+
+    cfg = SkyRLTrainConfig.from_cli_overrides(spec.overrides)
+    validate_cfg(cfg)
+    initialize_ray(cfg)
+    # num_cpus=1 and off the driver, as SkyRL's own entrypoint does.
+    ray.get(ray.remote(num_cpus=1)(_experiment).remote(cfg, spec))
+
+
+def _experiment(cfg: Any, spec: JobSpec) -> None:
+    """Runs inside the Ray task: the env registry and the trainer live in this process."""
+    from skyrl.train.entrypoints.main_base import BasePPOExp
+
+    from workload.skyrl.callback import MazeTrainingCallback
+    from workload.skyrl.env import register_maze_env
+
+    register_maze_env(ENV_CLASS)
+
+    class MazeExp(BasePPOExp):
+        def get_trainer(self, *args: Any, **kwargs: Any) -> Any:
+            trainer = super().get_trainer(*args, **kwargs)
+            trainer.add_callback(
+                MazeTrainingCallback(
+                    run_dir=spec.run_dir,
+                    run_id=spec.run_id,
+                    eval_set=spec.tickets.eval_set,
+                    strict_metric=spec.strict_metric,
+                    trajectories_per_step=spec.trajectories_per_step,
+                )
+            )
+            return trainer
+
+    MazeExp(cfg).run()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse the flags, prepare /shared, then train (or stop after the preparation)."""
+    parser = argparse.ArgumentParser(prog="python -m workload.skyrl.entrypoint", description=__doc__.splitlines()[0])
+    parser.add_argument("--job-spec", type=Path, required=True, help="job.json written by skymaze submit")
+    parser.add_argument("--preflight", action="store_true", help="prepare data, report, do not train")
+    args = parser.parse_args(argv)
+    spec = JobSpec.from_json(args.job_spec.read_text())
+    print(f"run {spec.run_id} (recipe {spec.recipe}) in {spec.run_dir}", flush=True)
+    if not args.preflight:
+        require_skyrl()
+    print(prepare_data(spec), flush=True)
+    print(prepare_model(spec, download=not args.preflight), flush=True)
+    print("skyrl overrides:", flush=True)
+    for line in spec.overrides:
+        print(f"  {line}", flush=True)
+    if args.preflight:
+        print("preflight: ok", flush=True)
+        return 0
+    run_skyrl(spec)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

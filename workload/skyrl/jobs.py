@@ -1,0 +1,133 @@
+"""Ray Jobs API client for the training job: address resolution, submit, status, logs, stop.
+
+The address is configuration (``--address``, else ``RAY_ADDRESS``, else the port-forward
+default): ``http://`` / ``https://`` reach a dashboard directly (a local head or
+``kubectl port-forward svc/<cluster>-head-svc 8265:8265``); ``sagemaker_ray://<cluster>/<ns>``
+goes through the HyperPod Ray endpoint, which Ray resolves by importing the module named by
+the scheme, ``sagemaker_ray``, installed by ``toolkit-for-ray-on-sagemaker-ai``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import shlex
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from workload.skyrl.entrypoint import JobSpec
+
+DEFAULT_ADDRESS = "http://127.0.0.1:8265"
+"""Ray's default dashboard port, where a local head or a port-forward listens."""
+SAGEMAKER_SCHEME = "sagemaker_ray"
+SAGEMAKER_PACKAGE = "toolkit-for-ray-on-sagemaker-ai"
+JOB_SPEC_FILE = "job.json"
+TERMINAL = frozenset({"SUCCEEDED", "FAILED", "STOPPED"})
+POLL_S = 1.0
+
+
+class JobsError(RuntimeError):
+    """A Ray Jobs call failed; the message says what to check."""
+
+
+@dataclass(frozen=True)
+class JobState:
+    """What ``skymaze status`` reports."""
+
+    job_id: str
+    status: str
+    message: str
+    entrypoint: str
+
+    @property
+    def terminal(self) -> bool:
+        return self.status in TERMINAL
+
+
+def resolve_address(flag: str | None, env_value: str | None, *, default: str = DEFAULT_ADDRESS) -> str:
+    """``--address`` wins, then ``RAY_ADDRESS``, then the default; the scheme must be usable here."""
+    address = (flag or env_value or default).strip()
+    scheme, sep, _ = address.partition("://")
+    if not sep:
+        raise ValueError(f"address {address!r} has no scheme. Fix: use http://HOST:8265 or {SAGEMAKER_SCHEME}://CLUSTER/NAMESPACE.")
+    if scheme in {"http", "https"}:
+        return address
+    if scheme == SAGEMAKER_SCHEME:
+        if importlib.util.find_spec(SAGEMAKER_SCHEME) is None:
+            raise ValueError(
+                f"address {address!r} needs the {SAGEMAKER_SCHEME!r} module, which is not installed. "
+                f"Fix: pip install {SAGEMAKER_PACKAGE} (Python >= 3.11), or port-forward the head and use {DEFAULT_ADDRESS}."
+            )
+        return address
+    raise ValueError(f"address scheme {scheme!r} is not supported. Fix: use http(s):// or {SAGEMAKER_SCHEME}://.")
+
+
+def connect(address: str) -> Any:
+    """A ``JobSubmissionClient``; raises :class:`JobsError` when the dashboard does not answer."""
+    from ray.job_submission import JobSubmissionClient
+
+    try:
+        return JobSubmissionClient(address)
+    except (ConnectionError, RuntimeError, ValueError) as err:
+        raise JobsError(
+            f"cannot reach the Ray dashboard at {address}: {err}. "
+            f"Check the port-forward (kubectl port-forward svc/<cluster>-head-svc 8265:8265) or the address."
+        ) from None
+
+
+def entrypoint_command(*, preflight: bool) -> str:
+    """The shell command the job runs on the head, inside the trainer image."""
+    command = ["python", "-m", "workload.skyrl.entrypoint", "--job-spec", JOB_SPEC_FILE]
+    return shlex.join([*command, "--preflight"] if preflight else command)
+
+
+def submit(client: Any, spec: JobSpec, *, preflight: bool = False, submission_id: str | None = None) -> str:
+    """Upload job.json as the job's working dir and start the entrypoint; returns the job id."""
+    with tempfile.TemporaryDirectory(prefix="skymaze-job-") as folder:
+        (Path(folder) / JOB_SPEC_FILE).write_text(spec.to_json())
+        try:
+            return client.submit_job(
+                entrypoint=entrypoint_command(preflight=preflight),
+                runtime_env={"working_dir": folder},
+                submission_id=submission_id,
+                metadata={"skymaze_recipe": spec.recipe, "skymaze_run_id": spec.run_id},
+            )
+        except RuntimeError as err:
+            raise JobsError(f"the cluster refused the job: {err}") from None
+
+
+def state(client: Any, job_id: str) -> JobState:
+    """The job's status and message."""
+    try:
+        info = client.get_job_info(job_id)
+    except RuntimeError as err:
+        raise JobsError(f"no job {job_id!r} on this cluster ({err}). List jobs with `ray job list`.") from None
+    return JobState(job_id=job_id, status=str(info.status.value), message=info.message or "", entrypoint=info.entrypoint)
+
+
+def wait(client: Any, job_id: str, *, timeout_s: float, until: frozenset[str] = TERMINAL) -> JobState:
+    """Poll until the job reaches one of ``until`` or the deadline passes (then the last state)."""
+    deadline = time.monotonic() + timeout_s
+    current = state(client, job_id)
+    while current.status not in until and time.monotonic() < deadline:
+        time.sleep(POLL_S)
+        current = state(client, job_id)
+    return current
+
+
+def logs(client: Any, job_id: str) -> str:
+    """The job's driver log so far."""
+    try:
+        return client.get_job_logs(job_id)
+    except RuntimeError as err:
+        raise JobsError(f"cannot read logs of {job_id!r}: {err}") from None
+
+
+def stop(client: Any, job_id: str) -> bool:
+    """Ask Ray to stop the job; False when it had already finished."""
+    try:
+        return bool(client.stop_job(job_id))
+    except RuntimeError as err:
+        raise JobsError(f"cannot stop {job_id!r}: {err}") from None
