@@ -23,7 +23,8 @@ Same generator and seeding path, pixels, prompt, feedback strings and reward as 
 crashes or misdraws on: a move payload too large for int64 gets the "not in the valid
 action space" feedback (VisGym raises OverflowError), and every reset starts a fresh
 canvas (VisGym draws the first frame of a reused env over the previous maze; SkyRL's
-recipe builds one env per episode, so its frames never show that).
+recipe builds one env per episode, so its frames never show that). ``info`` carries
+locations as (row, col) tuples where VisGym has numpy arrays.
 """
 
 from __future__ import annotations
@@ -109,6 +110,7 @@ class Maze2D:
 
     def step(self, action_text: str):
         """Apply one action text; return (obs, reward, terminated, truncated, info)."""
+        self._require_maze()
         terminated = False
         self.env_feedback = self._apply(action_text)
         if self.env_feedback is None:  # a valid stop
@@ -189,7 +191,7 @@ class Maze2D:
 
     def _require_maze(self) -> np.ndarray:
         if self.maze_map is None:
-            raise RuntimeError("call reset() before render() or get_init_state()")
+            raise RuntimeError("call reset() before step(), render() or get_init_state()")
         return self.maze_map
 
     def _load_init_state(self, init_state: dict) -> tuple[np.ndarray, tuple[int, int], tuple[int, int]]:

@@ -175,5 +175,10 @@ def test_render_before_reset_says_what_to_do():
         Maze2D(9).render()
 
 
+def test_step_before_reset_says_what_to_do():
+    with pytest.raises(RuntimeError, match="call reset"):
+        Maze2D(9).step("('move', 0)")
+
+
 def test_prompt_names_the_size():
     assert Maze2D(11).get_prompt().startswith("You are navigating a 11x11 maze. ")
