@@ -11,6 +11,8 @@ from workload.ops.plan import TeardownTarget
 OUTPUTS_DIR = Path("cdk.out")
 EKS_CLUSTER_OUTPUT = re.compile(r"eks.*cluster.*name|^clustername$", re.IGNORECASE)
 GRAFANA_OUTPUT = re.compile(r"grafana.*(url|endpoint)", re.IGNORECASE)
+DASHBOARD_OUTPUT = re.compile(r"ray.*dashboard.*command", re.IGNORECASE)
+RAY_DASHBOARD_LOCAL = "http://127.0.0.1:8265"
 
 
 def outputs_path(profile: str) -> Path:
@@ -42,9 +44,12 @@ def next_steps(target: TeardownTarget, outputs: dict[str, str]) -> list[str]:
     """What to run after a deploy: kubeconfig, a submit, the Grafana URL, and the teardown."""
     cluster = _find(outputs, EKS_CLUSTER_OUTPUT) or target.eks_cluster_name
     grafana = _find(outputs, GRAFANA_OUTPUT)
+    forward = _find(outputs, DASHBOARD_OUTPUT) or (
+        f"kubectl -n ray port-forward svc/{target.app_name}-train-head-svc 8265:8265")
     steps = [
         f"aws eks update-kubeconfig --name {cluster} --region {target.region}",
-        "skymaze submit --recipe blog",
+        f"{forward} &   # Ray dashboard and Jobs API on {RAY_DASHBOARD_LOCAL}",
+        f"skymaze submit --recipe blog --address {RAY_DASHBOARD_LOCAL}",
         f"open {grafana if grafana.startswith('http') else 'https://' + grafana}  # Grafana: Ray and maze-training dashboards"
         if grafana else "# Grafana URL: see the observability stack's outputs",
         f"skymaze cost --profile {target.profile} --hours 12",

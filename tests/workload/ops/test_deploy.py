@@ -21,10 +21,13 @@ def test_next_steps_use_the_outputs(tmp_path):
     path = tmp_path / "outputs.json"
     path.write_text(json.dumps({
         "SkymazeCluster": {"EksClusterName": "skymaze-eks", "HyperPodClusterName": "skymaze-hyperpod"},
+        "SkymazeRay": {"RayDashboardCommand": "kubectl -n ray port-forward svc/skymaze-train-head-svc 8265:8265"},
         "SkymazeObservability": {"GrafanaUrl": "https://g-abc.grafana-workspace.us-west-2.amazonaws.com"},
     }))
     steps = next_steps(TARGET, read_outputs(path))
     assert steps[0] == "aws eks update-kubeconfig --name skymaze-eks --region us-west-2"
+    assert steps[1].startswith("kubectl -n ray port-forward svc/skymaze-train-head-svc 8265:8265 &")
+    assert "skymaze submit --recipe blog --address http://127.0.0.1:8265" in steps
     assert any("https://g-abc.grafana-workspace.us-west-2.amazonaws.com" in step for step in steps)
     assert steps[-1].startswith("skymaze teardown --profile blog")
 
