@@ -1,0 +1,177 @@
+"""Held-out evaluation through any OpenAI-compatible endpoint (local Ray Serve or the cluster's).
+
+Each maze of a frozen set is played by the SkyRL plugin's own env (`workload.skyrl.env.MazeEnv`:
+same prompts, feedback, action extraction and strict reward as training), with the model
+answering over HTTP: multi-turn, the conversation carrying the image history, greedy
+decoding. Episodes run concurrently (a bounded thread pool); the report is
+`workload.evaluate.metrics.build_report`'s, the same as the in-process evaluator's.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from workload.evaluate.metrics import Episode, build_report
+from workload.evaluate.report import write_json_atomic
+from workload.maze.render import DEFAULT_CELL_PX
+
+DEFAULT_MAX_TURNS = 15  # the published run's cap
+DEFAULT_MAX_TOKENS = 1024  # the recipe's eval max_generate_length (the SFT model reasons in tags)
+DEFAULT_CONCURRENCY = 4
+DEFAULT_TIMEOUT_S = 300.0
+DEFAULT_MAX_RETRIES = 4  # the openai client retries 408/409/429/5xx and dropped connections with backoff
+REPORT_NAME = "report.json"
+
+
+class EndpointError(RuntimeError):
+    """The endpoint cannot evaluate this model (unreachable, or the model is not served)."""
+
+
+@dataclass(frozen=True)
+class PlayOptions:
+    """How every episode is played against the endpoint."""
+
+    model: str
+    max_turns: int = DEFAULT_MAX_TURNS
+    style: str = "visgym"
+    image_history: int | None = None  # user turns (each with its frame) kept; None = the whole episode
+    cell_px: int = DEFAULT_CELL_PX
+    max_tokens: int = DEFAULT_MAX_TOKENS
+
+    def __post_init__(self) -> None:
+        if self.max_turns < 1:
+            raise ValueError(f"max_turns must be >= 1, got {self.max_turns}")
+        if self.image_history is not None and self.image_history < 1:
+            raise ValueError(f"image_history must be >= 1 (or None for all), got {self.image_history}")
+        if self.max_tokens < 1:
+            raise ValueError(f"max_tokens must be >= 1, got {self.max_tokens}")
+
+
+@dataclass
+class PlayedEpisode:
+    """One episode: the metrics record and its frames (first frame, then one per turn)."""
+
+    episode: Episode
+    frames: list[Any]
+
+
+def window(messages: list[dict], image_history: int | None) -> list[dict]:
+    """The last ``image_history`` user turns of ``messages`` and the replies between them."""
+    if image_history is None:
+        return messages
+    user_at = [i for i, m in enumerate(messages) if m["role"] == "user"]
+    start = user_at[-image_history] if len(user_at) > image_history else 0
+    return messages[start:]
+
+
+def _frame(message: dict) -> Any:
+    from workload.maze.prompts import data_uri_to_image
+
+    (part,) = [p for p in message["content"] if p["type"] == "image_url"]
+    return data_uri_to_image(part["image_url"]["url"])
+
+
+def play_episode(client: Any, entry: dict, size: int, options: PlayOptions) -> PlayedEpisode:
+    """Play one held-out maze through ``client`` (an ``openai.OpenAI``) until stop or the turn cap."""
+    from workload.skyrl.env import MazeEnv
+
+    env = MazeEnv(
+        env_config={"cell_px": options.cell_px, "prompt_style": options.style},
+        extras={
+            "seed": entry["seed"],
+            "init_state": entry["init_state"],
+            "maze_size": size,
+            "max_turns": options.max_turns,
+        },
+    )
+    messages, _ = env.init()
+    frames = [_frame(messages[0])]
+    done = False
+    while not done:
+        response = client.chat.completions.create(
+            model=options.model,
+            messages=window(messages, options.image_history),
+            max_tokens=options.max_tokens,
+            temperature=0.0,
+        )
+        reply = response.choices[0].message.content or ""
+        step = env.step(reply)
+        done = step["done"]
+        messages.append({"role": "assistant", "content": reply})
+        messages.extend(step["observations"])
+        frames.append(env.maze.render())
+    return PlayedEpisode(env.episode(), frames)
+
+
+def _check_model(client: Any, endpoint: str, model: str) -> None:
+    import openai
+
+    try:
+        served = [m.id for m in client.models.list().data]
+    except openai.APIConnectionError as error:
+        raise EndpointError(f"cannot reach {endpoint}: {error}; is the server running?") from error
+    except openai.APIStatusError as error:
+        raise EndpointError(f"{endpoint}/models answered {error.status_code}: {error.message}") from error
+    if model not in served:
+        raise EndpointError(f"{endpoint} does not serve {model!r}; it serves {served}")
+
+
+def _picture(played: list[PlayedEpisode], out_dir: Path) -> Path:
+    from workload.maze.pictures import episode_strip
+
+    shown = next((p for p in played if p.episode.solved), played[0])
+    path = out_dir / f"episode-seed{shown.episode.seed}.png"
+    episode_strip(shown.frames, list(shown.episode.actions)).save(path)
+    return path
+
+
+def evaluate_endpoint(
+    *,
+    endpoint: str,
+    model: str,
+    set_name: str,
+    max_turns: int = DEFAULT_MAX_TURNS,
+    style: str = "visgym",
+    image_history: int | None = None,
+    cell_px: int = DEFAULT_CELL_PX,
+    max_tokens: int = DEFAULT_MAX_TOKENS,
+    concurrency: int = DEFAULT_CONCURRENCY,
+    limit: int | None = None,
+    out_dir: str | Path | None = None,
+    api_key: str = "EMPTY",
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+) -> dict:
+    """Play the frozen set ``set_name`` through ``endpoint`` (``http://host:port`` or ``.../v1``).
+
+    Returns the ``build_report`` dict (plus ``endpoint`` and ``model``). With ``out_dir`` it
+    also writes ``report.json`` and ``episode-seed<N>.png`` (a solved episode when there is one).
+    """
+    import openai
+
+    from workload.maze.heldout import load_set
+
+    options = PlayOptions(model, max_turns, style, image_history, cell_px, max_tokens)
+    if concurrency < 1:
+        raise ValueError(f"concurrency must be >= 1, got {concurrency}")
+    if limit is not None and limit < 1:
+        raise ValueError(f"limit must be >= 1, got {limit}")
+    held = load_set(set_name)
+    entries = list(held.entries)[:limit]
+    base_url = endpoint.rstrip("/") if endpoint.rstrip("/").endswith("/v1") else endpoint.rstrip("/") + "/v1"
+    client = openai.OpenAI(
+        base_url=base_url, api_key=api_key, timeout=timeout_s, max_retries=DEFAULT_MAX_RETRIES
+    )
+    _check_model(client, base_url, model)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=concurrency) as pool:
+        played = list(pool.map(lambda e: play_episode(client, e, held.size, options), entries))
+    report = build_report([p.episode for p in played], max_turns=max_turns, set_name=held.name)
+    report.update(endpoint=base_url, model=model)
+    if out_dir is not None:
+        out = Path(out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        report["picture"] = _picture(played, out).name
+        write_json_atomic(out / REPORT_NAME, report)
+    return report
