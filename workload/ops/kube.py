@@ -13,6 +13,7 @@ from dataclasses import dataclass
 # kubectl's message when a resource type (a CRD such as rayjobs.ray.io) is not installed.
 NO_SUCH_KIND_MARKERS = ("doesn't have a resource type", "the server could not find the requested resource")
 KUBECTL_CALL_TIMEOUT_S = 120
+PROVISIONED_BY_ANNOTATION = "pv.kubernetes.io/provisioned-by"  # set on PVs a provisioner created
 # Annotations the PV controller puts on claims that a StorageClass provisions dynamically.
 PROVISIONER_ANNOTATIONS = (
     "volume.kubernetes.io/storage-provisioner",
@@ -85,6 +86,13 @@ class Kubectl:
 def is_load_balancer_service(item: dict) -> bool:
     """True for a Service whose controller provisions a cloud load balancer."""
     return item.get("spec", {}).get("type") == "LoadBalancer"
+
+
+def is_deleting_dynamic_volume(item: dict) -> bool:
+    """True for a PV a provisioner created that deletes its backing volume (FSx, EBS) when released."""
+    annotations = item.get("metadata", {}).get("annotations") or {}
+    reclaim = item.get("spec", {}).get("persistentVolumeReclaimPolicy")
+    return PROVISIONED_BY_ANNOTATION in annotations and reclaim == "Delete"
 
 
 def is_dynamic_claim(item: dict) -> bool:

@@ -75,7 +75,8 @@ def _kube_steps() -> list[Step]:
              "ingresses.networking.k8s.io"),
         Step("delete-dynamic-pvcs", "delete_dynamic_pvcs",
              "delete PersistentVolumeClaims provisioned by a StorageClass (their FSx/EBS volumes are not "
-             "CloudFormation resources; the static /shared claim stays with its stack); wait until gone"),
+             "CloudFormation resources; the static /shared claim stays with its stack); wait until their "
+             "volumes are deleted"),
     ]
     return steps
 

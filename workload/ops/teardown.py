@@ -20,7 +20,13 @@ from botocore.exceptions import ClientError
 
 from workload.ops import aws
 from workload.ops.cdk import CdkError, run_cdk
-from workload.ops.kube import Kubectl, KubectlError, is_dynamic_claim, is_load_balancer_service
+from workload.ops.kube import (
+    Kubectl,
+    KubectlError,
+    is_deleting_dynamic_volume,
+    is_dynamic_claim,
+    is_load_balancer_service,
+)
 from workload.ops.plan import DEFAULT_AWS_TIMEOUT_S, DEFAULT_KUBE_TIMEOUT_S, Step, TeardownTarget
 
 ARTIFACTS_OUTPUT = re.compile(r"artifact.*bucket", re.IGNORECASE)
@@ -178,6 +184,11 @@ class TeardownExecutor:
 
     def delete_dynamic_pvcs(self, step: Step) -> None:
         self._delete_matching("persistentvolumeclaims", is_dynamic_claim)
+        if self._kube_enabled:  # the CSI driver deletes the FSx/EBS volume after its claim; wait for it
+            poll_until_empty(lambda: [i["metadata"]["name"] for i in self._kubectl.list("persistentvolumes")
+                                      if is_deleting_dynamic_volume(i)],
+                             timeout_s=self._waits.kube_timeout_s, interval_s=self._waits.poll_interval_s,
+                             what="dynamically provisioned persistentvolumes", sleep=self._sleep)
 
     # -- AWS ----------------------------------------------------------------------------------
     def _wait_aws(self, check: Callable[[str], list], what: str, fix: str) -> None:

@@ -162,3 +162,27 @@ def test_guardduty_endpoint_and_group_outside_cloudformation_are_deleted(world, 
     assert all(e["State"].lower() == "deleted" for e in endpoints)
     groups = [g["GroupName"] for g in ec2.describe_security_groups(Filters=vpc)["SecurityGroups"]]
     assert not [g for g in groups if g.startswith("GuardDuty")]
+
+
+def test_dynamic_volumes_are_waited_for_until_their_driver_deletes_them(world, tmp_path, monkeypatch):
+    import json
+
+    dynamic = {"metadata": {"name": "pvc-1", "annotations": {"pv.kubernetes.io/provisioned-by": "fsx.csi.aws.com"}},
+               "spec": {"persistentVolumeReclaimPolicy": "Delete"}}
+    static = {"metadata": {"name": "fsx-pv"}, "spec": {"persistentVolumeReclaimPolicy": "Retain"}}
+    kinds = {"persistentvolumeclaims": cluster_objects()["persistentvolumeclaims"],
+             "persistentvolumes": [dynamic, static]}
+    tools = install_fakes(tmp_path, monkeypatch, server=world.endpoint, kinds=kinds)
+    polls = []
+
+    def driver_deletes_volume(_seconds):
+        polls.append(_seconds)
+        state = json.loads(tools.state.read_text())
+        state["kinds"]["persistentvolumes"] = [static]
+        tools.state.write_text(json.dumps(state))
+
+    _executor(world, tools, tmp_path, sleep=driver_deletes_volume).run(build_teardown_plan(_target()))
+    assert polls, "teardown waited for the dynamic volume"
+    assert tools.objects("persistentvolumes") == ["fsx-pv"]
+    gets = [c for c in tools.calls() if c.startswith("kubectl get persistentvolumes")]
+    assert len(gets) == 2 and tools.calls().index(gets[-1]) < len(tools.calls()) - 1
