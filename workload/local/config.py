@@ -276,7 +276,14 @@ def validate(cfg: RehearsalConfig) -> RehearsalConfig:
         if getattr(t, key) == 0 or getattr(t, key) < -1:
             raise ValueError(f"trainer.{key} must be a positive step count or -1 (off)")
     if cfg.environment.maze.size % 2 == 0 or cfg.environment.maze.size < 5:
-        raise ValueError(f"environment.maze.size must be odd and >= 5 (VisGym), got {cfg.environment.maze.size}")
+        raise ValueError(
+            f"environment.maze.size must be odd and >= 5 (VisGym), got {cfg.environment.maze.size}"
+        )
+    if cfg.sft.target_solved > cfg.sft.validation_size:
+        raise ValueError(
+            f"sft.target_solved ({cfg.sft.target_solved}) exceeds sft.validation_size ({cfg.sft.validation_size}): "
+            "SFT could never stop on the rule; lower the target or enlarge the validation set"
+        )
     if not 0.0 <= cfg.sft.path_fraction <= 1.0:
         raise ValueError(f"sft.path_fraction must be within [0, 1], got {cfg.sft.path_fraction}")
     return cfg

@@ -9,26 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-# VisGym maze_2d action strings (visgym-maze.md §2): 0 right, 1 up, 2 left, 3 down, then stop.
-ACTION_STRINGS: tuple[str, ...] = (
-    "('move', 0)",
-    "('move', 1)",
-    "('move', 2)",
-    "('move', 3)",
-    "('stop', 'stop')",
-)
-
-_VISGYM_PROMPT = (
-    "You are navigating a {n}x{n} maze. The maze consists of walls (gray) and paths (white). "
-    "You are represented by a blue circle, and your goal is to reach the red target square.\n\n"
-    "Available actions:\n"
-    "1. 'move': Move in one of four directions. Format: `('move', direction)` where direction is an integer:\n"
-    "   - 0=right, 1=up, 2=left, 3=down\n"
-    "2. 'stop': End the navigation session. Format: `('stop', 'stop')`\n\n"
-    "Success: You succeed if you reach the red target square.\n\n"
-    "Please respond with exactly one action and its arguments in the specified format. For example:\n"
-    "- To move right: `('move', 0)`\n- To stop: `('stop', 'stop')`"
-)
+from workload.maze.actions import ACTION_STRINGS
+from workload.maze.prompts import COMPACT_INSTRUCTION, FORMAT_INSTRUCTION, visgym_prompt
 
 _FEEDBACK = (
     "Action executed successfully.",
@@ -39,20 +21,15 @@ _FEEDBACK = (
     "Cannot parse action string so the action is invalid.",
 )
 
-_COMPACT = (
-    "Move the blue circle to the red square, then stop. Answer with one action.",
-    "Reach the red target square and stop.",
-)
-
 
 def prompt_corpus() -> Iterator[str]:
     """Yield the training texts in a fixed order (the tokenizer build is deterministic)."""
     for n in (5, 7, 9, 11, 13):
-        yield _VISGYM_PROMPT.format(n=n)
+        yield visgym_prompt(n) + FORMAT_INSTRUCTION
     for k in range(16):
         for line in _FEEDBACK:
             yield line.format(k=k, m=15 - k)
-    yield from _COMPACT
+    yield COMPACT_INSTRUCTION
     for _ in range(4):
         yield from ACTION_STRINGS
         yield from (f"<think></think><answer>{a}</answer>" for a in ACTION_STRINGS)

@@ -20,7 +20,9 @@ def group_advantages(rewards: torch.Tensor, group_size: int, *, norm_by_std: boo
     A group whose rewards are all equal gets zero advantage (it carries no learning signal).
     """
     if rewards.ndim != 1 or rewards.numel() % group_size:
-        raise ValueError(f"rewards must be 1-D with a multiple of {group_size} entries, got {tuple(rewards.shape)}")
+        raise ValueError(
+            f"rewards must be 1-D with a multiple of {group_size} entries, got {tuple(rewards.shape)}"
+        )
     grouped = rewards.float().view(-1, group_size)
     centered = grouped - grouped.mean(dim=1, keepdim=True)
     if norm_by_std:

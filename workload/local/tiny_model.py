@@ -230,7 +230,9 @@ def build_tiny_model(out_dir: Path, *, seed: int = 0, preset: str = "tiny") -> P
     processor = build_processor(tokenizer)
     config = build_config(tokenizer, preset)
     torch.manual_seed(seed)
-    model = Qwen3VLForConditionalGeneration._from_config(config, attn_implementation="sdpa", dtype=torch.float32)
+    model = Qwen3VLForConditionalGeneration._from_config(
+        config, attn_implementation="sdpa", dtype=torch.float32
+    )
     model.generation_config.pad_token_id = config.text_config.pad_token_id
     model.generation_config.eos_token_id = config.text_config.eos_token_id
     model.generation_config.bos_token_id = None
@@ -250,7 +252,9 @@ def load_tiny(model_dir: Path, *, device: str | None = None) -> tuple[Any, Any]:
         raise FileNotFoundError(
             f"{model_dir} has no config.json: build it first with build_tiny_model({str(model_dir)!r})"
         )
-    model = Qwen3VLForConditionalGeneration.from_pretrained(model_dir, attn_implementation="sdpa", dtype=torch.float32)
+    model = Qwen3VLForConditionalGeneration.from_pretrained(
+        model_dir, attn_implementation="sdpa", dtype=torch.float32
+    )
     if device:
         model.to(device)
     model.eval()

@@ -1,0 +1,44 @@
+"""`skymaze rehearse`: the whole training loop on this machine with a tiny Qwen3-VL."""
+
+from __future__ import annotations
+
+import typer
+
+from workload.cli._common import EXIT_USAGE, fail, next_step
+
+
+def rehearse(
+    overrides: list[str] = typer.Argument(None, metavar="[KEY=VALUE]...", help="recipe overrides (SkyRL key names)"),
+    recipe: str = typer.Option("local", help="recipe name in workload/local/recipes/"),
+) -> None:
+    """Build a tiny Qwen3-VL, warm-start it with SFT, train it with GRPO + LoRA on a local Ray
+    cluster, serve the best adapter and evaluate it on the frozen held-out mazes.
+
+    Writes runs/<run-id>/ (report.json, eval_curve.png, episode.png, evals/, exports/,
+    ckpts/, metrics.jsonl, tensorboard/) and points runs/latest at it. Running the same
+    command again resumes from the latest checkpoint (trainer.resume_mode=none starts afresh).
+    Exit codes: 0 done, 1 the rehearsal failed, 2 bad settings.
+
+    Example:  skymaze rehearse trainer.max_training_steps=60 trainer.seed=1
+    """
+    from workload.local.config import load_config
+
+    try:
+        cfg = load_config(recipe, list(overrides or []))
+    except ValueError as error:
+        fail(str(error), code=EXIT_USAGE)
+    from workload.local.pipeline import rehearse as run_rehearsal
+
+    try:
+        report = run_rehearsal(cfg, echo=lambda line: typer.echo(line))
+    except (OSError, RuntimeError, ValueError) as error:
+        fail(f"rehearsal failed: {error}")
+    best = report.get("best_step")
+    hints = [f"tensorboard --logdir {report['run_dir']}/tensorboard"]
+    if best is not None:
+        hints.insert(0, f"skymaze promote --run {report['run_dir']} --step {best} --to ./adapters")
+    next_step(*hints)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("rehearse")(rehearse)

@@ -1,0 +1,107 @@
+"""Training mazes and solver demonstrations, as pure functions of (seed, phase, step).
+
+Every draw comes from ``numpy.random.default_rng([seed, phase, step])``, so a resumed run
+sees exactly the mazes an uninterrupted one would. Training seeds start at
+``TRAIN_SEED_BASE`` and validation seeds at ``VALIDATION_SEED_BASE`` (held-out sets use
+small seeds), and ``accept`` drops layouts that appear in a held-out set.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from workload.local.policy import Context, turn_context
+from workload.maze.env import Maze2D
+from workload.maze.generator import generate_from_seed
+from workload.maze.solver import path_to_actions, shortest_path
+
+TRAIN_SEED_BASE = 1_000_000
+VALIDATION_SEED_BASE = 500_000
+SEED_SPAN = 2**30
+PHASE_SFT, PHASE_GRPO, PHASE_VALIDATION = 1, 2, 3
+
+
+def draw_seeds(count: int, *, seed: int, phase: int, step: int, accept: Callable[[int], bool]) -> list[int]:
+    """``count`` distinct accepted training seeds for ``step`` of ``phase``."""
+    rng = np.random.default_rng([seed, phase, step])
+    out: list[int] = []
+    while len(out) < count:
+        candidate = TRAIN_SEED_BASE + int(rng.integers(SEED_SPAN))
+        if candidate not in out and accept(candidate):
+            out.append(candidate)
+    return out
+
+
+def validation_seeds(count: int, *, accept: Callable[[int], bool]) -> list[int]:
+    """The fixed validation seeds that decide when SFT stops (never the held-out set)."""
+    out, candidate = [], VALIDATION_SEED_BASE
+    while len(out) < count:
+        if accept(candidate):
+            out.append(candidate)
+        candidate += 1
+    return out
+
+
+def demonstration(
+    init_state: dict, rng: np.random.Generator, *, size: int, cell_px: int, history: int, on_path: bool
+) -> tuple[Context, str]:
+    """One (context, solver action) pair for maze ``init_state``.
+
+    ``on_path``: a state on the solver's path from the start (the goal's stop included),
+    with the real previous frames in the window. Otherwise a uniformly random floor cell
+    labelled with the solver's action from there, which teaches recovery after mistakes.
+    """
+    maze_map = np.asarray(init_state["maze_map"])
+    goal = tuple(init_state["target_location"])
+    if on_path:
+        path = shortest_path(maze_map, init_state["agent_location"], goal)
+        actions = path_to_actions(path)
+        turn = int(rng.integers(len(path)))
+        start = max(0, turn - history + 1)
+        cells = path[start : turn + 1]
+        replies = actions[start:turn]
+    else:
+        floor = np.argwhere(maze_map == 0)
+        cell = tuple(int(v) for v in floor[int(rng.integers(len(floor)))])
+        cells, replies = [cell], []
+        actions = path_to_actions(shortest_path(maze_map, cell, goal))
+        turn = 0
+    env = Maze2D(size, cell_px=cell_px)
+    frames = [env.reset(init_state={**init_state, "agent_location": list(cells[0])})[0]]
+    for reply in replies:
+        frames.append(env.step(reply)[0])
+    label = actions[turn]
+    # Turns before the window are never read: placeholders keep the episode's turn index.
+    skipped = turn + 1 - len(frames)
+    context = turn_context(
+        [None] * skipped + frames, [""] * skipped + replies, turn, history=history, size=size
+    )
+    return context, label
+
+
+def demonstration_batch(
+    batch_size: int,
+    *,
+    seed: int,
+    step: int,
+    size: int,
+    cell_px: int,
+    history: int,
+    path_fraction: float,
+    accept: Callable[[int], bool],
+) -> tuple[list[Context], list[str]]:
+    """The SFT batch of ``step``: one fresh training maze per sample."""
+    rng = np.random.default_rng([seed, PHASE_SFT, step, 1])
+    seeds = draw_seeds(batch_size, seed=seed, phase=PHASE_SFT, step=step, accept=accept)
+    contexts, labels = [], []
+    for maze_seed in seeds:
+        state = generate_from_seed(maze_seed, size)
+        on_path = bool(rng.random() < path_fraction)
+        context, label = demonstration(
+            state, rng, size=size, cell_px=cell_px, history=history, on_path=on_path
+        )
+        contexts.append(context)
+        labels.append(label)
+    return contexts, labels

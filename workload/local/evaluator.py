@@ -1,0 +1,54 @@
+"""In-process held-out evaluation: greedy play on the frozen set, strict metric, Wilson interval."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from workload.evaluate.metrics import Episode, build_report
+from workload.local.config import RehearsalConfig
+from workload.local.episodes import EpisodeRecord, PlaySettings, play
+from workload.local.policy import Encoder
+
+
+def eval_settings(cfg: RehearsalConfig) -> PlaySettings:
+    """Greedy play settings (``generator.eval_sampling_params``)."""
+    g, maze = cfg.generator, cfg.environment.maze
+    return PlaySettings(
+        size=maze.size,
+        cell_px=maze.cell_px,
+        max_turns=g.max_turns,
+        history=g.image_history,
+        temperature=g.eval_sampling_params.temperature,
+        max_new_tokens=g.eval_sampling_params.max_generate_length,
+    )
+
+
+def to_episode(record: EpisodeRecord, shortest_path_len: int | None) -> Episode:
+    """The evaluation module's ``Episode`` for a played record."""
+    return Episode(
+        seed=record.seed,
+        solved=record.solved,
+        turns=record.turns,
+        wall_bumps=record.wall_bumps,
+        parse_failures=record.parse_failures,
+        reached_goal_without_stop=record.reached_goal and not record.solved,
+        reward=record.reward,
+        shortest_path_len=shortest_path_len,
+        actions=tuple(record.replies),
+    )
+
+
+def evaluate_heldout(
+    model: Any, encoder: Encoder, heldout: Any, cfg: RehearsalConfig
+) -> tuple[dict, list[EpisodeRecord]]:
+    """Play every held-out maze greedily; return the ``build_report`` dict and the records."""
+    entries = list(heldout.entries)
+    records = play(
+        model,
+        encoder,
+        [e["init_state"] for e in entries],
+        eval_settings(cfg),
+        seeds=[e["seed"] for e in entries],
+    )
+    episodes = [to_episode(r, e.get("shortest_path_len")) for r, e in zip(records, entries, strict=True)]
+    return build_report(episodes, max_turns=cfg.generator.max_turns, set_name=heldout.name), records

@@ -1,0 +1,246 @@
+"""`rehearse(cfg)`: the whole loop on one machine, phase by phase, resumable.
+
+Phases: 1 build the tiny base model; 2 SFT warm start (stopping rule on validation);
+3 GRPO with LoRA on a local Ray cluster, evaluating the frozen held-out set before
+training and every ``eval_interval``; 4 serve the best adapter on the local endpoint and
+evaluate through it; 5 report, pictures. Each phase skips work already on disk, so the
+same command after a kill resumes from the latest checkpoint.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from workload.local.config import RehearsalConfig
+from workload.local.rundir import RunDir, point_latest, write_dir_atomic, write_json_atomic
+from workload.local.tracking import MetricsLog, PeakMemory, PhaseTimer
+
+PROGRESS_KEYS = {
+    "sft": ("sft/loss", "sft/validation_solved"),
+    "grpo": ("reward/avg_raw_reward", "policy/loss", "rollout/mean_turns", "timing/step_s"),
+}
+
+
+def _progress(echo: Callable[[str], None], total_steps: int) -> Callable[[str, int, dict], None]:
+    def show(phase: str, step: int, metrics: dict) -> None:
+        keys = PROGRESS_KEYS.get(phase, tuple(metrics))
+        parts = [f"{k.split('/')[-1]} {metrics[k]:.3g}" for k in keys if k in metrics]
+        suffix = f"/{total_steps}" if phase == "grpo" else ""
+        echo(f"[{phase}] step {step}{suffix}  " + "  ".join(parts))
+
+    return show
+
+
+def _device() -> str | None:
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else None
+
+
+def _phase_model(cfg: RehearsalConfig, run: RunDir, echo: Callable[[str], None]) -> None:
+    from workload.local.tiny_model import build_tiny_model
+
+    if (run.base_model / "config.json").is_file():
+        echo(f"[model] base model present: {run.base_model}")
+        return
+    preset = cfg.trainer.policy.model.preset
+    write_dir_atomic(run.base_model, lambda tmp: build_tiny_model(tmp, seed=cfg.trainer.seed, preset=preset))
+    echo(f"[model] built tiny Qwen3-VL ({preset}, seed {cfg.trainer.seed}): {run.base_model}")
+
+
+def _phase_sft(cfg: RehearsalConfig, run: RunDir, ctx: dict, echo: Callable[[str], None]) -> dict:
+    from workload.local.data import validation_seeds
+    from workload.local.policy import Encoder
+    from workload.local.sft import run_sft
+    from workload.local.tiny_model import load_tiny
+    from workload.maze.generator import generate_from_seed
+
+    if (run.sft_model / "config.json").is_file():
+        echo(f"[sft] warm start present: {run.sft_model}")
+        return {}
+    model, processor = load_tiny(run.base_model, device=_device())
+    seeds = validation_seeds(cfg.sft.validation_size, accept=ctx["accept"])
+    states = [generate_from_seed(s, cfg.environment.maze.size) for s in seeds]
+    echo(
+        f"[sft] BFS demonstrations, batch {cfg.sft.batch_size}; stop at {cfg.sft.target_solved}/{len(states)} "
+        f"validation solves (checked every {cfg.sft.check_every} steps, at most {cfg.sft.max_steps})"
+    )
+    result = run_sft(
+        model=model,
+        encoder=Encoder(processor),
+        cfg=cfg,
+        run=run,
+        accept=ctx["accept"],
+        validation_states=states,
+        log=ctx["log"],
+    )
+
+    def fill(tmp: Path) -> None:
+        model.save_pretrained(tmp)
+        processor.save_pretrained(tmp)
+
+    write_dir_atomic(run.sft_model, fill)
+    echo(f"[sft] stopped at step {result.steps}: {result.validation_solved}/{len(states)} validation solves")
+    return {"steps": result.steps, "validation_solved": result.validation_solved, "history": result.history}
+
+
+def _phase_grpo(cfg: RehearsalConfig, run: RunDir, ctx: dict, echo: Callable[[str], None]) -> dict:
+    from workload.local.evaluator import eval_settings
+    from workload.local.grpo_trainer import GrpoLearner
+    from workload.local.policy import Encoder
+    from workload.local.rollout import attach_lora, local_ray, start_workers
+    from workload.local.tiny_model import load_tiny
+
+    t, g = cfg.trainer, cfg.generator
+    model, processor = load_tiny(run.sft_model, device=_device())
+    model = attach_lora(model, t.policy.model.lora)
+    start = run.latest_step() or 0
+    use_gpu = _device() == "cuda"
+    with local_ray(num_cpus=max(2, g.inference_engine.num_engines), num_gpus=1 if use_gpu else 0) as ray:
+        settings = eval_settings(cfg)
+        rollout = type(settings)(
+            **{
+                **settings.__dict__,
+                "temperature": g.sampling_params.temperature,
+                "max_new_tokens": g.sampling_params.max_generate_length,
+            }
+        )
+        workers = start_workers(
+            ray,
+            g.inference_engine.num_engines,
+            str(run.sft_model),
+            t.policy.model.lora,
+            rollout,
+            use_gpu=use_gpu,
+        )
+        learner = GrpoLearner(
+            cfg=cfg,
+            run=run,
+            model=model,
+            encoder=Encoder(processor),
+            workers=workers,
+            ray=ray,
+            heldout=ctx["heldout"],
+            accept=ctx["accept"],
+            log=ctx["log"],
+            on_eval=ctx["on_eval"],
+        )
+        if start:
+            learner.load_checkpoint(start)
+            echo(
+                f"[grpo] resumed from checkpoint global_step_{start} (trainer.resume_mode=none starts afresh)"
+            )
+        elif t.eval_before_train and not run.eval_report(0).is_file():
+            learner.evaluate(0)
+        echo(
+            f"[grpo] {g.inference_engine.num_engines} Ray rollout actors; {t.train_batch_size} mazes x "
+            f"{g.n_samples_per_prompt} rollouts per step, steps {start + 1}..{t.max_training_steps}"
+        )
+        learner.train(start)
+    return {"resumed_from_step": start}
+
+
+def _phase_serve(cfg: RehearsalConfig, run: RunDir, best_step: int, echo: Callable[[str], None]) -> dict:
+    """Serve the best adapter on the local endpoint and evaluate the held-out set through it."""
+    adapters = run.root / "served"
+    name = f"global_step_{best_step}"
+    if not (adapters / name).is_dir():
+        write_dir_atomic(
+            adapters / name, lambda tmp: shutil.copytree(run.export(best_step), tmp, dirs_exist_ok=True)
+        )
+    try:
+        from workload.evaluate.endpoint import evaluate_endpoint
+    except ImportError:
+        return {}
+    from workload.serve.local import LocalServer
+
+    with LocalServer(run.sft_model, str(adapters), base_model_id="maze-sft") as server:
+        model_id = f"{server.base_model_id}:{name}"
+        echo(f"[serve] {server.url}/v1 serving {model_id}; evaluating {cfg.environment.heldout_set}")
+        report = evaluate_endpoint(
+            endpoint=server.url,
+            model=model_id,
+            set_name=cfg.environment.heldout_set,
+            max_turns=cfg.generator.max_turns,
+            style="compact",
+            image_history=cfg.generator.image_history,
+        )
+    write_json_atomic(run.root / "evals" / "served.json", report)
+    return {
+        "solved": report["solved"],
+        "total": report["total"],
+        "step": best_step,
+        "model": model_id,
+        "via": "endpoint",
+    }
+
+
+def rehearse(cfg: RehearsalConfig, *, echo: Callable[[str], None] = print) -> dict[str, Any]:
+    """Run (or resume) the rehearsal described by ``cfg``; return the report dict."""
+    import torch
+
+    from workload.local.report import best_export_step, finish_report
+    from workload.maze.heldout import load_set, training_seed_filter
+
+    torch.set_num_threads(cfg.trainer.num_threads)
+    started = time.perf_counter()
+    runs_dir = Path(cfg.trainer.runs_dir)
+    run = RunDir(runs_dir / cfg.run_id)
+    if cfg.trainer.resume_mode == "none" and run.root.exists():
+        shutil.rmtree(run.root)
+    run.root.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(run.root / "config.json", cfg.to_dict())
+    point_latest(runs_dir, cfg.run_id)
+    echo(f"run {run.root}  (recipe local, fingerprint {cfg.fingerprint()})")
+    timer = PhaseTimer()
+    resume_step = run.latest_step() or 0
+    metrics = MetricsLog(run.root, resume_phase="grpo" if resume_step else None, resume_step=resume_step)
+    log = _progress(echo, cfg.trainer.max_training_steps)
+
+    def log_both(phase: str, step: int, values: dict) -> None:
+        metrics(phase, step, values)
+        log(phase, step, values)
+
+    def on_eval(step: int, report: dict, records: list) -> None:
+        from workload.evaluate.metrics import report_metrics
+
+        metrics("eval", step, report_metrics(report))
+        lo, hi = report["ci95"]
+        echo(
+            f"[eval] step {step}: {report['solved']}/{report['total']} strict solves (95% CI {lo:.2f}-{hi:.2f})"
+        )
+
+    heldout = load_set(cfg.environment.heldout_set)
+    ctx = {
+        "accept": training_seed_filter(cfg.environment.maze.size, [cfg.environment.heldout_set]),
+        "heldout": heldout,
+        "log": log_both,
+        "on_eval": on_eval,
+    }
+    with PeakMemory() as memory:
+        with timer.run("model"):
+            _phase_model(cfg, run, echo)
+        with timer.run("sft"):
+            sft = _phase_sft(cfg, run, ctx, echo)
+        with timer.run("grpo"):
+            grpo = _phase_grpo(cfg, run, ctx, echo)
+        best = best_export_step(run)
+        with timer.run("serve"):
+            served = _phase_serve(cfg, run, best, echo) if cfg.serve.enabled and best is not None else {}
+        metrics.close()
+    return finish_report(
+        cfg=cfg,
+        run=run,
+        phases=timer.seconds,
+        peak_gib=memory.peak_gib,
+        sft=sft,
+        grpo=grpo,
+        served=served,
+        best_step=best,
+        wall_s=time.perf_counter() - started,
+        echo=echo,
+    )

@@ -1,0 +1,121 @@
+"""The run directory (laid out like ``/shared`` on the cluster) and atomic writes into it.
+
+```
+runs/<run-id>/
+  config.json                      resolved recipe
+  models/base/  models/sft/        tiny init and the SFT warm start (HF format)
+  ckpts/sft/state.pt               SFT progress (model, optimizer, step)
+  ckpts/global_step_N/state.pt     GRPO: LoRA + optimizer + RNG states, step, config
+  ckpts/latest_ckpt_global_step.txt
+  exports/global_step_N/policy/    PEFT adapter + trainer_config.json
+  evals/global_step_N.json         held-out report of step N
+  metrics.jsonl  tensorboard/  report.json  eval_curve.png  episode.png
+runs/latest -> <run-id>
+```
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+LATEST_FILE = "latest_ckpt_global_step.txt"  # SkyRL's name
+
+
+@dataclasses.dataclass(frozen=True)
+class RunDir:
+    """Paths of one run."""
+
+    root: Path
+
+    @property
+    def base_model(self) -> Path:
+        return self.root / "models" / "base"
+
+    @property
+    def sft_model(self) -> Path:
+        return self.root / "models" / "sft"
+
+    @property
+    def sft_state(self) -> Path:
+        return self.root / "ckpts" / "sft" / "state.pt"
+
+    @property
+    def ckpts(self) -> Path:
+        return self.root / "ckpts"
+
+    def ckpt(self, step: int) -> Path:
+        return self.ckpts / f"global_step_{step}"
+
+    def export(self, step: int) -> Path:
+        return self.root / "exports" / f"global_step_{step}" / "policy"
+
+    def eval_report(self, step: int) -> Path:
+        return self.root / "evals" / f"global_step_{step}.json"
+
+    def latest_step(self) -> int | None:
+        """Step of the newest complete GRPO checkpoint, or None."""
+        marker = self.ckpts / LATEST_FILE
+        return int(marker.read_text().strip()) if marker.is_file() else None
+
+    def evals(self) -> dict[int, dict]:
+        """Every saved held-out report by step."""
+        out = {}
+        for path in (self.root / "evals").glob("global_step_*.json"):
+            out[int(path.stem.rsplit("_", 1)[1])] = json.loads(path.read_text())
+        return dict(sorted(out.items()))
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` via a temp file in the same folder and ``os.replace``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    with os.fdopen(fd, "w") as handle:
+        handle.write(text)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)
+
+
+def write_json_atomic(path: Path, obj: Any) -> None:
+    write_text_atomic(path, json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")
+
+
+def torch_save_atomic(obj: Any, path: Path) -> None:
+    import torch
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    os.close(fd)
+    torch.save(obj, tmp)
+    os.replace(tmp, path)
+
+
+def write_dir_atomic(path: Path, fill: Callable[[Path], None]) -> None:
+    """Build a directory in a sibling temp folder with ``fill(tmp)``, then move it into place."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}."))
+    try:
+        fill(tmp)
+        if path.exists():
+            shutil.rmtree(path)
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp)
+
+
+def point_latest(runs_dir: Path, run_id: str) -> None:
+    """Make ``runs/latest`` a symlink to ``run_id`` (replaced atomically)."""
+    link = runs_dir / "latest"
+    tmp = runs_dir / f".latest.{os.getpid()}"
+    if tmp.is_symlink() or tmp.exists():
+        tmp.unlink()
+    tmp.symlink_to(run_id)
+    os.replace(tmp, link)

@@ -1,0 +1,129 @@
+"""SFT warm start on solver demonstrations, stopped by a rule on a validation seed set.
+
+The analogue of the VisGym SFT checkpoint: full fine-tuning of the tiny model on
+(frame, solver action) pairs. A fixed step count gives baselines from 0 to 12 of 64
+depending on the seed (rehearsal-feasibility §3), so training stops once the greedy
+policy solves ``sft.target_solved`` mazes of a separate validation set (never the
+held-out set), checked every ``sft.check_every`` steps, or at ``sft.max_steps``.
+Progress is checkpointed at every check, so a killed run resumes from the last one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from workload.local.config import RehearsalConfig
+from workload.local.data import demonstration_batch
+from workload.local.episodes import play
+from workload.local.evaluator import eval_settings
+from workload.local.grpo import masked_mean
+from workload.local.policy import Context, Encoder, completion_logprobs
+from workload.local.rundir import RunDir, torch_save_atomic
+
+ADAM_BETAS = (0.9, 0.98)  # rehearsal-feasibility §1
+SFT_WEIGHT_DECAY = 0.01
+
+
+@dataclasses.dataclass
+class SftResult:
+    steps: int
+    validation_solved: int
+    history: list[dict]
+
+
+def sft_loss(model: Any, encoder: Encoder, contexts: list[Context], labels: list[str]) -> torch.Tensor:
+    """Mean negative log-likelihood of the action token and end-of-turn token."""
+    tok = encoder.tokenizer
+    completions = [[*tok.encode(label, add_special_tokens=False), encoder.eos_id] for label in labels]
+    batch = encoder.training_batch(contexts, completions)
+    batch = {k: v.to(model.device) for k, v in batch.items()}
+    logprobs = completion_logprobs(model, batch)
+    return -masked_mean(logprobs, batch["loss_mask"][:, 1:])
+
+
+def _optimizer(model: Any, cfg: RehearsalConfig) -> tuple[torch.optim.Optimizer, Any]:
+    opt = torch.optim.AdamW(
+        model.parameters(), lr=cfg.sft.lr, betas=ADAM_BETAS, weight_decay=SFT_WEIGHT_DECAY
+    )
+    warmup = max(1, cfg.sft.warmup_steps)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda step: min(1.0, (step + 1) / warmup))
+    return opt, sched
+
+
+def run_sft(
+    *,
+    model: Any,
+    encoder: Encoder,
+    cfg: RehearsalConfig,
+    run: RunDir,
+    accept: Callable[[int], bool],
+    validation_states: list[dict],
+    log: Callable[[str, int, dict], None],
+) -> SftResult:
+    """Train ``model`` in place until the stopping rule holds; resumes from ``run.sft_state``."""
+    s, maze = cfg.sft, cfg.environment.maze
+    opt, sched = _optimizer(model, cfg)
+    step, history = 0, []
+    if run.sft_state.is_file():
+        state = torch.load(run.sft_state, weights_only=False)
+        model.load_state_dict(state["model"])
+        opt.load_state_dict(state["optimizer"])
+        sched.load_state_dict(state["scheduler"])
+        step, history = state["step"], state["history"]
+        log("sft", step, {"sft/resumed_from_step": step})
+        if history and history[-1]["solved"] >= s.target_solved:
+            return SftResult(step, history[-1]["solved"], history)
+    started = time.perf_counter()
+    while step < s.max_steps:
+        model.train()
+        contexts, labels = demonstration_batch(
+            s.batch_size,
+            seed=cfg.trainer.seed,
+            step=step,
+            size=maze.size,
+            cell_px=maze.cell_px,
+            history=cfg.generator.image_history,
+            path_fraction=s.path_fraction,
+            accept=accept,
+        )
+        loss = sft_loss(model, encoder, contexts, labels)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), s.max_grad_norm)
+        opt.step()
+        sched.step()
+        step += 1
+        if step % s.check_every and step < s.max_steps:
+            continue
+        model.eval()
+        episodes = play(model, encoder, validation_states, eval_settings(cfg))
+        solved = sum(e.solved for e in episodes)
+        history.append({"step": step, "loss": loss.item(), "solved": solved})
+        log(
+            "sft",
+            step,
+            {
+                "sft/loss": loss.item(),
+                "sft/grad_norm": float(grad_norm),
+                "sft/validation_solved": solved,
+                "sft/steps_per_s": step / max(1e-9, time.perf_counter() - started),
+            },
+        )
+        state = {
+            "model": model.state_dict(),
+            "optimizer": opt.state_dict(),
+            "scheduler": sched.state_dict(),
+            "step": step,
+            "history": history,
+            "config": cfg.to_dict(),
+        }
+        torch_save_atomic(state, run.sft_state)
+        if solved >= s.target_solved:
+            break
+    model.eval()
+    return SftResult(step, history[-1]["solved"] if history else 0, history)

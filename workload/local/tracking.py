@@ -1,0 +1,131 @@
+"""Metrics (JSONL + TensorBoard), progress lines, and a sampler of the run's peak memory."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+PAGE_KIB = os.sysconf("SC_PAGE_SIZE") // 1024
+MEMORY_SAMPLE_S = 0.5
+
+
+class MetricsLog:
+    """Appends ``{"phase", "step", metrics...}`` lines to metrics.jsonl and scalars to TensorBoard.
+
+    On resume, lines after the resumed step are dropped and TensorBoard purges them too,
+    so a resumed run's logs read like an uninterrupted one's.
+    """
+
+    def __init__(
+        self,
+        root: Path,
+        *,
+        resume_phase: str | None = None,
+        resume_step: int = 0,
+        echo: Callable[[str], None] = print,
+    ):
+        from torch.utils.tensorboard import SummaryWriter
+
+        self.path = root / "metrics.jsonl"
+        self.echo = echo
+        if resume_phase is not None and self.path.is_file():
+            self._truncate(resume_phase, resume_step)
+        self.writer = SummaryWriter(
+            str(root / "tensorboard"), purge_step=resume_step + 1 if resume_phase == "grpo" else None
+        )
+
+    def _truncate(self, phase: str, step: int) -> None:
+        kept = []
+        for line in self.path.read_text().splitlines():
+            row = json.loads(line)
+            if not (row["phase"] == phase and row["step"] > step):
+                kept.append(line)
+        self.path.write_text("".join(f"{line}\n" for line in kept))
+
+    def __call__(self, phase: str, step: int, metrics: dict[str, float]) -> None:
+        with self.path.open("a") as handle:
+            handle.write(json.dumps({"phase": phase, "step": step, **metrics}) + "\n")
+        for key, value in metrics.items():
+            self.writer.add_scalar(key, value, step)
+        self.writer.flush()
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
+    except OSError:
+        return []
+    return [int(p) for p in text.split()]
+
+
+def tree_rss_kib(root_pid: int) -> int:
+    """Resident memory (KiB) of ``root_pid`` and all its descendants (Ray workers included)."""
+    total, stack, seen = 0, [root_pid], set()
+    while stack:
+        pid = stack.pop()
+        if pid in seen:
+            continue
+        seen.add(pid)
+        try:
+            fields = Path(f"/proc/{pid}/statm").read_text().split()
+            total += int(fields[1]) * PAGE_KIB
+        except OSError:
+            continue
+        stack.extend(_children(pid))
+    return total
+
+
+class PeakMemory:
+    """Samples the process tree's RSS in a thread; ``peak_gib`` is the highest total seen."""
+
+    def __init__(self, pid: int | None = None):
+        self.pid = pid or os.getpid()
+        self.peak_kib = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.peak_kib = max(self.peak_kib, tree_rss_kib(self.pid))
+            self._stop.wait(MEMORY_SAMPLE_S)
+
+    def __enter__(self) -> PeakMemory:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.peak_kib = max(self.peak_kib, tree_rss_kib(self.pid))
+
+    @property
+    def peak_gib(self) -> float:
+        return self.peak_kib / 2**20
+
+
+class PhaseTimer:
+    """Wall seconds per phase, printed as each phase ends."""
+
+    def __init__(self, echo: Callable[[str], None] = print):
+        self.seconds: dict[str, float] = {}
+        self.echo = echo
+
+    def run(self, name: str):
+        timer = self
+
+        class _Phase:
+            def __enter__(self):
+                self.start = time.perf_counter()
+                return self
+
+            def __exit__(self, *exc: object) -> None:
+                timer.seconds[name] = timer.seconds.get(name, 0.0) + time.perf_counter() - self.start
+
+        return _Phase()
