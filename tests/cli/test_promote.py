@@ -1,0 +1,56 @@
+"""``skymaze promote`` against moto S3 and a local folder."""
+
+from __future__ import annotations
+
+import json
+
+import boto3
+import pytest
+from moto import mock_aws
+from typer.testing import CliRunner
+
+from workload.cli.main import app
+from workload.skyrl.promote import MANIFEST
+
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def run_dir(tiny_model_dir, tmp_path_factory):
+    from peft import LoraConfig, get_peft_model
+
+    from workload.local.tiny_model import load_tiny
+
+    run = tmp_path_factory.mktemp("run")
+    model, _ = load_tiny(tiny_model_dir)
+    lora = LoraConfig(r=8, lora_alpha=8, target_modules="all-linear", exclude_modules=".*visual.*")
+    get_peft_model(model, lora).save_pretrained(run / "exports" / "global_step_20" / "policy")
+    return run
+
+
+def test_promote_to_s3_prints_the_model_id_suffix(run_dir):
+    with mock_aws():
+        client = boto3.client("s3", region_name="us-west-2")
+        client.create_bucket(Bucket="skymaze-bucket", CreateBucketConfiguration={"LocationConstraint": "us-west-2"})
+        result = runner.invoke(app, ["promote", "--run", str(run_dir), "--step", "20", "--to", "s3://skymaze-bucket/adapters/maze-grpo"])
+        manifest = json.loads(client.get_object(Bucket="skymaze-bucket", Key=f"adapters/maze-grpo/{MANIFEST}")["Body"].read())
+    assert result.exit_code == 0, result.output
+    assert "promoted maze-grpo (rank 8" in result.stdout
+    assert "strict pass@1 at step 20: n/a" in result.stdout
+    assert "--model <base-id>:maze-grpo" in result.stdout
+    assert manifest["rank"] == 8
+
+
+def test_promote_uses_the_profile_serving_rank_unless_given(run_dir, tmp_path):
+    result = runner.invoke(app, ["promote", "--run", str(run_dir), "--step", "20", "--to", str(tmp_path / "a"), "--max-lora-rank", "4"])
+    assert result.exit_code == 2
+    assert "exceeds the endpoint's max_lora_rank 4" in result.stderr
+    result = runner.invoke(app, ["promote", "--run", str(run_dir), "--step", "20", "--to", str(tmp_path / "a")])
+    assert result.exit_code == 0, result.output
+
+
+def test_missing_bucket_is_an_operation_failure(run_dir):
+    with mock_aws():
+        result = runner.invoke(app, ["promote", "--run", str(run_dir), "--step", "20", "--to", "s3://no-such-bucket/adapters/x"])
+    assert result.exit_code == 1
+    assert "promote failed" in result.stderr

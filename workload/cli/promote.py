@@ -1,0 +1,54 @@
+"""``skymaze promote``: ship a run's LoRA export to where the serving endpoint loads adapters."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from workload.cli._common import EXIT_USAGE, fail, next_step
+
+
+def promote(
+    run: Path = typer.Option(..., "--run", help="Run folder (runs/<id> locally, /shared/runs/<id> on the cluster)."),
+    step: int = typer.Option(..., "--step", min=0, help="Global step of the export (exports/global_step_N/policy)."),
+    to: str = typer.Option(..., "--to", help="s3://BUCKET/adapters/NAME or a folder; NAME becomes the model id suffix."),
+    max_lora_rank: int = typer.Option(None, "--max-lora-rank", help="Endpoint's max_lora_rank (default: the deploy profile's)."),
+    profile: str = typer.Option("blog", "--profile", help="Deploy profile whose serving settings apply."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace an adapter already promoted under NAME."),
+) -> None:
+    """Copy exports/global_step_N/policy (adapter files, then manifest.json) to S3 or a folder.
+
+    Refuses adapters with LoRA on the vision tower or a rank above the endpoint's max_lora_rank.
+
+    Example:  skymaze promote --run /shared/runs/maze-blog --step 160 --to s3://my-bucket/adapters/maze-grpo
+    """
+    from workload.skyrl.promote import PromoteError
+    from workload.skyrl.promote import promote as run_promote
+
+    if max_lora_rank is None:
+        from infra.settings import SettingsError, load_settings
+
+        try:
+            max_lora_rank = load_settings({"profile": profile}).max_lora_rank
+        except SettingsError as err:
+            fail(str(err), code=EXIT_USAGE)
+    try:
+        manifest = run_promote(run, step, to, max_lora_rank=max_lora_rank, overwrite=overwrite)
+    except PromoteError as err:
+        fail(str(err), code=EXIT_USAGE)
+    except OSError as err:
+        fail(f"promote failed: {err}")
+    except Exception as err:  # botocore errors: credentials, bucket, permissions
+        if type(err).__module__.startswith(("botocore", "boto3")):
+            fail(f"promote failed: {err}")
+        raise
+    strict = (manifest["eval"] or {}).get("strict_pass_at_1")
+    typer.echo(f"promoted {manifest['name']} (rank {manifest['rank']}, {len(manifest['files'])} files) to {to}")
+    typer.echo(f"base model: {manifest['base_model']}; strict pass@1 at step {step}: {'n/a' if strict is None else strict}")
+    next_step(f"skymaze evaluate --endpoint http://127.0.0.1:8000 --model <base-id>:{manifest['name']} --set easy-64")
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``promote``."""
+    app.command("promote")(promote)

@@ -1,0 +1,194 @@
+"""Promote a LoRA export to where the serving endpoint loads it: S3 (or a local folder).
+
+Source: ``<run>/exports/global_step_N/policy/`` (SkyRL's ``hf_save_interval`` export and the
+rehearsal's export share the layout). Destination: ``s3://bucket/adapters/NAME`` or a folder;
+Ray Serve LLM's ``dynamic_lora_loading_path`` is the parent (``s3://bucket/adapters``) and the
+adapter is requested as model ``<base id>:NAME``. The adapter files are copied first and
+``manifest.json`` (base model, rank, target modules, sha256s, eval metrics at that step) last,
+so a reader that sees the manifest sees a complete adapter.
+
+Refused: adapters with LoRA tensors on the vision tower (vLLM applies LoRA to the language model
+only) and adapters whose rank exceeds the endpoint's ``max_lora_rank``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import os
+import re
+import struct
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ADAPTER_CONFIG = "adapter_config.json"
+ADAPTER_WEIGHTS = "adapter_model.safetensors"
+MANIFEST = "manifest.json"
+# Qwen3-VL's vision tower is `model.visual.*` (blocks, merger, deepstack mergers).
+VISION_SEGMENT = re.compile(r"(^|\.)(visual|vision_tower|vision_model)\.")
+NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+HASH_CHUNK_BYTES = 1 << 20
+
+
+class PromoteError(ValueError):
+    """The adapter cannot be promoted; the message says why and what to do."""
+
+
+@dataclass(frozen=True)
+class Adapter:
+    """A PEFT LoRA export on disk."""
+
+    directory: Path
+    config: dict[str, Any]
+    tensor_names: tuple[str, ...]
+
+    @property
+    def rank(self) -> int:
+        return int(self.config.get("r", 0))
+
+    def max_rank(self) -> int:
+        """The largest rank any module uses (``rank_pattern`` can raise it per module)."""
+        return max([self.rank, *(int(r) for r in (self.config.get("rank_pattern") or {}).values())])
+
+    def vision_tensors(self) -> list[str]:
+        return [name for name in self.tensor_names if VISION_SEGMENT.search(name)]
+
+
+def safetensors_names(path: Path) -> list[str]:
+    """Tensor names from a safetensors header (8-byte little-endian length, then JSON)."""
+    with path.open("rb") as handle:
+        (length,) = struct.unpack("<Q", handle.read(8))
+        header = json.loads(handle.read(length))
+    return sorted(name for name in header if name != "__metadata__")
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        while chunk := handle.read(HASH_CHUNK_BYTES):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def export_dir(run_dir: Path, step: int) -> Path:
+    """Where a run keeps the adapter exported at ``step``."""
+    return run_dir / "exports" / f"global_step_{step}" / "policy"
+
+
+def load_adapter(run_dir: Path, step: int) -> Adapter:
+    """Read the step's export; errors list the steps that do exist."""
+    directory = export_dir(run_dir, step)
+    if not (directory / ADAPTER_CONFIG).is_file() or not (directory / ADAPTER_WEIGHTS).is_file():
+        steps = sorted(int(p.parent.name.split("_")[-1]) for p in run_dir.glob("exports/global_step_*/policy"))
+        have = ", ".join(map(str, steps)) or "none"
+        raise PromoteError(f"no LoRA adapter at {directory} (needs {ADAPTER_CONFIG} and {ADAPTER_WEIGHTS}); exported steps: {have}")
+    config = json.loads((directory / ADAPTER_CONFIG).read_text())
+    return Adapter(directory=directory, config=config, tensor_names=tuple(safetensors_names(directory / ADAPTER_WEIGHTS)))
+
+
+def check_adapter(adapter: Adapter, *, max_lora_rank: int) -> None:
+    """Refuse what the endpoint would ignore or reject."""
+    vision = adapter.vision_tensors()
+    if vision:
+        raise PromoteError(
+            f"{len(vision)} LoRA tensors touch the vision tower (e.g. {vision[0]}); vLLM ignores them, so the served "
+            "model would differ from the trained one. Retrain with trainer.policy.model.lora.exclude_modules='.*visual.*'."
+        )
+    if adapter.max_rank() > max_lora_rank:
+        raise PromoteError(
+            f"adapter rank {adapter.max_rank()} exceeds the endpoint's max_lora_rank {max_lora_rank}. "
+            "Raise max_lora_rank in the serving settings, or promote an adapter trained with a lower rank."
+        )
+
+
+def build_manifest(adapter: Adapter, *, name: str, run_dir: Path, step: int, files: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """What the endpoint's operators (and ``skymaze evaluate``) need to know about the adapter."""
+    evals_path = run_dir / "evals" / f"global_step_{step}.json"
+    return {
+        "format": "peft-lora",
+        "name": name,
+        "base_model": adapter.config.get("base_model_name_or_path"),
+        "rank": adapter.rank,
+        "lora_alpha": adapter.config.get("lora_alpha"),
+        "target_modules": adapter.config.get("target_modules"),
+        "exclude_modules": adapter.config.get("exclude_modules"),
+        "files": files,
+        "source": {"run_dir": str(run_dir), "step": step},
+        "eval": json.loads(evals_path.read_text()) if evals_path.is_file() else None,
+        "promoted_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+    }
+
+
+def parse_destination(to: str) -> tuple[str, str, str]:
+    """``("s3", bucket, prefix)`` or ``("dir", path, "")``; the last path segment is the adapter name."""
+    if to.startswith("s3://"):
+        bucket, _, prefix = to[len("s3://") :].partition("/")
+        prefix = prefix.strip("/")
+        if not bucket or not prefix:
+            raise PromoteError(f"{to!r}: expected s3://BUCKET/PREFIX/NAME, e.g. s3://my-bucket/adapters/maze-grpo")
+        kind, location = "s3", (bucket, prefix)
+    else:
+        kind, location = "dir", (str(Path(to)), "")
+    name = location[1].rsplit("/", 1)[-1] if kind == "s3" else Path(to).name
+    if not NAME_PATTERN.match(name):
+        raise PromoteError(f"adapter name {name!r} (the last path segment) must match {NAME_PATTERN.pattern}: it becomes the model id suffix")
+    return kind, *location
+
+
+def _atomic_copy(source: Path, target: Path) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
+    try:
+        with os.fdopen(fd, "wb") as out, source.open("rb") as src:
+            while chunk := src.read(HASH_CHUNK_BYTES):
+                out.write(chunk)
+        os.replace(tmp, target)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def _publish_dir(files: list[Path], manifest: bytes, target: Path, *, overwrite: bool) -> None:
+    target.mkdir(parents=True, exist_ok=True)
+    if (target / MANIFEST).exists() and not overwrite:
+        raise PromoteError(f"{target} already holds a promoted adapter; pass --overwrite to replace it")
+    (target / MANIFEST).unlink(missing_ok=True)  # readers see "incomplete" until the new manifest lands
+    for path in files:
+        _atomic_copy(path, target / path.name)
+    (target / f".{MANIFEST}.tmp").write_bytes(manifest)
+    os.replace(target / f".{MANIFEST}.tmp", target / MANIFEST)
+
+
+def _publish_s3(files: list[Path], manifest: bytes, bucket: str, prefix: str, *, client: Any, overwrite: bool) -> None:
+    key = f"{prefix}/{MANIFEST}"
+    existing = client.list_objects_v2(Bucket=bucket, Prefix=key).get("KeyCount", 0)
+    if existing and not overwrite:
+        raise PromoteError(f"s3://{bucket}/{key} exists: an adapter is already promoted there; pass --overwrite to replace it")
+    if existing:
+        client.delete_object(Bucket=bucket, Key=key)
+    for path in files:
+        client.upload_file(str(path), bucket, f"{prefix}/{path.name}")
+    client.put_object(Bucket=bucket, Key=key, Body=manifest, ContentType="application/json")
+
+
+def promote(run_dir: Path, step: int, to: str, *, max_lora_rank: int, s3_client: Any = None, overwrite: bool = False) -> dict[str, Any]:
+    """Check the step's adapter, copy its files, then write the manifest; returns the manifest."""
+    kind, location, prefix = parse_destination(to)
+    adapter = load_adapter(run_dir, step)
+    check_adapter(adapter, max_lora_rank=max_lora_rank)
+    files = sorted(p for p in adapter.directory.iterdir() if p.is_file() and p.name != MANIFEST)
+    digests = {p.name: {"sha256": sha256_of(p), "size_bytes": p.stat().st_size} for p in files}
+    name = prefix.rsplit("/", 1)[-1] if kind == "s3" else Path(location).name
+    manifest = build_manifest(adapter, name=name, run_dir=run_dir, step=step, files=digests)
+    body = (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode()
+    if kind == "s3":
+        if s3_client is None:
+            import boto3
+
+            s3_client = boto3.client("s3")
+        _publish_s3(files, body, location, prefix, client=s3_client, overwrite=overwrite)
+    else:
+        _publish_dir(files, body, Path(location), overwrite=overwrite)
+    return manifest
