@@ -1,0 +1,55 @@
+"""What `skymaze deploy` and `skymaze teardown` rely on in the synthesized stacks, and the README runbook.
+
+Teardown finds the app's stacks by name prefix, the EKS cluster and the artifacts bucket by
+resource type and logical id; deploy reads the outputs by key. A rename in the stacks fails here
+instead of in the middle of a teardown.
+"""
+
+from __future__ import annotations
+
+import re
+
+from tests.conftest import ROOT
+from tests.infra.conftest import one, resources
+from workload.ops.deploy import DASHBOARD_OUTPUT, EKS_CLUSTER_OUTPUT, GRAFANA_OUTPUT, next_steps
+from workload.ops.profiles import target_for
+from workload.ops.teardown import ARTIFACTS_LOGICAL_ID
+
+
+def _outputs(synth) -> dict[str, object]:
+    merged: dict[str, object] = {}
+    for template in synth.templates.values():
+        merged.update({key: value["Value"] for key, value in template.get("Outputs", {}).items()})
+    return merged
+
+
+def test_stack_names_start_with_the_app_name(synth):
+    for stack in synth.stacks.values():
+        assert stack.stack_name.lower().startswith(synth.settings.name)
+
+
+def test_eks_cluster_is_named_as_teardown_expects(synth):
+    _, cluster = one(synth.templates["cluster"], "AWS::EKS::Cluster")
+    assert cluster["Properties"]["Name"] == target_for(synth.settings).eks_cluster_name
+
+
+def test_one_bucket_matches_the_artifacts_logical_id(synth):
+    buckets = resources(synth.templates["storage"], "AWS::S3::Bucket")
+    assert len([logical for logical in buckets if ARTIFACTS_LOGICAL_ID.search(logical)]) == 1
+
+
+def test_deploy_finds_its_outputs_by_key(synth):
+    keys = list(_outputs(synth))
+    for pattern in (EKS_CLUSTER_OUTPUT, GRAFANA_OUTPUT, DASHBOARD_OUTPUT):
+        assert len([key for key in keys if pattern.search(key)]) == 1, pattern.pattern
+
+
+def test_runbook_commands_are_the_stacks_outputs(synth):
+    outputs = _outputs(synth)
+    readme = (ROOT / "README.md").read_text()
+    runbook = readme.split("### Runbook", 1)[1].split("###", 1)[0]
+    for key in ("RayDashboardCommand", "ServeCommand"):
+        assert outputs[key] in runbook, key
+    kubeconfig = next_steps(target_for(synth.settings), {})[0]
+    assert kubeconfig in runbook
+    assert re.search(r"--name \S+ --region " + synth.settings.region, kubeconfig)
