@@ -42,6 +42,10 @@ class PlayOptions:
     max_tokens: int = DEFAULT_MAX_TOKENS
 
     def __post_init__(self) -> None:
+        from workload.maze.prompts import STYLES
+
+        if self.style not in STYLES:
+            raise ValueError(f"prompt style must be one of {STYLES}, got {self.style!r}")
         if self.max_turns < 1:
             raise ValueError(f"max_turns must be >= 1, got {self.max_turns}")
         if self.image_history is not None and self.image_history < 1:

@@ -35,6 +35,7 @@ def test_window_keeps_the_last_user_turns_and_replies_between():
         ({"max_turns": 0}, "max_turns must be >= 1"),
         ({"image_history": 0}, "image_history must be >= 1"),
         ({"max_tokens": 0}, "max_tokens must be >= 1"),
+        ({"style": "chatty"}, "prompt style must be one of"),
     ],
 )
 def test_play_options_are_validated(kwargs, match):

@@ -18,6 +18,8 @@ import pytest
 ADAPTER_NAMES = ("a0", "a1", "a2")
 S3_BUCKET = "skymaze-test-adapters"
 S3_PREFIX = "adapters"
+# Half a CPU each of the 2 Ray CPUs: one CPU stays free for the app `skymaze serve --once` adds.
+REPLICA_CPUS = 0.5
 
 
 @pytest.fixture(scope="session")
@@ -89,6 +91,7 @@ def serve_endpoints(
         max_num_adapters_per_replica=2,
         app_name="folder",
         route_prefix="/folder",
+        replica_num_cpus=REPLICA_CPUS,
     )
     s3 = LocalServer(
         tiny_model_dir,
@@ -100,6 +103,7 @@ def serve_endpoints(
         route_prefix="/s3",
         max_ongoing_requests=1,
         max_queued_requests=1,
+        replica_num_cpus=REPLICA_CPUS,
     )
     with folder, s3:
         yield Endpoints(folder=folder, s3=s3)

@@ -1,0 +1,110 @@
+"""``skymaze serve`` and ``skymaze evaluate`` through typer's runner, against a real local Ray Serve."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from workload.cli.main import app
+
+runner = CliRunner()
+
+
+@pytest.mark.slow
+def test_serve_once_lists_base_and_adapters(serve_endpoints, tiny_model_dir, serve_adapters_dir, tmp_path):
+    # Shares the session's Ray + Serve (started by serve_endpoints) and adds its own app at "/".
+    result = runner.invoke(
+        app,
+        [
+            "serve",
+            "--model",
+            str(tiny_model_dir),
+            "--adapters",
+            str(serve_adapters_dir),
+            "--port",
+            "0",
+            "--model-id",
+            "cli",
+            "--cache-dir",
+            str(tmp_path),
+            "--once",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    assert "models: cli, cli:a0, cli:a1, cli:a2" in result.output
+    assert "skymaze evaluate --endpoint http://127.0.0.1:" in result.output
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--model", "/nonexistent", "--adapters", "."], "has no config.json"),
+        (["--adapters", "/nonexistent"], "neither a folder nor an s3://"),
+        (["--max-adapters", "0"], "max_num_adapters_per_replica must be >= 1"),
+        (["--port", "70000"], "--port must be 0-65535"),
+    ],
+)
+def test_serve_bad_input_exits_2(tiny_model_dir, serve_adapters_dir, args, message):
+    defaults = ["--model", str(tiny_model_dir), "--adapters", str(serve_adapters_dir)]
+    result = runner.invoke(app, ["serve", *defaults, *args])
+    assert result.exit_code == 2, result.output
+    assert message in result.output
+
+
+REHEARSAL_ARGS = ["--set", "rehearsal-7x7-64", "--style", "compact", "--cell-px", "8", "--max-tokens", "4"]
+
+
+@pytest.mark.slow
+@pytest.mark.e2e
+def test_evaluate_end_to_end_writes_report_and_picture(serve_endpoints, tmp_path):
+    out = tmp_path / "eval"
+    result = runner.invoke(
+        app,
+        [
+            "evaluate",
+            "--endpoint",
+            serve_endpoints.folder.url,
+            "--model",
+            "tiny:a0",
+            *REHEARSAL_ARGS,
+            "--max-turns",
+            "2",
+            "--limit",
+            "2",
+            "--concurrency",
+            "2",
+            "--out",
+            str(out),
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    assert "strict pass@1:" in result.output and "Next:" in result.output
+    report = json.loads((out / "report.json").read_text())
+    assert (report["total"], report["max_turns"], report["model"]) == (2, 2, "tiny:a0")
+    assert (out / report["picture"]).is_file()
+
+
+@pytest.mark.slow
+def test_evaluate_unserved_model_exits_1(serve_endpoints):
+    result = runner.invoke(
+        app, ["evaluate", "--endpoint", serve_endpoints.folder.url, "--model", "tiny:nope", *REHEARSAL_ARGS]
+    )
+    assert result.exit_code == 1, result.output
+    assert "does not serve 'tiny:nope'" in result.output
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--set", "hard-99"], "unknown held-out set 'hard-99'"),
+        (["--concurrency", "0"], "concurrency must be >= 1"),
+        (["--max-turns", "0"], "max_turns must be >= 1"),
+        (["--style", "chatty"], "prompt style must be one of"),
+    ],
+)
+def test_evaluate_bad_input_exits_2(args, message):
+    result = runner.invoke(app, ["evaluate", "--endpoint", "http://127.0.0.1:9", "--model", "m", *args])
+    assert result.exit_code == 2, result.output
+    assert message in result.output
