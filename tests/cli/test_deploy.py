@@ -46,3 +46,13 @@ def test_malformed_override_is_a_usage_error():
     result = runner.invoke(app, ["deploy", "--profile", "blog", "-c", "worker_count", "--dry-run"])
     assert result.exit_code == 2
     assert "expected KEY=VALUE" in result.output
+
+
+def test_bootstrap_runs_before_deploy(tmp_path, monkeypatch):
+    tools = install_fakes(tmp_path, monkeypatch, server=None, kinds={})
+    outputs = tmp_path / "o.json"
+    result = runner.invoke(app, ["deploy", "--profile", "small", "--bootstrap", "--cdk-bin", tools.cdk,
+                                 "--outputs-file", str(outputs)])
+    assert result.exit_code == 0, result.output
+    assert tools.calls() == ["cdk bootstrap -c profile=small",
+                             f"cdk deploy --all --require-approval never -c profile=small --outputs-file {outputs}"]

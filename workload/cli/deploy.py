@@ -12,13 +12,15 @@ from workload.cli._common import EXIT_USAGE, fail, next_step
 def deploy(
     profile: str = typer.Option(..., "--profile", help="deployment profile: blog or small"),
     context: list[str] = typer.Option([], "--context", "-c", help="setting override KEY=VALUE, passed to cdk"),
+    bootstrap: bool = typer.Option(False, "--bootstrap", help="first `cdk bootstrap` the account/region (once)"),
     dry_run: bool = typer.Option(False, "--dry-run", help="print the cdk command and change nothing"),
     cdk_bin: str = typer.Option(None, "--cdk-bin", help="cdk CLI (default: the pinned node_modules/.bin/cdk)"),
     outputs_file: Path = typer.Option(None, "--outputs-file", help="stack outputs (default cdk.out/outputs-PROFILE.json)"),
 ) -> None:
     """Deploy every stack of a profile (VPC, storage, EKS + HyperPod, observability, Ray, serving).
 
-    Needs AWS credentials and a Docker daemon; takes 45-70 min. Stack outputs are saved to
+    Needs AWS credentials and a Docker daemon; takes 45-70 min. The first deploy into an
+    account/region needs --bootstrap (the CDK's asset bucket and roles). Stack outputs are saved to
     cdk.out/outputs-PROFILE.json and the next steps (kubeconfig, submit, Grafana) are printed.
     Exit codes: 0 ok, 1 cdk failed (rerunning resumes), 2 bad input.
 
@@ -34,13 +36,16 @@ def deploy(
     except SettingsError as exc:
         fail(str(exc), code=EXIT_USAGE)
     outputs = (outputs_file or PROJECT_ROOT / outputs_path(profile)).resolve()
-    args = deploy_args(target, outputs)
+    commands = ([["bootstrap", *target.cdk_context]] if bootstrap else []) + [deploy_args(target, outputs)]
     if dry_run:
-        typer.echo(f"would run: cdk {' '.join(args)}")
+        for args in commands:
+            typer.echo(f"would run: cdk {' '.join(args)}")
         next_step(f"skymaze deploy --profile {profile}")
         return
     try:
-        run_cdk(resolve_cdk(cdk_bin), args, echo=typer.echo)
+        binary = resolve_cdk(cdk_bin)
+        for args in commands:
+            run_cdk(binary, args, echo=typer.echo)
     except CdkError as exc:
         fail(f"{exc}; fix the cause shown above and rerun `skymaze deploy --profile {profile}` "
              f"(CloudFormation resumes; `skymaze teardown --profile {profile}` removes a half-built deploy)")

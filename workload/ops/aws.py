@@ -15,11 +15,6 @@ CFN_STACK_TAG = "aws:cloudformation:stack-name"
 # Network interfaces of ELB/ALB/NLB load balancers carry this description prefix ("ELB app/...").
 LB_ENI_DESCRIPTION = "ELB *"
 GUARDDUTY_SG_PREFIX = "GuardDutyManagedSecurityGroup"
-LIVE_STACK_STATUSES = (
-    "CREATE_COMPLETE", "CREATE_FAILED", "ROLLBACK_COMPLETE", "ROLLBACK_FAILED", "UPDATE_COMPLETE",
-    "UPDATE_ROLLBACK_COMPLETE", "UPDATE_ROLLBACK_FAILED", "DELETE_FAILED", "IMPORT_COMPLETE",
-    "CREATE_IN_PROGRESS", "UPDATE_IN_PROGRESS", "DELETE_IN_PROGRESS", "ROLLBACK_IN_PROGRESS",
-)
 
 
 @dataclass(frozen=True)
@@ -35,15 +30,6 @@ class ClusterInfo:
     name: str
     endpoint: str
     vpc_id: str
-
-
-def app_stacks(session, prefix: str) -> list[str]:
-    """Names of live CloudFormation stacks whose name starts with ``prefix`` (case-insensitive)."""
-    paginator = session.client("cloudformation").get_paginator("list_stacks")
-    names = []
-    for page in paginator.paginate(StackStatusFilter=list(LIVE_STACK_STATUSES)):
-        names += [s["StackName"] for s in page["StackSummaries"] if s["StackName"].lower().startswith(prefix.lower())]
-    return sorted(set(names))
 
 
 def stack_resources(session, stacks: list[str], resource_type: str) -> list[StackResource]:

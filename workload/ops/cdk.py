@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 from collections.abc import Callable, Sequence
@@ -49,3 +50,19 @@ def run_cdk(binary: str, args: Sequence[str], *, echo: Callable[[str], None], cw
     code = process.wait()
     if code != 0:
         raise CdkError(f"`cdk {' '.join(args)}` exited with status {code}")
+
+
+STACK_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9-]*$")
+
+
+def list_stacks(binary: str, context: Sequence[str], *, cwd: Path = PROJECT_ROOT) -> list[str]:
+    """The app's stack names as `cdk list` prints them (a synth; no AWS call), in dependency order."""
+    command = [binary, "list", *context]
+    try:
+        done = subprocess.run(command, cwd=cwd, env={**os.environ, **CDK_ENV}, capture_output=True, text=True)
+    except FileNotFoundError as exc:
+        raise CdkError(f"{binary} not found: run `make install`") from exc
+    if done.returncode != 0:
+        tail = "\n".join(done.stderr.strip().splitlines()[-5:])
+        raise CdkError(f"`cdk {' '.join(command[1:])}` exited with status {done.returncode}: {tail}")
+    return [line.strip() for line in done.stdout.splitlines() if STACK_NAME.match(line.strip())]

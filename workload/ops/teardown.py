@@ -19,7 +19,7 @@ from pathlib import Path
 from botocore.exceptions import ClientError
 
 from workload.ops import aws
-from workload.ops.cdk import CdkError, run_cdk
+from workload.ops.cdk import CdkError, list_stacks, run_cdk
 from workload.ops.kube import (
     Kubectl,
     KubectlError,
@@ -88,14 +88,13 @@ def poll_until_empty(check: Callable[[], list], *, timeout_s: float, interval_s:
         sleep(interval_s)
 
 
-def discover(target: TeardownTarget, session, saved: Discovered) -> Discovered:
-    """Find the app's stacks, EKS cluster, VPC and artifacts bucket; keep saved values for what is gone."""
-    stacks = list(target.stacks) or aws.app_stacks(session, target.app_name) or saved.stacks
+def discover(stacks: list[str], session, saved: Discovered) -> Discovered:
+    """Find the EKS cluster, VPC and buckets of ``stacks``; keep saved values for what is already gone."""
     found = Discovered(**asdict(saved))
     found.stacks = stacks
     clusters = aws.stack_resources(session, stacks, "AWS::EKS::Cluster")
     # The cluster stack names its EKS cluster `<name>-eks` (infra settings `name`).
-    found.cluster_name = clusters[0].physical_id if clusters else (saved.cluster_name or target.eks_cluster_name)
+    found.cluster_name = clusters[0].physical_id if clusters else saved.cluster_name
     vpcs = aws.stack_resources(session, stacks, "AWS::EC2::VPC")
     if vpcs:
         found.vpc_id = vpcs[0].physical_id
@@ -131,7 +130,13 @@ class TeardownExecutor:
 
     def run(self, steps: list[Step]) -> None:
         """Discover, then run every step in order; the first failure raises ``TeardownError``."""
-        self.found = discover(self.target, self._session, Discovered.load(self._state_path))
+        saved = Discovered.load(self._state_path)
+        try:  # exactly this app's stacks (a shared name prefix must never pull in another deployment)
+            stacks = list(self.target.stacks) or list_stacks(self._cdk, self.target.cdk_context)
+        except CdkError as exc:
+            raise TeardownError(f"cannot list the app's stacks: {exc}") from exc
+        self.found = discover(stacks, self._session, saved)
+        self.found.cluster_name = self.found.cluster_name or self.target.eks_cluster_name
         self.found.save(self._state_path)
         self._echo(f"stacks: {', '.join(self.found.stacks) or '(none left)'}; EKS cluster: "
                    f"{self.found.cluster_name or '?'}; VPC: {self.found.vpc_id or '?'}; "

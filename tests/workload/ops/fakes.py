@@ -54,6 +54,9 @@ else:
 '''
 
 _CDK = r'''
+if args and args[0] == "list":
+    print(os.environ.get("FAKE_CDK_LIST", "SkymazeNetwork\nSkymazeStorage"))
+    sys.exit(0)
 if "--outputs-file" in args:
     path = args[args.index("--outputs-file") + 1]
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)

@@ -40,6 +40,11 @@ def _deletes(tools) -> list[str]:
     return [" ".join(call.split()[2:4]) for call in tools.calls() if call.startswith("kubectl delete")]
 
 
+def _cdk_changes(calls) -> list[str]:
+    """The cdk calls that change something (`cdk list` only synthesizes)."""
+    return [call for call in calls if call.startswith("cdk") and not call.startswith("cdk list")]
+
+
 def _bucket_exists(world, name) -> bool:
     return name in [b["Name"] for b in world.session.client("s3").list_buckets()["Buckets"]]
 
@@ -82,7 +87,7 @@ def test_failure_in_the_middle_names_the_step_and_a_rerun_finishes(world, tmp_pa
 
     with pytest.raises(TeardownError, match=r"step 5/12 `delete-lb-services` failed: .*connection refused.*rerun"):
         _executor(world, tools, tmp_path).run(steps)
-    assert not [call for call in tools.calls() if call.startswith("cdk")], "nothing after the failed step ran"
+    assert not _cdk_changes(tools.calls()), "nothing after the failed step ran"
     assert tools.objects("rayjobs.ray.io") == []  # the steps before it are done
 
     _executor(world, tools, tmp_path).run(steps)
@@ -90,7 +95,7 @@ def test_failure_in_the_middle_names_the_step_and_a_rerun_finishes(world, tmp_pa
     deletes = _deletes(tools)
     assert deletes.count("rayjobs.ray.io maze-grpo") == 1, "done steps find nothing to delete on the rerun"
     assert deletes.count("services maze-serve-lb") == 2  # the failed call, then the rerun's
-    assert [call for call in tools.calls() if call.startswith("cdk")] == ["cdk destroy --all --force -c profile=blog"]
+    assert _cdk_changes(tools.calls()) == ["cdk destroy --all --force -c profile=blog"]
 
 
 def test_cdk_failure_is_reported_and_the_rerun_uses_the_saved_state(world, tmp_path, monkeypatch):
@@ -110,7 +115,7 @@ def test_cdk_failure_is_reported_and_the_rerun_uses_the_saved_state(world, tmp_p
 
     rerun = tools.calls()[before:]
     assert not [call for call in rerun if call.startswith("kubectl")], "the cluster is gone: no Kubernetes step"
-    assert rerun == ["cdk destroy --all --force -c profile=blog"]
+    assert rerun == ["cdk list -c profile=blog", "cdk destroy --all --force -c profile=blog"]
     assert not _bucket_exists(world, world.artifacts_bucket), "the saved state still names the bucket"
     assert not _bucket_exists(world, world.logs_bucket)
 
@@ -122,7 +127,7 @@ def test_a_load_balancer_that_never_goes_fails_the_wait_with_its_name(world, tmp
     with pytest.raises(TeardownError, match=r"`wait-load-balancers` failed: .*after 0.2 s: orphan-nlb.*delete-load-bal"):
         _executor(world, tools, tmp_path, waits=waits, sleep=__import__("time").sleep).run(
             build_teardown_plan(_target()))
-    assert not [call for call in tools.calls() if call.startswith("cdk")]
+    assert not _cdk_changes(tools.calls())
 
 
 def test_kubectl_pointing_at_another_cluster_stops_before_deleting_anything(world, tmp_path, monkeypatch):
@@ -142,8 +147,7 @@ def test_uninstalled_kuberay_kinds_count_as_nothing_to_delete(world, tmp_path, m
 def test_keep_data_redeploys_the_storage_stack_with_retain_and_keeps_the_bucket(world, tmp_path, monkeypatch):
     tools = install_fakes(tmp_path, monkeypatch, server=world.endpoint, kinds={})
     _executor(world, tools, tmp_path, keep_data=True).run(build_teardown_plan(_target(keep_data=True)))
-    cdk_calls = [call for call in tools.calls() if call.startswith("cdk")]
-    assert cdk_calls == [
+    assert _cdk_changes(tools.calls()) == [
         "cdk deploy SkymazeStorage --exclusively --require-approval never -c profile=blog -c removal=retain",
         "cdk destroy --all --force -c profile=blog",
     ]
@@ -186,3 +190,16 @@ def test_dynamic_volumes_are_waited_for_until_their_driver_deletes_them(world, t
     assert tools.objects("persistentvolumes") == ["fsx-pv"]
     gets = [c for c in tools.calls() if c.startswith("kubectl get persistentvolumes")]
     assert len(gets) == 2 and tools.calls().index(gets[-1]) < len(tools.calls()) - 1
+
+
+def test_only_the_apps_own_stacks_are_read_and_their_buckets_deleted(world, tmp_path, monkeypatch):
+    other = world.session.client("cloudformation")
+    other.create_stack(StackName="Skymaze2Storage", TemplateBody=(
+        '{"Resources": {"ArtifactsX": {"Type": "AWS::S3::Bucket", "DeletionPolicy": "Retain"}}}'))
+    [other_bucket] = [r["PhysicalResourceId"] for r in
+                      other.describe_stack_resources(StackName="Skymaze2Storage")["StackResources"]]
+    tools = install_fakes(tmp_path, monkeypatch, server=world.endpoint, kinds={})
+    _executor(world, tools, tmp_path).run(build_teardown_plan(_target()))
+    assert tools.calls()[0] == "cdk list -c profile=blog"
+    assert not _bucket_exists(world, world.artifacts_bucket)
+    assert _bucket_exists(world, other_bucket), "a stack of another deployment sharing the prefix is untouched"
