@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from aws_cdk import Duration, RemovalPolicy, Stack
+from aws_cdk import CfnOutput, Duration, RemovalPolicy, Stack
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_fsx as fsx
 from aws_cdk import aws_s3 as s3
@@ -60,6 +60,8 @@ class StorageStack(Stack):
         )
         self.lifecycle_uri = f"s3://{settings.lifecycle_bucket_name}/{LIFECYCLE_PREFIX}"
         self.file_system = self._lustre(vpc=vpc, security_group=security_group, node_subnet=node_subnet)
+        CfnOutput(self, "ArtifactsBucket", value=self.artifacts.bucket_name)
+        CfnOutput(self, "FsxFileSystemId", value=self.file_system.file_system_id)
         self._acknowledge()
 
     def _acknowledge(self) -> None:

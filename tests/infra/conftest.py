@@ -71,3 +71,24 @@ def one(template: dict, resource_type: str) -> tuple[str, dict]:
     found = resources(template, resource_type)
     assert len(found) == 1, f"expected one {resource_type}, found {sorted(found)}"
     return next(iter(found.items()))
+
+
+def k8s_manifests(template: dict) -> list[dict]:
+    """Every Kubernetes object applied by the template's KubernetesManifest resources.
+
+    Tokens inside a manifest (a Fn::Join) are replaced by "<token>" so the JSON can be parsed.
+    """
+    objects = []
+    for resource in resources(template, "Custom::AWSCDK-EKS-KubernetesResource").values():
+        raw = resource["Properties"]["Manifest"]
+        if isinstance(raw, dict):
+            raw = "".join(part if isinstance(part, str) else "<token>" for part in raw["Fn::Join"][1])
+        objects.extend(json.loads(raw))
+    return objects
+
+
+def manifest_of_kind(template: dict, kind: str) -> dict:
+    """The one Kubernetes object of `kind` in the template."""
+    found = [m for m in k8s_manifests(template) if m["kind"] == kind]
+    assert len(found) == 1, f"expected one {kind}, found {len(found)}"
+    return found[0]

@@ -1,0 +1,24 @@
+"""Validation of Ray objects against the KubeRay v1.7.0 CRD schemas (what the API server enforces)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import jsonschema
+import yaml
+
+CRD_FILES = {"RayCluster": "ray.io_rayclusters.yaml", "RayService": "ray.io_rayservices.yaml",
+             "RayJob": "ray.io_rayjobs.yaml"}
+
+
+def crd_schema(shared_dir: Path, kind: str, version: str = "v1") -> dict:
+    """The openAPIV3Schema of one served version of a KubeRay CRD."""
+    crd = yaml.safe_load((shared_dir / "schemas" / "kuberay" / CRD_FILES[kind]).read_text())
+    (served,) = [v for v in crd["spec"]["versions"] if v["name"] == version]
+    return served["schema"]["openAPIV3Schema"]
+
+
+def validate(shared_dir: Path, obj: dict) -> None:
+    """Raise jsonschema.ValidationError when `obj` would be rejected by the CRD."""
+    assert obj["apiVersion"] == "ray.io/v1", obj["apiVersion"]
+    jsonschema.validate(obj, crd_schema(shared_dir, obj["kind"]))

@@ -1,0 +1,89 @@
+"""Ray stack: KubeRay chart, /shared on FSx, Pod Identity for S3, the trainer RayCluster."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.infra import kuberay
+from tests.infra.conftest import k8s_manifests, manifest_of_kind, one, resources
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def ray(synth):
+    return synth.templates["ray"]
+
+
+def test_kuberay_operator_chart_is_pinned(ray):
+    _, chart = one(ray, "Custom::AWSCDK-EKS-HelmChart")
+    props = chart["Properties"]
+    assert (props["Chart"], props["Version"], props["Namespace"]) == ("kuberay-operator", "1.7.0", "kuberay")
+    assert props["Repository"] == "https://ray-project.github.io/kuberay-helm/"
+
+
+def test_static_fsx_volume_and_rwx_claim(ray):
+    pv = manifest_of_kind(ray, "PersistentVolume")
+    pvc = manifest_of_kind(ray, "PersistentVolumeClaim")
+    assert pv["spec"]["csi"]["driver"] == "fsx.csi.aws.com"
+    assert pv["spec"]["persistentVolumeReclaimPolicy"] == "Retain"
+    assert pv["spec"]["capacity"] == {"storage": "1200Gi"}
+    assert pvc["spec"]["accessModes"] == ["ReadWriteMany"]
+    assert (pvc["metadata"]["namespace"], pvc["spec"]["volumeName"]) == ("ray", pv["metadata"]["name"])
+
+
+def test_ray_service_account_gets_s3_read_write_on_the_artifacts_bucket_only(ray):
+    _, association = one(ray, "AWS::EKS::PodIdentityAssociation")
+    props = association["Properties"]
+    assert (props["Namespace"], props["ServiceAccount"]) == ("ray", "ray-sa")
+    role_id = props["RoleArn"]["Fn::GetAtt"][0]
+    (policy,) = [p for p in resources(ray, "AWS::IAM::Policy").values() if p["Properties"]["Roles"] == [{"Ref": role_id}]]
+    statements = policy["Properties"]["PolicyDocument"]["Statement"]
+    granted = {a: s["Resource"] for s in statements for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])}
+    bucket = "arn:aws:s3:::skymaze-artifacts-111111111111-us-west-2"
+    assert granted == {"s3:ListBucket": bucket, "s3:GetObject": f"{bucket}/*", "s3:PutObject": f"{bucket}/*",
+                       "s3:DeleteObject": f"{bucket}/*"}
+
+
+def test_trainer_head_is_on_the_cpu_group_without_gpus(ray):
+    head = manifest_of_kind(ray, "RayCluster")["spec"]["headGroupSpec"]
+    pod = head["template"]["spec"]
+    assert pod["nodeSelector"]["node.kubernetes.io/instance-type"] == "ml.r5d.16xlarge"
+    assert head["rayStartParams"]["num-cpus"] == "0"
+    assert "nvidia.com/gpu" not in pod["containers"][0]["resources"]["limits"]
+
+
+def test_one_trainer_worker_per_gpu_node_with_two_gpus_and_efa(ray):
+    (group,) = manifest_of_kind(ray, "RayCluster")["spec"]["workerGroupSpecs"]
+    assert group["replicas"] == group["minReplicas"] == group["maxReplicas"] == 3
+    pod = group["template"]["spec"]
+    assert pod["nodeSelector"]["node.kubernetes.io/instance-type"] == "ml.g7e.12xlarge"
+    limits = pod["containers"][0]["resources"]["limits"]
+    assert (limits["nvidia.com/gpu"], limits["vpc.amazonaws.com/efa"]) == (2, 1)
+    assert group["rayStartParams"]["num-gpus"] == "2"
+
+
+def test_every_ray_pod_mounts_shared_from_the_claim_and_uses_the_service_account(ray):
+    spec = manifest_of_kind(ray, "RayCluster")["spec"]
+    for template in [spec["headGroupSpec"]["template"], *(g["template"] for g in spec["workerGroupSpecs"])]:
+        pod = template["spec"]
+        assert pod["serviceAccountName"] == "ray-sa"
+        assert {"name": "shared", "mountPath": "/shared"} in pod["containers"][0]["volumeMounts"]
+        assert {"name": "shared", "persistentVolumeClaim": {"claimName": "fsx-claim"}} in pod["volumes"]
+        assert pod["containers"][0]["image"] == "<token>"  # the trainer image asset's URI
+
+
+def test_raycluster_waits_for_the_operator_the_claim_and_the_service_account(ray):
+    trainer = next(r for r in resources(ray, "Custom::AWSCDK-EKS-KubernetesResource").values()
+                   if "RayCluster" in str(r["Properties"]["Manifest"]))
+    chart_id, _ = one(ray, "Custom::AWSCDK-EKS-HelmChart")
+    assert chart_id in trainer["DependsOn"] and len(trainer["DependsOn"]) == 3
+
+
+def test_raycluster_validates_against_the_kuberay_crd(ray, shared_dir):
+    kuberay.validate(shared_dir, manifest_of_kind(ray, "RayCluster"))
+
+
+def test_namespace_comes_first(ray):
+    kinds = [m["kind"] for m in k8s_manifests(ray)]
+    assert kinds[0] == "Namespace" and "RayCluster" in kinds

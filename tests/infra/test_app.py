@@ -1,0 +1,110 @@
+"""The whole app: one snapshot per stack (asset hashes masked), cfn-lint, cdk-nag, offline synth."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from syrupy.extensions.json import JSONSnapshotExtension
+
+from tests.infra.conftest import mask_asset_hashes
+
+pytestmark = pytest.mark.slow
+
+ROLES = ("network", "storage", "images", "cluster", "observability", "ray", "serving")
+# The Serve config is the serving part's to tune: it has its own pointed test (test_serving.py).
+SERVE_CONFIG = re.compile(r'"serveConfigV2":"(?:[^"\\]|\\.)*"')
+
+
+def _normalise(template: dict) -> dict:
+    def walk(node):
+        if isinstance(node, dict):
+            return {k: walk(v) for k, v in node.items()}
+        if isinstance(node, list):
+            return [walk(v) for v in node]
+        if isinstance(node, str):
+            return SERVE_CONFIG.sub('"serveConfigV2":"<serve-config>"', node)
+        return node
+    return walk(mask_asset_hashes(template))
+
+
+def test_every_stack_is_composed(synth):
+    assert tuple(synth.stacks) == ROLES
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_template_snapshot(synth, snapshot, role):
+    assert _normalise(synth.templates[role]) == snapshot(extension_class=JSONSnapshotExtension)
+
+
+def test_masking_hides_asset_hashes_only():
+    template = {"a": "cdk-hnb659fds-container-assets:" + "ab" * 32, "b": "1.35"}
+    assert mask_asset_hashes(template) == {"a": "cdk-hnb659fds-container-assets:<asset-hash>", "b": "1.35"}
+
+
+def test_cdk_nag_has_no_unacknowledged_findings(synth):
+    # The session synth would have raised on any finding; the report confirms it.
+    report = json.loads((synth.outdir / "validation-report.json").read_text())
+    assert all(p["violations"] == [] and p["conclusion"] == "success" for p in report["pluginReports"])
+
+
+def test_cdk_nag_is_wired_and_fails_synth_on_a_finding(tmp_path):
+    import aws_cdk as cdk
+    from aws_cdk import aws_s3 as s3
+
+    from infra.constructs.nag import enable_nag
+
+    app = cdk.App(outdir=str(tmp_path))
+    s3.Bucket(cdk.Stack(app, "Bad"), "NoTls")  # no SSL-only policy, no access logs
+    enable_nag(app)
+    with pytest.raises(RuntimeError, match="ValidationFailed"):
+        app.synth()
+    report = json.loads((tmp_path / "validation-report.json").read_text())
+    rules = {v["ruleName"] for p in report["pluginReports"] for v in p["violations"]}
+    assert {"AwsSolutions-S1", "AwsSolutions-S10"} <= rules
+
+
+def test_every_acknowledgment_gives_a_one_line_reason():
+    from infra.constructs import nag
+
+    source = "\n".join(p.read_text() for p in Path(nag.__file__).parent.parent.rglob("*.py"))
+    reasons = re.findall(r'"AwsSolutions-[^"]+":\s*\n?\s*f?"([^"]*)"', source)
+    assert reasons, "no acknowledgments found"
+    assert all(reason.strip() and "\n" not in reason for reason in reasons)
+
+
+def test_cfn_lint_finds_no_errors_in_any_template(synth):
+    templates = sorted(str(p) for p in synth.outdir.glob("*.template.json"))
+    assert len(templates) == len(ROLES)
+    cfn_lint = Path(sys.executable).with_name("cfn-lint")
+    result = subprocess.run([str(cfn_lint), "-r", "us-west-2", "--non-zero-exit-code", "error", *templates],
+                            capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_synth_is_offline_availability_zones_come_from_cdk_context(synth):
+    manifest = json.loads((synth.outdir / "manifest.json").read_text())
+    assert "missing" not in manifest
+    assert "dummy1a" not in json.dumps(synth.templates)
+
+
+def test_stack_outputs_cover_what_users_need(synth):
+    outputs = {name for t in synth.templates.values() for name in t.get("Outputs", {})
+               if not name.startswith("PublishOutput") and not name.startswith("Export")}
+    assert {"EksClusterName", "HyperPodClusterName", "GrafanaUrl", "RayNamespace"} <= outputs
+    storage = synth.templates["storage"].get("Outputs", {})
+    assert {"ArtifactsBucket", "FsxFileSystemId"} <= set(storage)
+
+
+def test_bad_settings_fail_before_any_stack_is_built():
+    import aws_cdk as cdk
+
+    import app as cdk_app
+    from infra.settings import SettingsError, load_settings
+
+    with pytest.raises(SettingsError, match=r"worker_instance_type: .*allowed values"):
+        cdk_app.compose(cdk.App(), load_settings({"profile": "blog", "worker_instance_type": "ml.t3.micro"}))

@@ -1,0 +1,119 @@
+"""Deployment settings: profiles, -c overrides as the CLI passes them, one test per validation error."""
+
+from __future__ import annotations
+
+import pytest
+
+from infra.settings import SettingsError, load_settings
+
+
+def test_blog_profile_is_the_published_topology():
+    s = load_settings({"profile": "blog"})
+    assert (s.head_instance_type, s.head_count) == ("ml.r5d.16xlarge", 1)
+    assert (s.worker_instance_type, s.worker_count, s.gpus_per_worker) == ("ml.g7e.12xlarge", 3, 2)
+    assert s.fsx_storage_gib == 1200 and s.serving
+
+
+def test_small_profile_is_one_gpu_node_without_serving():
+    s = load_settings({"profile": "small"})
+    assert s.worker_count == 1 and not s.serving
+    assert s.worker_count * s.gpus_per_worker == 2
+
+
+def test_profile_defaults_to_small_and_ignores_cdk_feature_flags():
+    s = load_settings({"@aws-cdk/core:newStyleStackSynthesis": True, "availability-zones:x": ["a"]})
+    assert s.profile == "small"
+
+
+def test_cli_strings_are_converted():
+    s = load_settings({"profile": "blog", "worker_count": "2", "serving": "false", "fsx_storage_gib": "4800"})
+    assert (s.worker_count, s.serving, s.fsx_storage_gib) == (2, False, 4800)
+
+
+def test_settings_are_frozen():
+    s = load_settings({"profile": "blog"})
+    with pytest.raises(Exception, match="frozen"):
+        s.worker_count = 9
+
+
+def test_bucket_names_are_fixed_by_account_region_and_name():
+    s = load_settings({"profile": "blog", "account": "123456789012", "region": "us-east-1"})
+    assert s.lifecycle_bucket_name == "sagemaker-skymaze-lifecycle-123456789012-us-east-1"
+    assert s.artifacts_bucket_name == "skymaze-artifacts-123456789012-us-east-1"
+
+
+def test_unknown_profile_names_the_allowed_ones():
+    with pytest.raises(SettingsError, match=r"profile: 'huge' is not allowed; allowed values: blog, small"):
+        load_settings({"profile": "huge"})
+
+
+def test_region_without_g7e_is_rejected():
+    with pytest.raises(SettingsError, match=r"region: .*'eu-west-1' is not allowed; allowed values: us-east-1"):
+        load_settings({"profile": "blog", "region": "eu-west-1"})
+
+
+def test_unknown_worker_type_is_rejected():
+    with pytest.raises(SettingsError, match=r"worker_instance_type: .*'ml.p5.48xlarge' is not allowed; allowed values: ml.g7e"):
+        load_settings({"profile": "blog", "worker_instance_type": "ml.p5.48xlarge"})
+
+
+def test_unknown_head_type_is_rejected():
+    with pytest.raises(SettingsError, match=r"head_instance_type: .*allowed values: ml.r5d.16xlarge"):
+        load_settings({"profile": "blog", "head_instance_type": "ml.t3.medium"})
+
+
+def test_fsx_size_off_the_lustre_steps_is_rejected():
+    with pytest.raises(SettingsError, match=r"fsx_storage_gib: .*2000 is not allowed; allowed values: 1200, 2400"):
+        load_settings({"profile": "blog", "fsx_storage_gib": "2000"})
+
+
+def test_fsx_throughput_outside_persistent_2_values_is_rejected():
+    with pytest.raises(SettingsError, match=r"fsx_throughput_mbps_per_tib: .*100 is not allowed; allowed values: \(125"):
+        load_settings({"profile": "blog", "fsx_throughput_mbps_per_tib": "100"})
+
+
+def test_chart_older_than_g7e_support_is_rejected():
+    with pytest.raises(SettingsError, match=r"hyperpod_chart_version: .*'3.6.0' is not allowed; .*>= 3.7.1"):
+        load_settings({"profile": "blog", "hyperpod_chart_version": "3.6.0"})
+
+
+def test_removal_policy_must_be_dev_or_retain():
+    with pytest.raises(SettingsError, match=r"removal: Input should be 'dev' or 'retain'"):
+        load_settings({"profile": "blog", "removal": "keep"})
+
+
+def test_zero_workers_is_rejected():
+    with pytest.raises(SettingsError, match=r"worker_count: Input should be greater than or equal to 1"):
+        load_settings({"profile": "blog", "worker_count": "0"})
+
+
+def test_bad_account_is_rejected():
+    with pytest.raises(SettingsError, match=r"account: .*must be a 12-digit AWS account id"):
+        load_settings({"profile": "blog", "account": "12345"})
+
+
+def test_kubernetes_version_hyperpod_does_not_support_is_rejected():
+    with pytest.raises(SettingsError, match=r"kubernetes_version: Input should be '1.35'"):
+        load_settings({"profile": "blog", "kubernetes_version": "1.29"})
+
+
+def test_lora_rank_vllm_cannot_serve_is_rejected():
+    with pytest.raises(SettingsError, match=r"max_lora_rank: Input should be 8, 16, 32, 64, 128 or 256"):
+        load_settings({"profile": "blog", "max_lora_rank": "48"})
+
+
+def test_more_batched_adapters_than_cached_is_rejected():
+    with pytest.raises(SettingsError, match=r"max_loras=9 must not exceed max_adapters_per_replica=8"):
+        load_settings({"profile": "blog", "max_loras": "9"})
+
+
+def test_unknown_setting_in_a_profile_is_an_error_not_a_silent_default():
+    # Only field names are picked from the context; a typo such as worker_cnt is simply not a
+    # setting, but a bad name pattern is caught.
+    with pytest.raises(SettingsError, match=r"name: String should match pattern"):
+        load_settings({"profile": "blog", "name": "Bad_Name"})
+
+
+def test_admin_role_must_be_a_role_arn():
+    with pytest.raises(SettingsError, match=r"admin_role_arn: String should match pattern"):
+        load_settings({"profile": "blog", "admin_role_arn": "arn:aws:iam::123456789012:user/me"})
