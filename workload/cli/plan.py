@@ -24,7 +24,10 @@ def plan(
 
     recipe = load_or_exit(recipe_name, sets)
     if fsx_gib is None:
-        from infra.settings import SettingsError, load_settings
+        try:
+            from infra.settings import SettingsError, load_settings
+        except ImportError:  # inside the trainer image: deploy settings are not installed
+            fail("deploy settings are not installed here; pass the value explicitly (see --help)", code=EXIT_USAGE)
 
         try:
             fsx_gib = load_settings({"profile": profile}).fsx_storage_gib

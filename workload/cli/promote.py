@@ -27,7 +27,10 @@ def promote(
     from workload.skyrl.promote import promote as run_promote
 
     if max_lora_rank is None:
-        from infra.settings import SettingsError, load_settings
+        try:
+            from infra.settings import SettingsError, load_settings
+        except ImportError:  # inside the trainer image: deploy settings are not installed
+            fail("deploy settings are not installed here; pass the value explicitly (see --help)", code=EXIT_USAGE)
 
         try:
             max_lora_rank = load_settings({"profile": profile}).max_lora_rank

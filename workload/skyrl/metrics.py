@@ -35,7 +35,7 @@ EXPORTED: dict[str, str] = {
     "train/reward_mean": "Mean episode reward of the step's training rollouts.",
     "train/strict_solve_rate": "Fraction of the step's training rollouts that stopped on the goal.",
     "rollout/trajectories_per_s": "Training rollouts generated per second of the step's generation phase.",
-    "eval/pass_at_1": "SkyRL pass_at_1 on the held-out set (any reward > 0).",
+    "eval/reward_pass_at_1": "SkyRL pass_at_1 on the held-out set (any reward > 0).",
     "eval/strict_pass_at_1": "Held-out mazes solved (stop on the goal) / all held-out mazes, greedy.",
 }
 
@@ -60,7 +60,7 @@ def derive_metrics(logs: dict[str, Any], *, strict_metric: bool, trajectories_pe
     if generate_s > 0:
         out["rollout/trajectories_per_s"] = trajectories_per_step / generate_s
     if SKYRL_EVAL_PASS in logs:
-        out["eval/pass_at_1"] = float(logs[SKYRL_EVAL_PASS])
+        out["eval/reward_pass_at_1"] = float(logs[SKYRL_EVAL_PASS])
     if strict_metric and SKYRL_EVAL_SOLVED in logs:
         out["eval/strict_pass_at_1"] = float(logs[SKYRL_EVAL_SOLVED])
     if strict_metric and SKYRL_TRAIN_SOLVED in logs:

@@ -27,7 +27,7 @@ def test_derive_metrics_renames_the_headline_numbers():
         "train/global_step": 20.0,
         "train/reward_mean": 0.42,
         "rollout/trajectories_per_s": 20.0,
-        "eval/pass_at_1": 0.9,
+        "eval/reward_pass_at_1": 0.9,
         "eval/strict_pass_at_1": 0.5,
         "train/strict_solve_rate": 0.25,
     }
@@ -36,7 +36,7 @@ def test_derive_metrics_renames_the_headline_numbers():
 def test_exact_replication_logs_no_strict_metric():
     derived = derive_metrics(EVAL_LOGS, strict_metric=False, trajectories_per_step=240)
     assert "eval/strict_pass_at_1" not in derived and "train/strict_solve_rate" not in derived
-    assert derived["eval/pass_at_1"] == 0.9
+    assert derived["eval/reward_pass_at_1"] == 0.9
 
 
 def test_a_training_step_without_eval_or_timing_exports_only_what_it_has():
