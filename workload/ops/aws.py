@@ -48,22 +48,6 @@ def stack_resources(session, stacks: list[str], resource_type: str) -> list[Stac
     return found
 
 
-def stack_outputs(session, stacks: list[str]) -> dict[str, str]:
-    """All outputs of ``stacks`` merged (OutputKey -> OutputValue); stacks that are gone are skipped."""
-    cfn = session.client("cloudformation")
-    outputs: dict[str, str] = {}
-    for stack in stacks:
-        try:
-            described = cfn.describe_stacks(StackName=stack)["Stacks"]
-        except ClientError as exc:
-            if "does not exist" in str(exc):
-                continue
-            raise
-        for output in described[0].get("Outputs", []):
-            outputs[output["OutputKey"]] = output["OutputValue"]
-    return outputs
-
-
 def deletion_policy(session, resource: StackResource) -> str:
     """The deployed template's DeletionPolicy of ``resource`` (CloudFormation's default is Delete)."""
     body = session.client("cloudformation").get_template(StackName=resource.stack)["TemplateBody"]

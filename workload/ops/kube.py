@@ -75,12 +75,14 @@ class Kubectl:
             raise
         return json.loads(out).get("items", [])
 
-    def refs(self, kind: str, items: list[dict]) -> list[ObjectRef]:
-        return [ObjectRef(kind, item["metadata"].get("namespace", ""), item["metadata"]["name"]) for item in items]
-
     def delete(self, ref: ObjectRef) -> None:
         """Delete one object without waiting; deleting an object that is already gone succeeds."""
         self._run("delete", ref.kind, ref.name, "--namespace", ref.namespace, "--ignore-not-found", "--wait=false")
+
+
+def refs_of(kind: str, items: list[dict]) -> list[ObjectRef]:
+    """References to listed objects of ``kind`` (cluster-scoped ones get an empty namespace)."""
+    return [ObjectRef(kind, item["metadata"].get("namespace", ""), item["metadata"]["name"]) for item in items]
 
 
 def is_load_balancer_service(item: dict) -> bool:

@@ -41,6 +41,13 @@ class TeardownTarget:
         return f"{self.app_name}{EKS_CLUSTER_SUFFIX}"
 
     @property
+    def rerun_command(self) -> str:
+        """The teardown command for this target, to repeat after a failure."""
+        extra = [" --keep-data"] if self.keep_data else []
+        extra += [f" -c {key}={value}" for key, value in self.overrides]
+        return f"skymaze teardown --profile {self.profile}{''.join(extra)}"
+
+    @property
     def cdk_context(self) -> tuple[str, ...]:
         """The `-c` arguments every cdk call of this profile needs (the same as at deploy time)."""
         args = ["-c", f"profile={self.profile}"]

@@ -1,8 +1,9 @@
 """Run a teardown plan: each step once, in order, stopping at the first failure with a clear message.
 
-What the steps act on (stack names, EKS cluster, VPC, artifacts bucket) is discovered from
-CloudFormation at the start and saved to a small state file, so that a rerun after `cdk destroy`
-removed some stacks still knows the VPC to check and the bucket to delete.
+What the steps act on is discovered at the start: the app's stacks from `cdk list` (exactly this
+app's, never another deployment's), then their EKS cluster, VPC and buckets from CloudFormation.
+It is saved to a small state file, so that a rerun after `cdk destroy` removed some stacks still
+knows the VPC to check and the buckets to delete.
 """
 
 from __future__ import annotations
@@ -23,13 +24,14 @@ from workload.ops.cdk import CdkError, list_stacks, run_cdk
 from workload.ops.kube import (
     Kubectl,
     KubectlError,
+    ObjectRef,
     is_deleting_dynamic_volume,
     is_dynamic_claim,
     is_load_balancer_service,
+    refs_of,
 )
 from workload.ops.plan import DEFAULT_AWS_TIMEOUT_S, DEFAULT_KUBE_TIMEOUT_S, Step, TeardownTarget
 
-ARTIFACTS_OUTPUT = re.compile(r"artifact.*bucket", re.IGNORECASE)
 ARTIFACTS_LOGICAL_ID = re.compile(r"artifact", re.IGNORECASE)
 DEFAULT_POLL_INTERVAL_S = 10.0
 
@@ -105,9 +107,6 @@ def discover(stacks: list[str], session, saved: Discovered) -> Discovered:
     if buckets:
         found.artifacts_bucket = buckets[0].physical_id
         found.artifacts_stack, found.artifacts_logical_id = buckets[0].stack, buckets[0].logical_id
-    for key, value in aws.stack_outputs(session, stacks).items():
-        if ARTIFACTS_OUTPUT.search(key):
-            found.artifacts_bucket = value
     return found
 
 
@@ -148,8 +147,7 @@ class TeardownExecutor:
             except (TeardownError, KubectlError, CdkError, ClientError) as exc:
                 raise TeardownError(
                     f"step {number}/{len(steps)} `{step.key}` failed: {exc}. Steps before it are done and every "
-                    f"step is idempotent: fix the cause, then rerun `skymaze teardown --profile {self.target.profile}`"
-                    f"{' --keep-data' if self.target.keep_data else ''} to continue."
+                    f"step is idempotent: fix the cause, then rerun `{self.target.rerun_command}` to continue."
                 ) from exc
 
     # -- Kubernetes ---------------------------------------------------------------------------
@@ -169,15 +167,18 @@ class TeardownExecutor:
                 f"--region {self.target.region}`"
             )
 
-    def _delete_matching(self, kind: str, keep: Callable[[dict], bool] = lambda _: True) -> None:
+    def _selected(self, kind: str, select: Callable[[dict], bool]) -> list[ObjectRef]:
+        return refs_of(kind, [item for item in self._kubectl.list(kind) if select(item)])
+
+    def _delete_matching(self, kind: str, select: Callable[[dict], bool] = lambda _: True) -> None:
         if not self._kube_enabled:
             return
-        refs = self._kubectl.refs(kind, [item for item in self._kubectl.list(kind) if keep(item)])
+        refs = self._selected(kind, select)
         for ref in refs:
             self._echo(f"  delete {ref}")
             self._kubectl.delete(ref)
         if refs:
-            poll_until_empty(lambda: self._kubectl.refs(kind, [i for i in self._kubectl.list(kind) if keep(i)]),
+            poll_until_empty(lambda: self._selected(kind, select),
                              timeout_s=self._waits.kube_timeout_s, interval_s=self._waits.poll_interval_s,
                              what=kind, sleep=self._sleep)
 

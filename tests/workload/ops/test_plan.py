@@ -48,3 +48,9 @@ def test_rendered_plan_numbers_every_step_in_order():
     lines = render_plan(target, steps).splitlines()
     assert "profile 'blog'" in lines[0] and "artifacts bucket: deleted" in lines[0]
     assert [line.split("]")[0] for line in lines[1:]] == [f"{n:>2}. [{s.key}" for n, s in enumerate(steps, 1)]
+
+
+def test_rerun_command_repeats_the_options_that_change_the_target():
+    target = TeardownTarget(profile="blog", region="us-west-2", app_name="skymaze", keep_data=True,
+                            overrides=(("name", "maze2"),))
+    assert target.rerun_command == "skymaze teardown --profile blog --keep-data -c name=maze2"
