@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import jsonschema
@@ -11,9 +12,14 @@ CRD_FILES = {"RayCluster": "ray.io_rayclusters.yaml", "RayService": "ray.io_rays
              "RayJob": "ray.io_rayjobs.yaml"}
 
 
+# The CRD files are large (up to 18k lines): parse each once, with libyaml when available.
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+@functools.cache
 def crd_schema(shared_dir: Path, kind: str, version: str = "v1") -> dict:
     """The openAPIV3Schema of one served version of a KubeRay CRD."""
-    crd = yaml.safe_load((shared_dir / "schemas" / "kuberay" / CRD_FILES[kind]).read_text())
+    crd = yaml.load((shared_dir / "schemas" / "kuberay" / CRD_FILES[kind]).read_text(), Loader=_LOADER)
     (served,) = [v for v in crd["spec"]["versions"] if v["name"] == version]
     return served["schema"]["openAPIV3Schema"]
 

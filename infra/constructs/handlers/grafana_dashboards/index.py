@@ -112,13 +112,18 @@ def mint_token(client, workspace_id: str, token_name: str) -> tuple[str, str, st
     return account_id, token["id"], token["key"]
 
 
+def workspace_url(endpoint: str) -> str:
+    """The workspace's base URL: CloudFormation gives a bare host name (g-xxx.grafana-workspace...)."""
+    return endpoint if endpoint.startswith(("http://", "https://")) else f"https://{endpoint}"
+
+
 def apply(props: dict, *, grafana_client, s3_client, token_name: str) -> list[str]:
     """The whole import for one create/update; the token is deleted however it ends."""
     zipped = s3_client.get_object(Bucket=props["DashboardsBucket"], Key=props["DashboardsKey"])["Body"].read()
     dashboards = read_dashboards(zipped)
     account_id, token_id, key = mint_token(grafana_client, props["WorkspaceId"], token_name)
     try:
-        grafana = Grafana(base_url=f"https://{props['WorkspaceEndpoint']}", token=key)
+        grafana = Grafana(base_url=workspace_url(props["WorkspaceEndpoint"]), token=key)
         ensure_datasource(grafana, prometheus_datasource(url=props["PrometheusUrl"], region=props["Region"]))
         ensure_folder(grafana, uid=props["FolderUid"], title=props["FolderTitle"])
         return import_dashboards(grafana, dashboards, folder_uid=props["FolderUid"])
