@@ -78,3 +78,12 @@ def test_failed_step_exits_1_with_the_rerun_hint(tmp_path, monkeypatch):
     assert "step 3/12 `delete-rayservices` failed" in failed.output
     assert "rerun `skymaze teardown --profile blog` to continue" in failed.output
     assert rerun.exit_code == 0, rerun.output
+
+
+def test_make_destroy_and_deploy_run_these_commands(repo_root):
+    import subprocess
+
+    for target, command in (("destroy", "skymaze teardown --profile blog"), ("deploy", "skymaze deploy --profile blog")):
+        dry = subprocess.run(["make", "-n", target, "PROFILE=blog"], cwd=repo_root, capture_output=True, text=True)
+        assert dry.returncode == 0, dry.stderr
+        assert f".venv/bin/{command}" in dry.stdout.splitlines()[-1]

@@ -7,6 +7,7 @@ from pathlib import Path
 import typer
 
 from workload.cli._common import EXIT_USAGE, fail, next_step
+from workload.ops.plan import DEFAULT_AWS_TIMEOUT_S, DEFAULT_KUBE_TIMEOUT_S, DEFAULT_POLL_INTERVAL_S
 
 STATE_DIR = Path(".skymaze")
 
@@ -17,9 +18,10 @@ def teardown(
     dry_run: bool = typer.Option(False, "--dry-run", help="print the ordered plan and change nothing"),
     yes: bool = typer.Option(False, "--yes", "-y", help="do not ask for confirmation"),
     context: list[str] = typer.Option([], "--context", "-c", help="setting override KEY=VALUE used at deploy"),
-    kube_timeout_s: float = typer.Option(600, "--kube-timeout-s", help="deadline of each Kubernetes wait"),
-    aws_timeout_s: float = typer.Option(900, "--aws-timeout-s", help="deadline of each AWS wait"),
-    poll_s: float = typer.Option(10, "--poll-s", help="polling interval of the waits"),
+    kube_timeout_s: float = typer.Option(DEFAULT_KUBE_TIMEOUT_S, "--kube-timeout-s",
+                                         help="deadline of each Kubernetes wait"),
+    aws_timeout_s: float = typer.Option(DEFAULT_AWS_TIMEOUT_S, "--aws-timeout-s", help="deadline of each AWS wait"),
+    poll_s: float = typer.Option(DEFAULT_POLL_INTERVAL_S, "--poll-s", help="polling interval of the waits"),
     state_dir: Path = typer.Option(STATE_DIR, "--state-dir", help="where the discovered resources are saved"),
     cdk_bin: str = typer.Option(None, "--cdk-bin", help="cdk CLI (default: the pinned node_modules/.bin/cdk)"),
 ) -> None:

@@ -97,14 +97,20 @@ def foreign_load_balancers(session, vpc_id: str) -> list[str]:
     return _untagged_by_cloudformation(tags)
 
 
-def load_balancer_enis(session, vpc_id: str) -> list[str]:
-    """Network interfaces in ``vpc_id`` that belong to load balancers."""
+def network_interfaces(session, vpc_id: str, description: str = "*") -> list[str]:
+    """``eni-... (description)`` for each network interface in ``vpc_id`` whose description matches."""
     ec2 = session.client("ec2")
-    filters = [{"Name": "vpc-id", "Values": [vpc_id]}, {"Name": "description", "Values": [LB_ENI_DESCRIPTION]}]
+    filters = [{"Name": "vpc-id", "Values": [vpc_id]}, {"Name": "description", "Values": [description]}]
     enis = []
     for page in ec2.get_paginator("describe_network_interfaces").paginate(Filters=filters):
-        enis += [eni["NetworkInterfaceId"] for eni in page["NetworkInterfaces"]]
+        enis += [f"{eni['NetworkInterfaceId']} ({eni.get('Description') or 'no description'})"
+                 for eni in page["NetworkInterfaces"]]
     return sorted(enis)
+
+
+def load_balancer_enis(session, vpc_id: str) -> list[str]:
+    """Network interfaces in ``vpc_id`` that belong to load balancers."""
+    return network_interfaces(session, vpc_id, LB_ENI_DESCRIPTION)
 
 
 def delete_guardduty_leftovers(session, vpc_id: str) -> list[str]:

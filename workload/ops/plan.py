@@ -22,6 +22,7 @@ EKS_CLUSTER_SUFFIX = "-eks"  # infra/stacks/cluster.py: cluster_name=f"{settings
 # Defaults of the waits; a teardown that times out says so and can simply be rerun.
 DEFAULT_KUBE_TIMEOUT_S = 600
 DEFAULT_AWS_TIMEOUT_S = 900
+DEFAULT_POLL_INTERVAL_S = 10.0
 
 
 @dataclass(frozen=True)

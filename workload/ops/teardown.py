@@ -30,10 +30,15 @@ from workload.ops.kube import (
     is_load_balancer_service,
     refs_of,
 )
-from workload.ops.plan import DEFAULT_AWS_TIMEOUT_S, DEFAULT_KUBE_TIMEOUT_S, Step, TeardownTarget
+from workload.ops.plan import (
+    DEFAULT_AWS_TIMEOUT_S,
+    DEFAULT_KUBE_TIMEOUT_S,
+    DEFAULT_POLL_INTERVAL_S,
+    Step,
+    TeardownTarget,
+)
 
 ARTIFACTS_LOGICAL_ID = re.compile(r"artifact", re.IGNORECASE)
-DEFAULT_POLL_INTERVAL_S = 10.0
 
 
 class TeardownError(RuntimeError):
@@ -240,7 +245,16 @@ class TeardownExecutor:
 
     def cdk_destroy(self, step: Step) -> None:
         stacks = list(reversed(self.target.stacks)) or ["--all"]
-        run_cdk(self._cdk, ["destroy", *stacks, "--force", *self.target.cdk_context], echo=self._echo)
+        try:
+            run_cdk(self._cdk, ["destroy", *stacks, "--force", *self.target.cdk_context], echo=self._echo)
+        except CdkError as exc:
+            # The usual cause: HyperPod, FSx or Lambda interfaces that AWS releases minutes after their owner.
+            left = aws.network_interfaces(self._session, self.found.vpc_id) if self.found.vpc_id else []
+            if not left:
+                raise
+            raise TeardownError(f"{exc}; network interfaces still in {self.found.vpc_id}: {', '.join(left[:10])}; "
+                                "AWS releases HyperPod, FSx and Lambda interfaces minutes after their owner is "
+                                "deleted: wait a few minutes") from exc
 
     def delete_retained_buckets(self, step: Step) -> None:
         buckets = sorted(set(self.found.buckets) | ({self.found.artifacts_bucket} - {None}))

@@ -32,7 +32,9 @@ def test_load_balancers_from_cloudformation_do_not_count_but_classic_ones_do(wor
 def test_load_balancer_interfaces_are_found_by_description(world):
     _, eni = add_service_load_balancer(world)
     world.session.client("ec2").create_network_interface(SubnetId=world.subnet_id, Description="aws-K8S-i-0abc")
-    assert aws.load_balancer_enis(world.session, world.vpc_id) == [eni]
+    [found] = aws.load_balancer_enis(world.session, world.vpc_id)
+    assert found.startswith(f"{eni} (ELB net/k8s-ray-serve/")
+    assert len(aws.network_interfaces(world.session, world.vpc_id)) == 2
 
 
 def test_stack_resources_and_bucket_policy(world):

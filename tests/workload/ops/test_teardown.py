@@ -102,7 +102,10 @@ def test_cdk_failure_is_reported_and_the_rerun_uses_the_saved_state(world, tmp_p
     tools = install_fakes(tmp_path, monkeypatch, server=world.endpoint, kinds=cluster_objects())
     monkeypatch.setenv("FAKE_FAIL_ONCE", "cdk destroy")
     steps = build_teardown_plan(_target())
-    with pytest.raises(TeardownError, match=r"step 11/12 `cdk-destroy` failed: .*exited with status 1"):
+    hyperpod_eni = world.session.client("ec2").create_network_interface(
+        SubnetId=world.subnet_id, Description="SageMaker HyperPod node")["NetworkInterface"]["NetworkInterfaceId"]
+    with pytest.raises(TeardownError, match=rf"step 11/12 `cdk-destroy` failed: .*exited with status 1; network "
+                                            rf"interfaces still in vpc-\w+: {hyperpod_eni} \(SageMaker HyperPod"):
         _executor(world, tools, tmp_path).run(steps)
     assert _bucket_exists(world, world.artifacts_bucket)
 
