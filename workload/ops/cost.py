@@ -171,6 +171,6 @@ def render_report(report: CostReport) -> str:
     rows.append("-" * len(header))
     rows.append(f"{'total':<40} {'':<28} {report.usd_per_hour:>9.2f} {report.usd_per_run:>10.2f}")
     if report.has_estimates:
-        rows.append("\n* estimate: no published list price was readable on the table's date; "
-                    "see the derivation in workload/ops/prices.yaml")
+        rows.append("\n* estimate: derived, not a published list price; "
+                    "see its derivation in workload/ops/prices.yaml")
     return "\n".join(rows)

@@ -1,8 +1,8 @@
 """The dated price table (``prices.yaml``) read once into frozen, validated objects.
 
-Every price keeps its source and its basis (``list``: the published list price on ``as_of``;
-``estimate``: no published figure was readable then, the row says how it was derived), so a
-cost report can say which of its lines rest on estimates.
+Every price keeps its source and its basis (``list``: a published on-demand list price;
+``estimate``: derived, the row says how), so a cost report can say which of its lines rest on
+estimates.
 """
 
 from __future__ import annotations
