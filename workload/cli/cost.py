@@ -21,6 +21,7 @@ def cost(
     """Estimate the cost of a profile deployed for HOURS: per hour and per run, line by line.
 
     Prices come from a dated table with a source for each row; rows marked * are estimates.
+
     Exit codes: 0 ok, 2 bad input.
 
     Example:  skymaze cost --profile blog --hours 12

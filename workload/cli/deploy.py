@@ -19,9 +19,8 @@ def deploy(
 ) -> None:
     """Deploy every stack of a profile (VPC, storage, EKS + HyperPod, observability, Ray, serving).
 
-    Needs AWS credentials and a Docker daemon; takes 45-70 min. The first deploy into an
-    account/region needs --bootstrap (the CDK's asset bucket and roles). Stack outputs are saved to
-    cdk.out/outputs-PROFILE.json and the next steps (kubeconfig, submit, Grafana) are printed.
+    Needs AWS credentials and a Docker daemon; takes 45-70 min. The first deploy into an account/region needs --bootstrap (the CDK's asset bucket and roles). Stack outputs are saved to cdk.out/outputs-PROFILE.json and the next steps (kubeconfig, submit, Grafana) are printed.
+
     Exit codes: 0 ok, 1 cdk failed (rerunning resumes), 2 bad input.
 
     Example:  skymaze deploy --profile blog

@@ -27,10 +27,8 @@ def teardown(
 ) -> None:
     """Tear a profile down completely, in an order that leaves nothing behind.
 
-    First the Kubernetes objects that own AWS resources outside CloudFormation (RayJobs,
-    RayServices, RayClusters, LoadBalancer services, ingresses, dynamic PVCs), waiting until
-    their load balancers and network interfaces are gone; then `cdk destroy --all`. Every step
-    is idempotent: after a failure, fix the cause and rerun the same command.
+    First the Kubernetes objects that own AWS resources outside CloudFormation (RayJobs, RayServices, RayClusters, LoadBalancer services, ingresses, dynamic PVCs), waiting until their load balancers and network interfaces are gone; then `cdk destroy --all`. Every step is idempotent: after a failure, fix the cause and rerun the same command.
+
     Exit codes: 0 ok, 1 a step failed (rerun to continue), 2 bad input.
 
     Example:  skymaze teardown --profile blog --dry-run
