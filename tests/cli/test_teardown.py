@@ -57,8 +57,11 @@ def test_full_teardown_runs_every_step_and_ends_with_next_command(tmp_path, monk
         world = build_aws_world(boto3.Session(region_name="us-west-2"))
         tools = install_fakes(tmp_path, monkeypatch, server=world.endpoint, kinds=cluster_objects())
         result = runner.invoke(app, ["teardown", "--profile", "blog", "--yes", "--cdk-bin", tools.cdk,
-                                     "--poll-s", "0.01", "--state-dir", str(tmp_path / "state")])
+                                     "--poll-s", "0.01", "--state-dir", str(tmp_path / "state"),
+                                     "--kube-context", "skymaze-admin"])
     assert result.exit_code == 0, result.output
+    kubectl_calls = [call for call in tools.calls() if call.startswith("kubectl")]
+    assert kubectl_calls and all(call.startswith("kubectl --context skymaze-admin ") for call in kubectl_calls)
     assert "[12/12] delete-retained-buckets" in result.output
     assert tools.calls()[-1] == "cdk destroy --all --force -c profile=blog"
     assert (tmp_path / "state" / "teardown-blog.json").exists()

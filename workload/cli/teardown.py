@@ -22,6 +22,7 @@ def teardown(
                                          help="deadline of each Kubernetes wait"),
     aws_timeout_s: float = typer.Option(DEFAULT_AWS_TIMEOUT_S, "--aws-timeout-s", help="deadline of each AWS wait"),
     poll_s: float = typer.Option(DEFAULT_POLL_INTERVAL_S, "--poll-s", help="polling interval of the waits"),
+    kube_context: str = typer.Option(None, "--kube-context", help="kubeconfig context (default: the current one)"),
     state_dir: Path = typer.Option(STATE_DIR, "--state-dir", help="where the discovered resources are saved"),
     cdk_bin: str = typer.Option(None, "--cdk-bin", help="cdk CLI (default: the pinned node_modules/.bin/cdk)"),
 ) -> None:
@@ -48,13 +49,14 @@ def teardown(
         return
     if not yes:
         typer.confirm(f"Delete every resource of profile {profile!r} in {target.region}?", abort=True)
-    _execute(target, steps, state_dir=state_dir, cdk_bin=cdk_bin,
+    _execute(target, steps, state_dir=state_dir, cdk_bin=cdk_bin, kube_context=kube_context,
              waits=(kube_timeout_s, aws_timeout_s, poll_s))
     typer.echo(f"profile {profile!r} is torn down" + (" (artifacts bucket kept)" if keep_data else ""))
     next_step(f"skymaze cost --profile {profile} --hours 12   # what the run cost, from the price table")
 
 
-def _execute(target, steps, *, state_dir: Path, cdk_bin: str | None, waits: tuple[float, float, float]) -> None:
+def _execute(target, steps, *, state_dir: Path, cdk_bin: str | None, kube_context: str | None,
+             waits: tuple[float, float, float]) -> None:
     import boto3
 
     from workload.ops.cdk import CdkError, resolve_cdk
@@ -63,7 +65,7 @@ def _execute(target, steps, *, state_dir: Path, cdk_bin: str | None, waits: tupl
 
     try:
         executor = TeardownExecutor(
-            target, session=boto3.Session(region_name=target.region), kubectl=Kubectl(),
+            target, session=boto3.Session(region_name=target.region), kubectl=Kubectl(context=kube_context),
             cdk_binary=resolve_cdk(cdk_bin), state_path=state_dir / f"teardown-{target.profile}.json",
             echo=typer.echo, waits=Waits(*waits),
         )
