@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+import pytest
 from typer.testing import CliRunner
 
 from workload.cli.main import app
@@ -56,3 +57,14 @@ def test_a_price_table_without_the_instance_type_is_bad_input(tmp_path):
     result = runner.invoke(app, ["cost", "--profile", "blog", "--hours", "1", "--prices", str(path)])
     assert result.exit_code == 2
     assert "no price for instance type 'ml.g7e.12xlarge'" in result.output
+
+
+def test_usage_options_change_only_their_line():
+    base = runner.invoke(app, ["cost", "--profile", "blog", "--hours", "1"]).output
+    more = runner.invoke(app, ["cost", "--profile", "blog", "--hours", "1", "--nat-gb", "1130"]).output
+    from workload.ops.prices import load_prices
+
+    per_gb = load_prices().nat_gateway.usd_per_gb_processed.usd
+    nat = next(line for line in more.splitlines() if line.startswith("NAT data processed"))
+    assert float(nat.split()[-1]) == pytest.approx(1130 * per_gb, abs=0.005)
+    assert _totals(more)[1] - _totals(base)[1] == pytest.approx(1000 * per_gb, abs=0.01)

@@ -14,9 +14,9 @@ def cost(
     hours: float = typer.Option(..., "--hours", help="hours from deploy to teardown (the run's wall time)"),
     context: list[str] = typer.Option([], "--context", "-c", help="setting override KEY=VALUE, as for cdk"),
     prices: Path = typer.Option(None, "--prices", help="price table (default: workload/ops/prices.yaml)"),
-    nat_gb: float = typer.Option(100.0, "--nat-gb", help="GB through the NAT gateway a run (images, model)"),
-    amp_series: int = typer.Option(30_000, "--amp-series", help="active Prometheus series"),
-    artifacts_gib: float = typer.Option(50.0, "--artifacts-gib", help="GiB kept in the artifacts bucket"),
+    nat_gb: float = typer.Option(None, "--nat-gb", help="GB through the NAT gateway a run (default 130: images, model)"),
+    amp_series: int = typer.Option(None, "--amp-series", help="active Prometheus series (default 30000)"),
+    artifacts_gib: float = typer.Option(None, "--artifacts-gib", help="GiB kept in the artifacts bucket (default 50)"),
 ) -> None:
     """Estimate the cost of a profile deployed for HOURS: per hour and per run, line by line.
 
@@ -34,7 +34,8 @@ def cost(
         overrides = parse_overrides(context)
         settings = settings_for(profile, overrides)
         table = load_prices(prices or DEFAULT_PRICES_PATH)
-        usage = Usage(nat_gb_per_run=nat_gb, amp_active_series=amp_series, artifacts_gib=artifacts_gib)
+        given = {"nat_gb_per_run": nat_gb, "amp_active_series": amp_series, "artifacts_gib": artifacts_gib}
+        usage = Usage(**{key: value for key, value in given.items() if value is not None})
         report = estimate_cost(shape_for(settings), table, hours=hours, usage=usage)
     except (SettingsError, ValueError, KeyError) as exc:
         fail(str(exc).strip("'\""), code=EXIT_USAGE)
