@@ -13,8 +13,8 @@ runner = CliRunner()
 
 
 @pytest.mark.slow
-def test_serve_once_lists_base_and_adapters(serve_endpoints, tiny_model_dir, serve_adapters_dir, tmp_path):
-    # Shares the session's Ray + Serve (started by serve_endpoints) and adds its own app at "/".
+def test_serve_once_lists_base_and_adapters(tiny_model_dir, serve_adapters_dir, tmp_path):
+    # Starts (and stops) its own local Ray + Serve in this process, as `skymaze serve` does for a user.
     result = runner.invoke(
         app,
         [

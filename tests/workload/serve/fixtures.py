@@ -1,6 +1,7 @@
 """Session fixtures for serving tests: random adapters, a moto S3 server, one local Ray Serve.
 
-Ray + Serve start ONCE per test session (about 20 s) and host two apps on one port:
+Ray + Serve start ONCE per test session (about 20 s), in a child process so that the test
+process stays free for other tests' in-process Ray, and host two apps on one port:
 ``folder`` (adapters from a local folder, 2 adapters per replica to exercise eviction) and
 ``s3`` (adapters from moto's S3 server, one request at a time and one queued, to exercise 503).
 Imported by tests/conftest.py so the CLI and evaluation tests share the same endpoint.
@@ -8,8 +9,11 @@ Imported by tests/conftest.py so the CLI and evaluation tests share the same end
 
 from __future__ import annotations
 
+import json
 import os
 import pathlib
+import subprocess
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -18,8 +22,11 @@ import pytest
 ADAPTER_NAMES = ("a0", "a1", "a2")
 S3_BUCKET = "skymaze-test-adapters"
 S3_PREFIX = "adapters"
-# Half a CPU each of the 2 Ray CPUs: one CPU stays free for the app `skymaze serve --once` adds.
-REPLICA_CPUS = 0.5
+# moto accepts any signature; boto3 only needs some credentials to sign with.
+FAKE_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
+REPLICA_CPUS = 0.5  # each of the two model replicas (2 Ray CPUs)
+SHUTDOWN_TIMEOUT_S = 60
+ROOT = pathlib.Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture(scope="session")
@@ -52,11 +59,8 @@ def moto_s3(serve_adapters_dir: pathlib.Path) -> Iterator[MotoS3]:
     port = free_port()
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     server.start()
-    # Fake credentials for the whole session: Ray replicas inherit this environment at start.
-    saved = {k: os.environ.get(k) for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")}
-    os.environ.update(AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing")
     endpoint = f"http://127.0.0.1:{port}"
-    s3 = boto3.client("s3", endpoint_url=endpoint)
+    s3 = boto3.client("s3", endpoint_url=endpoint, **{k.lower(): v for k, v in FAKE_CREDENTIALS.items()})
     s3.create_bucket(Bucket=S3_BUCKET, CreateBucketConfiguration={"LocationConstraint": "us-west-2"})
     for path in serve_adapters_dir.rglob("*"):
         if path.is_file():
@@ -64,46 +68,76 @@ def moto_s3(serve_adapters_dir: pathlib.Path) -> Iterator[MotoS3]:
             s3.upload_file(str(path), S3_BUCKET, key)
     yield MotoS3(endpoint_url=endpoint, uri=f"s3://{S3_BUCKET}/{S3_PREFIX}")
     server.stop()
-    for key, value in saved.items():
-        if value is None:
-            os.environ.pop(key, None)
-        else:
-            os.environ[key] = value
 
 
 @dataclass(frozen=True)
+class Endpoint:
+    """One app of the serving process: its URL, base model id and adapter cache folder."""
+
+    url: str
+    base_model_id: str
+    cache_dir: str | None = None
+
+
+def _read_reply(process: subprocess.Popen) -> dict | None:
+    """The next marked JSON line of the serving process (other lines are Ray's); None at EOF."""
+    from tests.workload.serve.serve_apps import MARK
+
+    for line in process.stdout:
+        if line.startswith(MARK):
+            return json.loads(line[len(MARK) :])
+    return None
+
+
 class Endpoints:
-    folder: object  # LocalServer with folder adapters
-    s3: object  # LocalServer with S3 adapters
+    """The serving process's two apps, and its model replicas' stats on request."""
+
+    def __init__(self, process: subprocess.Popen, urls: dict, cache_dir: str) -> None:
+        self._process = process
+        self.folder = Endpoint(urls["folder"], "tiny")
+        self.s3 = Endpoint(urls["s3"], "tiny", cache_dir)
+
+    def stats(self, app: str) -> dict:
+        """``{"pid", "loaded", "load_count"}`` of ``app``'s model replica."""
+        self._process.stdin.write(f"stats {app}\n")
+        self._process.stdin.flush()
+        return _read_reply(self._process)
 
 
 @pytest.fixture(scope="session")
 def serve_endpoints(
     tiny_model_dir: pathlib.Path, serve_adapters_dir: pathlib.Path, moto_s3: MotoS3, tmp_path_factory
 ) -> Iterator[Endpoints]:
-    """Real Ray Serve on 127.0.0.1 with the ``folder`` and ``s3`` apps (started once)."""
-    from workload.serve.local import LocalServer
-
-    folder = LocalServer(
-        tiny_model_dir,
-        str(serve_adapters_dir),
-        base_model_id="tiny",
-        max_num_adapters_per_replica=2,
-        app_name="folder",
-        route_prefix="/folder",
-        replica_num_cpus=REPLICA_CPUS,
+    """Real Ray Serve on 127.0.0.1 with the ``folder`` and ``s3`` apps, in a child process (started once)."""
+    cache_dir = str(tmp_path_factory.mktemp("adapter-cache"))
+    config = {
+        "model_dir": str(tiny_model_dir),
+        "adapters_dir": str(serve_adapters_dir),
+        "s3_uri": moto_s3.uri,
+        "s3_endpoint_url": moto_s3.endpoint_url,
+        "cache_dir": cache_dir,
+        "replica_cpus": REPLICA_CPUS,
+    }
+    log = (tmp_path_factory.mktemp("serve-log") / "serve.log").open("w")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tests.workload.serve.serve_apps", json.dumps(config)],
+        cwd=ROOT,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=log,
+        text=True,
+        env={**os.environ, **FAKE_CREDENTIALS},
     )
-    s3 = LocalServer(
-        tiny_model_dir,
-        moto_s3.uri,
-        base_model_id="tiny",
-        s3_endpoint_url=moto_s3.endpoint_url,
-        cache_dir=tmp_path_factory.mktemp("adapter-cache"),
-        app_name="s3",
-        route_prefix="/s3",
-        max_ongoing_requests=1,
-        max_queued_requests=1,
-        replica_num_cpus=REPLICA_CPUS,
-    )
-    with folder, s3:
-        yield Endpoints(folder=folder, s3=s3)
+    try:
+        urls = _read_reply(process)  # blocks until both apps answer, or the process dies
+        if urls is None:
+            pytest.fail(f"the serving process exited with {process.wait()}; see {log.name}")
+        yield Endpoints(process, urls, cache_dir)
+    finally:
+        process.stdin.close()  # EOF: the child deletes its apps and stops Serve and Ray
+        try:
+            process.wait(timeout=SHUTDOWN_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        log.close()

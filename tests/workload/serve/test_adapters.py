@@ -6,8 +6,15 @@ import pathlib
 
 import pytest
 
+from tests.workload.serve.fixtures import FAKE_CREDENTIALS
 from workload.serve.adapters import CACHE_MARKER, AdapterStore, parse_s3_uri
 from workload.serve.errors import AdapterNotFoundError
+
+
+@pytest.fixture(autouse=True)
+def _fake_credentials(monkeypatch):
+    for key, value in FAKE_CREDENTIALS.items():
+        monkeypatch.setenv(key, value)
 
 
 def test_parse_s3_uri():
