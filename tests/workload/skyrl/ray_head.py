@@ -22,7 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 START_TIMEOUT_S = 120
-STOP_GRACE_S = 10
+START_ATTEMPTS = 3  # a free port can be taken by another process before Ray binds it
+# Ray drains for up to 30 s on SIGTERM; a test head has nothing worth draining.
+STOP_GRACE_S = 3
 # Ray reports metrics every 10 s by default; a test waits for one report, not several.
 METRICS_REPORT_INTERVAL_MS = 1000
 
@@ -51,8 +53,14 @@ def free_ports(count: int) -> list[int]:
             s.close()
 
 
-def _wait_http(url: str, deadline: float) -> None:
+class RayStartError(RuntimeError):
+    """``ray start`` exited before the dashboard answered."""
+
+
+def _wait_http(url: str, deadline: float, process: subprocess.Popen, log: Path) -> None:
     while True:
+        if process.poll() is not None:
+            raise RayStartError(f"ray start exited with {process.returncode}: {log.read_text()[-2000:]}")
         try:
             with urllib.request.urlopen(url, timeout=2) as response:
                 if response.status == 200:
@@ -86,29 +94,24 @@ def _stop(process: subprocess.Popen, temp_dir: Path) -> None:
             os.kill(pid, signal.SIGKILL)
     with contextlib.suppress(ProcessLookupError):
         os.killpg(process.pid, signal.SIGKILL)
-    process.wait(timeout=STOP_GRACE_S)
+    process.wait(timeout=STOP_GRACE_S * 10)
 
 
-@contextlib.contextmanager
-def local_ray_head(*, num_cpus: int = 2) -> Iterator[RayHead]:
-    """Start ``ray start --head --block`` in its own session; yield its addresses; kill it."""
-    temp_dir = Path(tempfile.mkdtemp(prefix="smz-ray-", dir="/tmp"))
+def _start(temp_dir: Path, num_cpus: int) -> tuple[subprocess.Popen, RayHead]:
     names = ["port", "dashboard-port", "metrics-export-port", "ray-client-server-port", "dashboard-agent-listen-port",
              "dashboard-agent-grpc-port", "node-manager-port", "object-manager-port", "runtime-env-agent-port"]
-    ports = dict(zip(names, free_ports(len(names) + 1), strict=False))
-    worker_low = free_ports(1)[0]
+    ports = dict(zip(names, free_ports(len(names)), strict=True))
     ray_bin = Path(sys.executable).with_name("ray")
     command = [str(ray_bin), "start", "--head", "--block", "--node-ip-address", "127.0.0.1",
                "--dashboard-host", "127.0.0.1", "--num-cpus", str(num_cpus), "--num-gpus", "0",
-               "--temp-dir", str(temp_dir), "--disable-usage-stats", "--include-dashboard", "true",
-               "--min-worker-port", str(worker_low), "--max-worker-port", str(worker_low + 200)]
+               "--temp-dir", str(temp_dir), "--disable-usage-stats", "--include-dashboard", "true"]
     for name, port in ports.items():
         command += [f"--{name}", str(port)]
     env = {**os.environ, "RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0",
            "RAY_metrics_report_interval_ms": str(METRICS_REPORT_INTERVAL_MS),
            "PATH": f"{ray_bin.parent}{os.pathsep}{os.environ.get('PATH', '')}"}
-    log = (temp_dir / "ray-start.log").open("wb")
-    process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    with (temp_dir / "ray-start.log").open("wb") as log:
+        process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     head = RayHead(
         dashboard_url=f"http://127.0.0.1:{ports['dashboard-port']}",
         gcs_address=f"127.0.0.1:{ports['port']}",
@@ -116,9 +119,28 @@ def local_ray_head(*, num_cpus: int = 2) -> Iterator[RayHead]:
         temp_dir=temp_dir,
     )
     try:
-        _wait_http(f"{head.dashboard_url}/api/version", time.monotonic() + START_TIMEOUT_S)
-        yield head
-    finally:
+        _wait_http(f"{head.dashboard_url}/api/version", time.monotonic() + START_TIMEOUT_S, process, temp_dir / "ray-start.log")
+    except (RayStartError, TimeoutError):
         _stop(process, temp_dir)
-        log.close()
+        raise
+    return process, head
+
+
+@contextlib.contextmanager
+def local_ray_head(*, num_cpus: int = 2) -> Iterator[RayHead]:
+    """Start ``ray start --head --block`` in its own session; yield its addresses; kill it."""
+    temp_dir = Path(tempfile.mkdtemp(prefix="smz-ray-", dir="/tmp"))
+    try:
+        for attempt in range(1, START_ATTEMPTS + 1):
+            try:
+                process, head = _start(temp_dir, num_cpus)
+                break
+            except RayStartError:
+                if attempt == START_ATTEMPTS:
+                    raise
+        try:
+            yield head
+        finally:
+            _stop(process, temp_dir)
+    finally:
         shutil.rmtree(temp_dir, ignore_errors=True)

@@ -64,6 +64,8 @@ def test_preflight_job_prepares_the_run_on_shared_storage(skyrl_ray_head, tmp_pa
     assert logs.exit_code == 0
     assert "preflight: ok" in logs.stdout
     assert f"  trainer.ckpt_path={tmp_path}/runs/maze-blog/ckpts" in logs.stdout
+    followed = runner.invoke(app, ["logs", job_id, "--follow", *address])  # a finished job: streams, then ends
+    assert followed.exit_code == 0 and "preflight: ok" in followed.stdout
 
 
 @pytest.mark.slow

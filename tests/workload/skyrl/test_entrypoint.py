@@ -1,0 +1,53 @@
+"""The job entrypoint outside the image: preflight prepares /shared; training refuses without SkyRL."""
+
+from __future__ import annotations
+
+import json
+
+import pyarrow.parquet as pq
+import pytest
+
+from workload.skyrl.entrypoint import job_spec, main, prepare_data, prepare_model
+from workload.skyrl.recipe import load_recipe
+
+
+@pytest.fixture
+def spec_file(tmp_path):
+    spec = job_spec(load_recipe("blog", sets=[f"shared_root={tmp_path}", "run_id=unit"]))
+    path = tmp_path / "job.json"
+    path.write_text(spec.to_json())
+    return spec, path
+
+
+def test_preflight_builds_the_tickets_and_prints_the_overrides(spec_file, capsys):
+    spec, path = spec_file
+    assert main(["--job-spec", str(path), "--preflight"]) == 0
+    out = capsys.readouterr().out
+    assert "preflight: ok" in out
+    assert f"model: {spec.model_path} missing; the job downloads VisGym/visgym_model/mixed_qwen3vl there" in out
+    assert all(f"  {line}" in out for line in spec.overrides)
+    assert pq.read_metadata(spec.data_dir / "train.parquet").num_rows == 600
+
+
+def test_data_is_reused_only_for_the_same_ticket_settings(spec_file, tmp_path):
+    spec, _ = spec_file
+    assert prepare_data(spec).startswith("data: wrote")
+    assert prepare_data(spec).startswith("data: reusing")
+    other = job_spec(load_recipe("blog", sets=[f"shared_root={tmp_path}", "run_id=unit", "fixes.seeded_groups=false"]))
+    assert prepare_data(other).startswith("data: wrote")
+    assert json.loads((spec.data_dir / "tickets.json").read_text())["seeded_groups"] is False
+
+
+def test_model_already_on_shared_storage_is_reused(spec_file, tmp_path):
+    spec, _ = spec_file
+    model = tmp_path / "models" / "visgym_model" / "mixed_qwen3vl"
+    model.mkdir(parents=True)
+    (model / "config.json").write_text("{}")
+    assert prepare_model(spec, download=True) == f"model: reusing {model}"
+
+
+def test_training_without_skyrl_stops_before_preparing_anything(spec_file):
+    spec, path = spec_file
+    with pytest.raises(SystemExit, match=r"SkyRL is not importable here .* runs inside the trainer image"):
+        main(["--job-spec", str(path)])
+    assert not spec.data_dir.exists()
