@@ -119,7 +119,7 @@ def _storage_and_network_lines(shape: ClusterShape, usage: Usage, prices: PriceT
     lines = [_hourly(f"FSx for Lustre {shape.fsx_tier}", f"{shape.fsx_gib} GiB", fsx, shape.fsx_gib * per_month)]
     nat = prices.nat_gateway
     if shape.nat_gateways:
-        lines.append(_hourly("NAT gateway", f"{shape.nat_gateways} x hours", nat.usd_per_hour, shape.nat_gateways))
+        lines.append(_hourly("NAT gateway", f"{shape.nat_gateways} gateway", nat.usd_per_hour, shape.nat_gateways))
         lines.append(_hourly("NAT public IPv4", f"{shape.nat_gateways} address", prices.public_ipv4_usd_per_hour,
                              shape.nat_gateways))
         lines.append(CostLine("NAT data processed", f"{usage.nat_gb_per_run:g} GB a run", 0.0,
