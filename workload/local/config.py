@@ -7,6 +7,7 @@ has the concept (``trainer.eval_interval``, ``generator.n_samples_per_prompt``, 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -176,6 +177,9 @@ def _coerce(key: str, raw: str, default: Any) -> Any:
     if isinstance(default, bool):
         ok = isinstance(value, bool)
     elif isinstance(default, float):
+        if isinstance(value, str):  # YAML 1.1 reads "1e-3" (no dot) as a string
+            with contextlib.suppress(ValueError):
+                value = float(value)
         ok = isinstance(value, int | float) and not isinstance(value, bool)
         value = float(value) if ok else value
     elif isinstance(default, int):

@@ -168,6 +168,8 @@ def _phase_serve(cfg: RehearsalConfig, run: RunDir, best_step: int, echo: Callab
             max_turns=cfg.generator.max_turns,
             style="compact",
             image_history=cfg.generator.image_history,
+            cell_px=cfg.environment.maze.cell_px,
+            max_tokens=cfg.generator.eval_sampling_params.max_generate_length,
         )
     write_json_atomic(run.root / "evals" / "served.json", report)
     return {

@@ -59,7 +59,9 @@ def test_loss_ignores_masked_observation_tokens():
 def test_clipping_stops_the_gradient_beyond_the_trust_region():
     old = torch.log(torch.tensor([[0.5, 0.5]]))
     new = torch.log(torch.tensor([[0.9, 0.55]])).requires_grad_()
-    loss, metrics = ppo_clip_loss(new, old, torch.ones(1, 2), torch.ones(1, 2), eps_clip_low=0.2, eps_clip_high=0.2)
+    loss, metrics = ppo_clip_loss(
+        new, old, torch.ones(1, 2), torch.ones(1, 2), eps_clip_low=0.2, eps_clip_high=0.2
+    )
     loss.backward()
     # ratio 1.8 is clipped at 1.2 for a positive advantage: no gradient; ratio 1.1 is not.
     assert new.grad[0, 0].item() == 0.0

@@ -63,7 +63,10 @@ def test_chat_template_is_qwen_format_with_a_vision_span(tiny):
     _, processor = tiny
     messages = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": "Go."}]}]
     text = processor.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
-    assert text == "<|im_start|>user\n<|vision_start|><|image_pad|><|vision_end|>Go.<|im_end|>\n<|im_start|>assistant\n"
+    assert (
+        text
+        == "<|im_start|>user\n<|vision_start|><|image_pad|><|vision_end|>Go.<|im_end|>\n<|im_start|>assistant\n"
+    )
 
 
 def test_a_64px_frame_stays_4_image_tokens(tiny):

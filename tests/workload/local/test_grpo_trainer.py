@@ -1,0 +1,140 @@
+"""The GRPO learner without Ray: samples, LoRA-only updates, checkpoints and exports."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from workload.local.config import load_config
+from workload.local.episodes import PlaySettings, play
+from workload.local.grpo_trainer import GrpoLearner, turn_samples
+from workload.local.policy import Encoder
+from workload.local.rollout import attach_lora
+from workload.local.rundir import RunDir
+from workload.maze.generator import generate_from_seed
+
+SETTINGS = PlaySettings(size=7, cell_px=8, max_turns=3, history=1, temperature=1.0, max_new_tokens=2)
+
+
+def _learner(tiny_model_dir, root, overrides=()):
+    from workload.local.tiny_model import load_tiny
+
+    base = [
+        "trainer.train_batch_size=2",
+        "trainer.policy_mini_batch_size=2",
+        "generator.n_samples_per_prompt=2",
+    ]
+    cfg = load_config("local", [*base, *overrides])
+    model, processor = load_tiny(tiny_model_dir)
+    model = attach_lora(model, cfg.trainer.policy.model.lora)
+    return GrpoLearner(
+        cfg=cfg,
+        run=RunDir(root),
+        model=model,
+        encoder=Encoder(processor),
+        workers=[],
+        ray=None,
+        heldout=None,
+        accept=lambda s: True,
+        log=lambda *a: None,
+        on_eval=lambda *a: None,
+    )
+
+
+@pytest.fixture(scope="module")
+def episodes(tiny_model_dir):
+    from workload.local.tiny_model import load_tiny
+
+    model, processor = load_tiny(tiny_model_dir)
+    states = [generate_from_seed(1, 7)] * 2 + [generate_from_seed(2, 7)] * 2
+    return play(model, Encoder(processor), states, SETTINGS, generator_seed=0)
+
+
+def _samples(episodes, advantages=(1.0, -1.0, 1.0, -1.0)):
+    contexts, completions, advs = turn_samples(episodes, list(advantages), history=1, size=7)
+    group_of = [g for g, e in zip((0, 0, 1, 1), episodes, strict=True) for c in e.completions if c]
+    return contexts, completions, advs, group_of
+
+
+def test_every_turn_becomes_a_sample_carrying_its_episode_advantage(episodes):
+    contexts, completions, advs, _ = _samples(episodes)
+    assert len(contexts) == sum(e.turns for e in episodes)
+    assert advs[: episodes[0].turns] == [1.0] * episodes[0].turns
+    assert completions[0] == episodes[0].completions[0]
+
+
+def test_update_moves_lora_weights_only_and_toward_positive_advantages(tiny_model_dir, tmp_path, episodes):
+    learner = _learner(tiny_model_dir, tmp_path, ["trainer.policy.optimizer_config.lr=0.01"])
+    named = dict(learner.model.named_parameters())
+    before = {k: v.detach().clone() for k, v in named.items()}
+    contexts, completions, advs, group_of = _samples(episodes)
+    batch = learner.encoder.training_batch(contexts, completions)
+    from workload.local.policy import completion_logprobs
+
+    with torch.no_grad():
+        lp_before = (completion_logprobs(learner.model, batch) * batch["loss_mask"][:, 1:]).sum(1)
+    metrics = learner.update(contexts, completions, advs, group_of)
+    with torch.no_grad():
+        lp_after = (completion_logprobs(learner.model, batch) * batch["loss_mask"][:, 1:]).sum(1)
+    changed = {k for k, v in named.items() if not torch.equal(v, before[k])}
+    assert changed and all("lora_" in k for k in changed)
+    sign = torch.tensor(advs)
+    assert ((lp_after - lp_before) * sign).mean() > 0
+    assert {"policy/loss", "policy/grad_norm", "policy/clip_ratio"} <= set(metrics)
+
+
+def test_kl_term_is_computed_against_the_adapter_free_model(tiny_model_dir, tmp_path, episodes):
+    learner = _learner(tiny_model_dir, tmp_path, ["trainer.algorithm.use_kl_loss=true"])
+    metrics = learner.update(*_samples(episodes))
+    assert metrics["policy/kl"] == pytest.approx(0.0, abs=1e-6)  # the fresh adapter is a no-op
+    metrics = learner.update(*_samples(episodes))
+    assert metrics["policy/kl"] > 0.0
+
+
+def test_mini_batches_split_the_step_into_several_updates(tiny_model_dir, tmp_path, episodes):
+    learner = _learner(tiny_model_dir, tmp_path, ["trainer.policy_mini_batch_size=1"])
+    learner.update(*_samples(episodes))
+    state = next(iter(learner.optimizer.state_dict()["state"].values()))
+    assert int(state["step"]) == 2
+
+
+def test_checkpoint_round_trip_restores_lora_and_optimizer_and_prunes(tiny_model_dir, tmp_path, episodes):
+    learner = _learner(tiny_model_dir, tmp_path, ["trainer.max_ckpts_to_keep=2"])
+    for step in (1, 2, 3):
+        learner.update(*_samples(episodes))
+        learner.save_checkpoint(step)
+    run = RunDir(tmp_path)
+    assert run.latest_step() == 3
+    assert sorted(p.name for p in run.ckpts.glob("global_step_*")) == ["global_step_2", "global_step_3"]
+    saved = learner.lora_state()
+    other = _learner(tiny_model_dir, tmp_path)
+    other.load_checkpoint(3)
+    for key, value in other.lora_state().items():
+        assert torch.equal(value, saved[key]), key
+    assert other.optimizer.state_dict()["state"].keys() == learner.optimizer.state_dict()["state"].keys()
+    assert not list(tmp_path.glob("ckpts/.global_step_*"))  # no temp folders left behind
+
+
+def test_export_is_a_loadable_peft_adapter_with_the_config_beside(tiny_model_dir, tmp_path, episodes):
+    from peft import PeftModel
+
+    from workload.local.tiny_model import load_tiny
+
+    learner = _learner(tiny_model_dir, tmp_path, ["trainer.policy.optimizer_config.lr=0.01"])
+    learner.update(*_samples(episodes))
+    learner.export(4)
+    policy = RunDir(tmp_path).export(4)
+    assert {"adapter_config.json", "adapter_model.safetensors", "trainer_config.json"} <= {
+        p.name for p in policy.iterdir()
+    }
+    assert json.loads((policy / "trainer_config.json").read_text())["generator"]["n_samples_per_prompt"] == 2
+    base, processor = load_tiny(tiny_model_dir)
+    served = PeftModel.from_pretrained(base, policy).eval()
+    contexts, completions, *_ = _samples(episodes)
+    batch = Encoder(processor).training_batch(contexts[:2], completions[:2])
+    inputs = {k: v for k, v in batch.items() if k != "loss_mask"}
+    learner.model.eval()
+    with torch.no_grad():
+        assert torch.allclose(served(**inputs).logits, learner.model(**inputs).logits, atol=1e-5)

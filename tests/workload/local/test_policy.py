@@ -1,0 +1,88 @@
+"""Turn contexts and encodings: the model trains on exactly the prompt the endpoint sends."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from workload.local.policy import Encoder, turn_context, turn_messages
+from workload.maze.actions import ACTION_STRINGS
+from workload.maze.env import Maze2D
+from workload.maze.generator import generate_from_seed
+from workload.maze.prompts import COMPACT_INSTRUCTION, build_user_message
+
+CELL_PX = 8
+
+
+@pytest.fixture(scope="module")
+def encoder(tiny_model_dir):
+    from workload.local.tiny_model import load_tiny
+
+    return Encoder(load_tiny(tiny_model_dir)[1])
+
+
+def _episode_frames(moves: list[str]):
+    env = Maze2D(7, cell_px=CELL_PX)
+    frames = [env.reset(init_state=generate_from_seed(3, 7))[0]]
+    for move in moves:
+        frames.append(env.step(move)[0])
+    return frames
+
+
+def _served_inputs(tiny_model_dir, messages):
+    """What the local endpoint feeds its model for these messages (its own parser and engine)."""
+    from workload.serve.engine import GenerationEngine
+    from workload.serve.protocol import RequestLimits, parse_chat_request
+
+    body = json.dumps({"model": "base", "messages": messages, "temperature": 0, "max_tokens": 2}).encode()
+    request = parse_chat_request(body, limits=RequestLimits())
+    return GenerationEngine(tiny_model_dir)._inputs(request)
+
+
+@pytest.mark.parametrize("history", [1, 3])
+def test_in_process_prompt_equals_the_served_chat_template_of_the_compact_message(
+    tiny_model_dir, encoder, history
+):
+    frames = _episode_frames(["('move', 0)", "('move', 3)", "('move', 1)"])
+    replies = ["('move', 0)", "('move', 3)", "('move', 1)"]
+    turn = 3
+    ours = encoder.encode([turn_context(frames, replies, turn, history=history, size=7)])
+    served = _served_inputs(tiny_model_dir, turn_messages(frames, replies, turn, history=history, size=7))
+    for key in ("input_ids", "attention_mask", "mm_token_type_ids", "image_grid_thw"):
+        assert torch.equal(ours[key], served[key]), key
+    assert torch.equal(ours["pixel_values"], served["pixel_values"])
+    images = (ours["input_ids"] == encoder.tokenizer.convert_tokens_to_ids("<|image_pad|>")).sum().item()
+    assert images == 4 * history  # 56 px frames -> 64 px -> 4 merged tokens each
+
+
+def test_first_turn_is_the_compact_user_message_with_its_frame():
+    frames = _episode_frames([])
+    (message,) = turn_messages(frames, [], 0, history=1, size=7)
+    assert message == build_user_message(style="compact", frame=frames[0], first=True, size=7)
+    assert message["content"][0]["text"] == COMPACT_INSTRUCTION
+
+
+def test_window_keeps_the_last_frames_and_the_replies_between_them():
+    frames = _episode_frames(["('move', 0)", "('move', 3)"])
+    messages = turn_messages(frames, ["a", "b"], 2, history=2, size=7)
+    assert [m["role"] for m in messages] == ["user", "assistant", "user"]
+    assert messages[1]["content"] == "b"
+    assert turn_context(frames, ["a", "b"], 2, history=2, size=7).images[-1].size == (56, 56)
+
+
+def test_training_batch_masks_everything_but_the_completion(encoder):
+    frames = _episode_frames([])
+    contexts = [turn_context(frames, [], 0, history=1, size=7)] * 2
+    action = encoder.tokenizer.convert_tokens_to_ids(ACTION_STRINGS[0])
+    completions = [[action, encoder.eos_id], [action]]
+    batch = encoder.training_batch(contexts, completions)
+    assert batch["loss_mask"].sum(dim=1).tolist() == [2, 1]
+    # Row 1 is one token shorter, so it is left-padded by one.
+    assert batch["input_ids"][0, -2:].tolist() == [action, encoder.eos_id]
+    assert batch["input_ids"][1, -1].item() == action
+    assert batch["attention_mask"][1, 0].item() == 0
+    assert batch["mm_token_type_ids"][:, -1].tolist() == [0, 0]
+    prompt_len = encoder.encode(contexts[:1])["input_ids"].shape[1]
+    assert batch["input_ids"].shape[1] == prompt_len + 2
