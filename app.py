@@ -4,11 +4,12 @@
 from __future__ import annotations
 
 import os
+import sys
 
 import aws_cdk as cdk
 
 from infra.constructs.nag import enable_nag
-from infra.settings import Settings, load_settings
+from infra.settings import Settings, SettingsError, load_settings
 from infra.stacks.cluster import ClusterStack
 from infra.stacks.images import ImagesStack
 from infra.stacks.network import NetworkStack
@@ -91,7 +92,11 @@ def main() -> None:
     # With credentials the CLI passes the caller's account; offline synth keeps the placeholder.
     if "account" not in context and os.environ.get("CDK_DEFAULT_ACCOUNT"):
         context["account"] = os.environ["CDK_DEFAULT_ACCOUNT"]
-    compose(app, load_settings(context))
+    try:
+        settings = load_settings(context)
+    except SettingsError as exc:  # a message for the user, not a traceback
+        sys.exit(f"error: {exc}")
+    compose(app, settings)
     app.synth()
 
 

@@ -108,3 +108,38 @@ def test_bad_settings_fail_before_any_stack_is_built():
 
     with pytest.raises(SettingsError, match=r"worker_instance_type: .*allowed values"):
         cdk_app.compose(cdk.App(), load_settings({"profile": "blog", "worker_instance_type": "ml.t3.micro"}))
+
+
+def test_app_main_synthesizes_the_small_profile_offline_as_the_cli_runs_it(tmp_path):
+    # What `cdk synth -c profile=small` does: the CLI hands context and outdir through the environment.
+    import os
+
+    from tests.infra.conftest import ROOT, cli_context
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "CDK_"))}
+    env.update(CDK_OUTDIR=str(tmp_path), CDK_CONTEXT_JSON=json.dumps(cli_context(profile="small")),
+               AWS_EC2_METADATA_DISABLED="true")
+    result = subprocess.run([sys.executable, "app.py"], cwd=ROOT, env=env, capture_output=True, text=True,
+                            check=False, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    stacks = sorted(p.name.removesuffix(".template.json") for p in tmp_path.glob("*.template.json"))
+    assert stacks == ["SkymazeCluster", "SkymazeImages", "SkymazeNetwork", "SkymazeObservability", "SkymazeRay",
+                      "SkymazeStorage"]  # no serving stack in `small`
+    hyperpod = json.loads((tmp_path / "SkymazeCluster.template.json").read_text())
+    (cluster,) = [r for r in hyperpod["Resources"].values() if r["Type"] == "AWS::SageMaker::Cluster"]
+    workers = [g for g in cluster["Properties"]["InstanceGroups"] if g["InstanceGroupName"] == "workers"]
+    assert workers[0]["InstanceCount"] == 1
+    assert "missing" not in json.loads((tmp_path / "manifest.json").read_text())
+
+
+def test_app_main_refuses_bad_settings_naming_the_key(tmp_path):
+    import os
+
+    from tests.infra.conftest import ROOT, cli_context
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "CDK_"))}
+    env.update(CDK_OUTDIR=str(tmp_path), CDK_CONTEXT_JSON=json.dumps(cli_context(profile="blog", fsx_storage_gib="1000")))
+    result = subprocess.run([sys.executable, "app.py"], cwd=ROOT, env=env, capture_output=True, text=True,
+                            check=False, timeout=300)
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert "fsx_storage_gib: Value error, 1000 is not allowed; allowed values: 1200, 2400" in result.stderr
