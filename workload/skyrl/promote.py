@@ -123,19 +123,25 @@ def build_manifest(adapter: Adapter, *, name: str, run_dir: Path, step: int, fil
 
 
 def parse_destination(to: str) -> tuple[str, str, str]:
-    """``("s3", bucket, prefix)`` or ``("dir", path, "")``; the last path segment is the adapter name."""
+    """``("s3", bucket, key prefix)`` or ``("dir", path, "")``; the last path segment names the adapter."""
     if to.startswith("s3://"):
         bucket, _, prefix = to[len("s3://") :].partition("/")
         prefix = prefix.strip("/")
         if not bucket or not prefix:
             raise PromoteError(f"{to!r}: expected s3://BUCKET/PREFIX/NAME, e.g. s3://my-bucket/adapters/maze-grpo")
-        kind, location = "s3", (bucket, prefix)
+        destination = ("s3", bucket, prefix)
     else:
-        kind, location = "dir", (str(Path(to)), "")
-    name = location[1].rsplit("/", 1)[-1] if kind == "s3" else Path(to).name
+        destination = ("dir", str(Path(to)), "")
+    name = adapter_name(destination)
     if not NAME_PATTERN.match(name):
         raise PromoteError(f"adapter name {name!r} (the last path segment) must match {NAME_PATTERN.pattern}: it becomes the model id suffix")
-    return kind, *location
+    return destination
+
+
+def adapter_name(destination: tuple[str, str, str]) -> str:
+    """The model id suffix the endpoint serves the adapter under."""
+    kind, location, prefix = destination
+    return prefix.rsplit("/", 1)[-1] if kind == "s3" else Path(location).name
 
 
 def _atomic_copy(source: Path, target: Path) -> None:
@@ -175,13 +181,13 @@ def _publish_s3(files: list[Path], manifest: bytes, bucket: str, prefix: str, *,
 
 def promote(run_dir: Path, step: int, to: str, *, max_lora_rank: int, s3_client: Any = None, overwrite: bool = False) -> dict[str, Any]:
     """Check the step's adapter, copy its files, then write the manifest; returns the manifest."""
-    kind, location, prefix = parse_destination(to)
+    destination = parse_destination(to)
+    kind, location, prefix = destination
     adapter = load_adapter(run_dir, step)
     check_adapter(adapter, max_lora_rank=max_lora_rank)
     files = sorted(p for p in adapter.directory.iterdir() if p.is_file() and p.name != MANIFEST)
     digests = {p.name: {"sha256": sha256_of(p), "size_bytes": p.stat().st_size} for p in files}
-    name = prefix.rsplit("/", 1)[-1] if kind == "s3" else Path(location).name
-    manifest = build_manifest(adapter, name=name, run_dir=run_dir, step=step, files=digests)
+    manifest = build_manifest(adapter, name=adapter_name(destination), run_dir=run_dir, step=step, files=digests)
     body = (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode()
     if kind == "s3":
         if s3_client is None:

@@ -229,6 +229,11 @@ def check_lengths(s: TrainingSettings) -> list[str]:
             f"generator.max_input_length: {max_input} is below trainer.max_prompt_length {prompt}. "
             f"Fix: set it to at least {prompt}."
         ]
+    return []
+
+
+def check_checkpoint_retention(s: TrainingSettings) -> list[str]:
+    """SkyRL rejects keeping no checkpoint, but only once it is about to save one."""
     if int(s.get("trainer.max_ckpts_to_keep")) == 0:
         return ["trainer.max_ckpts_to_keep: 0 keeps nothing. Fix: use -1 (keep all) or a positive count."]
     return []
@@ -243,6 +248,7 @@ RULES: tuple[Rule, ...] = (
     check_shared_paths,
     check_vision_language,
     check_lengths,
+    check_checkpoint_retention,
 )
 
 
