@@ -56,8 +56,9 @@ def helm_commands(*, chart_dir: Path, values_file: Path, kubeconfig: Path) -> li
     common = ["--kubeconfig", str(kubeconfig)]
     return [
         ["helm", "dependency", "update", str(chart_dir)],
+        # No --wait: the chart's operators cannot schedule before HyperPod adds the first nodes.
         ["helm", "upgrade", "--install", RELEASE, str(chart_dir), "--namespace", NAMESPACE,
-         "--values", str(values_file), "--wait", "--timeout", HELM_TIMEOUT, *common],
+         "--values", str(values_file), "--timeout", HELM_TIMEOUT, *common],
     ]
 
 
