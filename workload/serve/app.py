@@ -109,7 +109,16 @@ class OpenAIIngress:
     @api.get("/v1/models")
     async def models(self) -> JSONResponse:
         base = self._settings.base_model_id
-        names = await asyncio.to_thread(self._store.names)
+        try:
+            names = await asyncio.to_thread(self._store.names)
+        except Exception as exc:  # S3 unreachable or denied: say so in the OpenAI shape
+            return _error(
+                ApiError(
+                    HTTPStatus.BAD_GATEWAY,
+                    f"cannot list adapters at {self._settings.adapters}: {exc}",
+                    type="server_error",
+                )
+            )
         return JSONResponse(models_body([base, *(f"{base}:{n}" for n in names)]))
 
     @api.post("/v1/chat/completions")
