@@ -242,8 +242,12 @@ def build_tiny_model(out_dir: Path, *, seed: int = 0, preset: str = "tiny") -> P
     return out_dir
 
 
-def load_tiny(model_dir: Path, *, device: str | None = None) -> tuple[Any, Any]:
-    """Load ``(model, processor)`` from a directory written by ``build_tiny_model``."""
+def load_tiny(model_dir: Path, *, device: str | None = None, batched_vision: bool = True) -> tuple[Any, Any]:
+    """Load ``(model, processor)`` from a directory written by ``build_tiny_model``.
+
+    ``batched_vision`` runs the vision attention as one call over same-size images
+    (``workload.local.fast_vision``: the same outputs with far fewer kernel calls).
+    """
     import torch
     from transformers import Qwen3VLForConditionalGeneration
 
@@ -255,6 +259,10 @@ def load_tiny(model_dir: Path, *, device: str | None = None) -> tuple[Any, Any]:
     model = Qwen3VLForConditionalGeneration.from_pretrained(
         model_dir, attn_implementation="sdpa", dtype=torch.float32
     )
+    if batched_vision:
+        from workload.local import fast_vision
+
+        fast_vision.enable(model)
     if device:
         model.to(device)
     model.eval()
