@@ -10,12 +10,11 @@ from workload.skyrl.recipe import load_recipe
 runner = CliRunner()
 
 
-def test_show_prints_exactly_the_overrides_then_the_next_step():
+def test_show_prints_exactly_the_overrides_and_the_next_step_on_stderr():
     result = runner.invoke(app, ["recipe", "show", "blog"])
     assert result.exit_code == 0, result.output
-    body = result.stdout.split("\nNext:")[0].strip().splitlines()
-    assert body == load_recipe("blog").overrides()
-    assert "skymaze recipe check blog" in result.stdout
+    assert result.stdout.splitlines() == load_recipe("blog").overrides()
+    assert "skymaze recipe check blog" in result.stderr
 
 
 def test_show_applies_set():

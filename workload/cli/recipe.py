@@ -57,12 +57,15 @@ def show(
 ) -> None:
     """Print the resolved SkyRL overrides, one key=value a line, exactly as passed to SkyRL.
 
+    Stdout holds only the overrides, e.g. for `python -m skyrl.train.entrypoints.main_base $(skymaze recipe show blog)`.
+
     Example:  skymaze recipe show blog --set trainer.eval_interval=5
     """
     recipe = load_or_exit(name, sets)
     for line in recipe.overrides():
         typer.echo(line)
-    next_step(f"skymaze recipe check {name}")
+    # stdout stays exactly the overrides (usable as argv); the hint goes to stderr.
+    typer.echo(f"\nNext:\n  skymaze recipe check {name}", err=True)
 
 
 @recipe_app.command("check")
