@@ -73,6 +73,9 @@ class Settings(BaseModel):
     max_lora_rank: Literal[8, 16, 32, 64, 128, 256] = 64
     max_loras: int = Field(default=4, ge=1, le=16)
     max_adapters_per_replica: int = Field(default=8, ge=1, le=64)
+    # Any new value re-imports the Grafana dashboards; `skymaze deploy` passes a fresh one each deploy
+    # (synth stays deterministic: the default never changes, and dashboard edits re-import anyway).
+    dashboards_revision: str = Field(default="0", pattern=r"^[A-Za-z0-9._:-]{1,64}$")
     admin_role_arn: str | None = Field(default=None, pattern=r"^arn:aws[a-z-]*:iam::\d{12}:role/.+$")
 
     @field_validator("account")

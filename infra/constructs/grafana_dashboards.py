@@ -22,11 +22,18 @@ class GrafanaDashboards(Construct):
     """A custom resource that re-imports the dashboards whenever any of their JSON changes.
 
     The dashboards travel as one S3 asset whose key is their content hash, so editing, adding
-    or removing a dashboard changes a property and CloudFormation runs an update.
+    or removing a dashboard changes a property and CloudFormation runs an update; so does a new
+    `revision` (the deploy command passes one per deploy, which also undoes console edits).
     """
 
     def __init__(
-        self, scope: Construct, construct_id: str, *, workspace: grafana.CfnWorkspace, prometheus_url: str
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        workspace: grafana.CfnWorkspace,
+        prometheus_url: str,
+        revision: str,
     ) -> None:
         super().__init__(scope, construct_id)
         stack = Stack.of(self)
@@ -56,6 +63,7 @@ class GrafanaDashboards(Construct):
                 "DashboardsKey": asset.s3_object_key,
                 "FolderUid": FOLDER_UID,
                 "FolderTitle": FOLDER_TITLE,
+                "Revision": revision,  # a new value forces a re-import (e.g. after console edits)
             },
         )
 

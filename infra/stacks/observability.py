@@ -60,7 +60,8 @@ class ObservabilityStack(Stack):
         # The collectors need a node of 4xlarge or larger: wait for HyperPod's nodes.
         self.addon.node.add_dependency(nodes_ready)
         self.dashboards = GrafanaDashboards(
-            self, "Dashboards", workspace=self.grafana, prometheus_url=self.prometheus.attr_prometheus_endpoint
+            self, "Dashboards", workspace=self.grafana, prometheus_url=self.prometheus.attr_prometheus_endpoint,
+            revision=settings.dashboards_revision,
         )
         CfnOutput(self, "GrafanaUrl", value=f"https://{self.grafana.attr_endpoint}")
         CfnOutput(self, "PrometheusEndpoint", value=self.prometheus.attr_prometheus_endpoint)

@@ -117,3 +117,9 @@ def test_unknown_setting_in_a_profile_is_an_error_not_a_silent_default():
 def test_admin_role_must_be_a_role_arn():
     with pytest.raises(SettingsError, match=r"admin_role_arn: String should match pattern"):
         load_settings({"profile": "blog", "admin_role_arn": "arn:aws:iam::123456789012:user/me"})
+
+
+def test_dashboards_revision_is_a_short_token():
+    assert load_settings({"profile": "blog", "dashboards_revision": "20261129T2100Z"}).dashboards_revision
+    with pytest.raises(SettingsError, match=r"dashboards_revision: String should match pattern"):
+        load_settings({"profile": "blog", "dashboards_revision": "has spaces"})

@@ -56,6 +56,7 @@ def test_dashboards_resource_gets_the_workspace_prometheus_and_the_dashboards_as
     assert props["WorkspaceId"] == {"Fn::GetAtt": [grafana_id, "Id"]}
     assert props["DashboardsKey"].endswith(".zip")
     assert props["FolderUid"] == "skymaze"
+    assert props["Revision"] == "0"  # the deterministic default; deploys pass -c dashboards_revision=...
 
 
 def test_dashboards_importer_may_only_mint_tokens_on_this_workspace(observability):
