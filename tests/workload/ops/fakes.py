@@ -67,7 +67,7 @@ print("fake cdk: " + " ".join(args))
 
 def _write_tool(directory: Path, tool: str, body: str) -> Path:
     path = directory / tool
-    path.write_text(f"#!{sys.executable}\nTOOL = {tool!r}\n{_COMMON}{body}")
+    path.write_text(f"#!{sys.executable} -S\nTOOL = {tool!r}\n{_COMMON}{body}")
     path.chmod(path.stat().st_mode | stat.S_IEXEC)
     return path
 
