@@ -81,3 +81,5 @@ def test_training_job_outside_the_image_fails_saying_why(skyrl_ray_head, tmp_pat
     assert status.exit_code == 1 and "failed" in status.stderr
     assert "SkyRL is not importable here" in runner.invoke(app, ["logs", job_id, *address]).stdout
     assert not (tmp_path / "runs" / "maze-blog" / "data").exists()  # failed before preparing anything
+    unknown = runner.invoke(app, ["status", "raysubmit_nosuchjob", *address])
+    assert unknown.exit_code == 1 and "no job 'raysubmit_nosuchjob'" in unknown.stderr
