@@ -53,3 +53,27 @@ def test_runbook_commands_are_the_stacks_outputs(synth):
     kubeconfig = next_steps(target_for(synth.settings), {})[0]
     assert kubeconfig in runbook
     assert re.search(r"--name \S+ --region " + synth.settings.region, kubeconfig)
+
+
+def test_runbook_patch_frees_the_training_workers(synth):
+    """The runbook's JSON patch applies to the synthesized trainer RayCluster and leaves it valid."""
+    import json
+
+    from tests.infra.conftest import k8s_manifests
+
+    runbook = (ROOT / "README.md").read_text().split("### Runbook", 1)[1].split("###", 1)[0]
+    match = re.search(r"`kubectl -n (\S+) patch raycluster (\S+) --type json -p '([^']+)'`", runbook)
+    assert match, "the runbook has no RayCluster patch"
+    namespace, name, patch = match.group(1), match.group(2), json.loads(match.group(3))
+    [cluster] = [m for m in k8s_manifests(synth.templates["ray"])
+                 if m["kind"] == "RayCluster" and m["metadata"]["name"] == name]
+    assert cluster["metadata"]["namespace"] == namespace
+    for op in patch:
+        *parents, leaf = [int(p) if p.isdigit() else p for p in op["path"].strip("/").split("/")]
+        node = cluster
+        for key in parents:
+            node = node[key]
+        assert op["op"] == "replace" and leaf in node, op["path"]  # `replace` needs an existing field
+        node[leaf] = op["value"]
+    group = cluster["spec"]["workerGroupSpecs"][0]
+    assert group["minReplicas"] <= group["replicas"] == 0 < group["maxReplicas"]
