@@ -88,11 +88,10 @@ class ClusterStack(Stack):
             self, "NodeWaiter", hyperpod=self.hyperpod,
             expected={HEAD_GROUP: settings.head_count, WORKER_GROUP: settings.worker_count},
         )
-        self.fsx_csi = self._addon(
-            FSX_CSI_ADDON,
-            service_account=FSX_CSI_SERVICE_ACCOUNT,
-            statements=[iam.PolicyStatement(actions=["fsx:DescribeFileSystems"], resources=["*"])],
-        )
+        # Static volumes only need the driver to describe the file system it mounts.
+        self.fsx_csi_role = pod_identity_role(self, "FsxCsiRole", statements=[
+            iam.PolicyStatement(actions=["fsx:DescribeFileSystems"], resources=["*"])])
+        self.fsx_csi = self._addon(FSX_CSI_ADDON, service_account=FSX_CSI_SERVICE_ACCOUNT, role=self.fsx_csi_role)
         self.fsx_csi.node.add_dependency(self.node_waiter.resource)  # its controller pods need nodes
         CfnOutput(self, "EksClusterName", value=self.eks.cluster_name)
         CfnOutput(self, "HyperPodClusterName", value=self.hyperpod.cluster_name)
@@ -100,11 +99,9 @@ class ClusterStack(Stack):
                   value=f"aws eks update-kubeconfig --region {self.region} --name {self.eks.cluster_name}")
         self._acknowledge()
 
-    def _addon(self, name: str, *, service_account: str | None = None, statements=()) -> eks.CfnAddon:
+    def _addon(self, name: str, *, service_account: str | None = None, role: iam.IRole | None = None) -> eks.CfnAddon:
         associations = None
-        if service_account:
-            role = pod_identity_role(self, f"{name}-role", statements=statements)
-            self.fsx_csi_role = role
+        if service_account and role:
             associations = [eks.CfnAddon.PodIdentityAssociationProperty(
                 service_account=service_account, role_arn=role.role_arn)]
         return eks.CfnAddon(

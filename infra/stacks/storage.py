@@ -16,7 +16,6 @@ from infra.settings import Settings
 
 LIFECYCLE_DIR = Path(__file__).resolve().parents[1] / "lifecycle"
 LIFECYCLE_PREFIX = "lifecycle/"
-LIFECYCLE_ENTRYPOINT = "on_create.sh"
 NONCURRENT_EXPIRY = Duration.days(30)
 # Training writes /shared/runs/<run-id>/...; this FSx path is exported to s3://<artifacts>/runs/.
 EXPORTED_FSX_PATH = "/runs"
