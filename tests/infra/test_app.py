@@ -143,3 +143,14 @@ def test_app_main_refuses_bad_settings_naming_the_key(tmp_path):
                             check=False, timeout=300)
     assert result.returncode == 1 and "Traceback" not in result.stderr
     assert "fsx_storage_gib: Value error, 1000 is not allowed; allowed values: 1200, 2400" in result.stderr
+
+
+def test_the_cdk_app_never_imports_torch_or_ray():
+    from tests.infra.conftest import ROOT
+
+    code = ("import sys, app, infra.stacks.serving; "
+            "heavy = sorted(m for m in ('torch', 'ray', 'transformers', 'vllm') if m in sys.modules); "
+            "print(heavy); sys.exit(1 if heavy else 0)")
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=False,
+                            timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr[-2000:]
