@@ -123,3 +123,15 @@ def test_dashboards_revision_is_a_short_token():
     assert load_settings({"profile": "blog", "dashboards_revision": "20261129T2100Z"}).dashboards_revision
     with pytest.raises(SettingsError, match=r"dashboards_revision: String should match pattern"):
         load_settings({"profile": "blog", "dashboards_revision": "has spaces"})
+
+
+def test_every_allowed_region_synthesizes_offline_with_pinned_availability_zones():
+    import json
+
+    from infra.settings import PLACEHOLDER_ACCOUNT, SUPPORTED_REGIONS
+    from tests.conftest import ROOT
+
+    context = json.loads((ROOT / "cdk.context.json").read_text())
+    for region in SUPPORTED_REGIONS:
+        azs = context[f"availability-zones:account={PLACEHOLDER_ACCOUNT}:region={region}"]
+        assert len(azs) >= 2 and all(az.startswith(region) for az in azs)
