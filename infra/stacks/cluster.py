@@ -45,26 +45,9 @@ class ClusterStack(Stack):
     ) -> None:
         super().__init__(scope, construct_id, **kwargs)
         self._settings = settings
+        # The kubectl/helm layer matches the Kubernetes minor version (settings allow only 1.35).
         kubectl_layer = KubectlV35Layer(self, "KubectlLayer")
-        self.eks = eks.Cluster(
-            self,
-            "Eks",
-            cluster_name=f"{settings.name}-eks",
-            version=eks.KubernetesVersion.V1_35,
-            vpc=vpc,
-            vpc_subnets=[ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS)],
-            security_group=security_group,
-            # HyperPod supplies every node: no Auto Mode capacity, no managed node group.
-            default_capacity_type=eks.DefaultCapacityType.NODEGROUP,
-            default_capacity=0,
-            endpoint_access=eks.EndpointAccess.PUBLIC_AND_PRIVATE,
-            cluster_logging=[eks.ClusterLoggingTypes.API, eks.ClusterLoggingTypes.AUDIT,
-                             eks.ClusterLoggingTypes.AUTHENTICATOR],
-            kubectl_provider_options=eks.KubectlProviderOptions(kubectl_layer=kubectl_layer),
-        )
-        if settings.admin_role_arn:
-            self.eks.grant_access("Admin", settings.admin_role_arn, [eks.AccessPolicy.from_access_policy_name(
-                "AmazonEKSClusterAdminPolicy", access_scope_type=eks.AccessScopeType.CLUSTER)])
+        self.eks = self._eks(vpc=vpc, security_group=security_group, kubectl_layer=kubectl_layer)
         core = [self._addon(name) for name in CORE_ADDONS]
         self.dependency_chart = HyperPodDependencyChart(
             self,
@@ -98,6 +81,30 @@ class ClusterStack(Stack):
         CfnOutput(self, "KubeconfigCommand",
                   value=f"aws eks update-kubeconfig --region {self.region} --name {self.eks.cluster_name}")
         self._acknowledge()
+
+    def _eks(self, *, vpc: ec2.IVpc, security_group: ec2.ISecurityGroup, kubectl_layer) -> eks.Cluster:
+        settings = self._settings
+        cluster = eks.Cluster(
+            self,
+            "Eks",
+            cluster_name=f"{settings.name}-eks",
+            version=eks.KubernetesVersion.of(settings.kubernetes_version),
+            vpc=vpc,
+            vpc_subnets=[ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS)],
+            # Shared with HyperPod nodes: the group's self-referencing rules connect them both ways.
+            security_group=security_group,
+            # HyperPod supplies every node: no Auto Mode capacity, no managed node group.
+            default_capacity_type=eks.DefaultCapacityType.NODEGROUP,
+            default_capacity=0,
+            endpoint_access=eks.EndpointAccess.PUBLIC_AND_PRIVATE,
+            cluster_logging=[eks.ClusterLoggingTypes.API, eks.ClusterLoggingTypes.AUDIT,
+                             eks.ClusterLoggingTypes.AUTHENTICATOR],
+            kubectl_provider_options=eks.KubectlProviderOptions(kubectl_layer=kubectl_layer),
+        )
+        if settings.admin_role_arn:
+            cluster.grant_access("Admin", settings.admin_role_arn, [eks.AccessPolicy.from_access_policy_name(
+                "AmazonEKSClusterAdminPolicy", access_scope_type=eks.AccessScopeType.CLUSTER)])
+        return cluster
 
     def _addon(self, name: str, *, service_account: str | None = None, role: iam.IRole | None = None) -> eks.CfnAddon:
         associations = None

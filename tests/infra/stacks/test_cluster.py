@@ -108,3 +108,22 @@ def test_chart_installer_runs_in_the_vpc_with_helm_and_cluster_admin_access(clus
 
 def test_outputs_name_the_clusters(cluster):
     assert {"EksClusterName", "HyperPodClusterName", "KubeconfigCommand"} <= set(cluster["Outputs"])
+
+
+def test_admin_role_gets_a_cluster_admin_access_entry(synth):
+    import aws_cdk as cdk
+    from aws_cdk.assertions import Template
+
+    import app as cdk_app
+    from infra.settings import load_settings
+    from tests.infra.conftest import cli_context
+
+    admin = "arn:aws:iam::111111111111:role/ml-admin"
+    context = cli_context(profile="small", admin_role_arn=admin)
+    stacks = cdk_app.compose(cdk.App(context=context), load_settings(context))
+    template = Template.from_stack(stacks["cluster"]).to_json()
+    entries = [e["Properties"] for e in resources(template, "AWS::EKS::AccessEntry").values()]
+    (entry,) = [p for p in entries if p["PrincipalArn"] == admin]
+    assert "AmazonEKSClusterAdminPolicy" in json.dumps(entry["AccessPolicies"])
+    assert not any(p["PrincipalArn"] == admin for p in
+                   (e["Properties"] for e in resources(synth.templates["cluster"], "AWS::EKS::AccessEntry").values()))
