@@ -23,7 +23,8 @@ FSX_CSI_SERVICE_ACCOUNT = "fsx-csi-controller-sa"
 HEAD_GROUP = "head"
 WORKER_GROUP = "workers"
 # Deep health checks run on GPU nodes only (HyperPod docs); no custom taints on such groups.
-GPU_DEEP_HEALTH_CHECKS = ["InstanceStress", "InstanceConnectivity"]
+# InstanceConnectivity is a multi-node EFA test that g7e.12xlarge (one EFA device) may not support.
+GPU_DEEP_HEALTH_CHECKS = ["InstanceStress"]
 LIFECYCLE_ENTRYPOINT = "on_create.sh"
 
 
@@ -133,8 +134,13 @@ class ClusterStack(Stack):
             actions=["ec2:AssignPrivateIpAddresses", "ec2:CreateNetworkInterface", "ec2:CreateNetworkInterfacePermission",
                      "ec2:DeleteNetworkInterface", "ec2:DeleteNetworkInterfacePermission", "ec2:DescribeNetworkInterfaces",
                      "ec2:DescribeVpcs", "ec2:DescribeDhcpOptions", "ec2:DescribeSubnets", "ec2:DescribeSecurityGroups",
-                     "ec2:DetachNetworkInterface", "ec2:UnassignPrivateIpAddresses", "ec2:CreateTags"],
+                     "ec2:DetachNetworkInterface", "ec2:ModifyNetworkInterfaceAttribute",
+                     "ec2:UnassignPrivateIpAddresses", "cloudwatch:DescribeAlarms"],
             resources=["*"],
+        ))
+        role.add_to_policy(iam.PolicyStatement(
+            actions=["ec2:CreateTags"],
+            resources=[f"arn:{self.partition}:ec2:{self.region}:{self.account}:network-interface/*"],
         ))
         role.add_to_policy(iam.PolicyStatement(
             actions=["ecr:GetAuthorizationToken", "ecr:BatchCheckLayerAvailability", "ecr:BatchGetImage",
@@ -195,6 +201,8 @@ class ClusterStack(Stack):
             "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/AmazonSageMakerClusterInstanceRolePolicy]":
                 "HyperPod's documented baseline policy for node instances",
             "AwsSolutions-IAM5[Resource::*]": "ENI, describe and ECR token actions have no resource-level scoping",
+            f"AwsSolutions-IAM5[Resource::arn:{self.partition}:ec2:{self.region}:{self.account}:network-interface/*]":
+                "HyperPod tags the ENIs it creates; their ids are not known in advance",
             "AwsSolutions-IAM5[Action::s3:GetBucket*]": "grant_read on the lifecycle-scripts bucket only",
             "AwsSolutions-IAM5[Action::s3:GetObject*]": "grant_read on the lifecycle-scripts bucket only",
             "AwsSolutions-IAM5[Action::s3:List*]": "grant_read on the lifecycle-scripts bucket only",

@@ -55,7 +55,7 @@ def test_hyperpod_instance_groups_follow_the_settings(cluster, synth):
     groups = {g["InstanceGroupName"]: g for g in props["InstanceGroups"]}
     assert (groups["head"]["InstanceType"], groups["head"]["InstanceCount"]) == ("ml.r5d.16xlarge", 1)
     assert (groups["workers"]["InstanceType"], groups["workers"]["InstanceCount"]) == ("ml.g7e.12xlarge", 3)
-    assert groups["workers"]["OnStartDeepHealthChecks"] == ["InstanceStress", "InstanceConnectivity"]
+    assert groups["workers"]["OnStartDeepHealthChecks"] == ["InstanceStress"]
     assert groups["workers"]["ThreadsPerCore"] == 1
     assert "OnStartDeepHealthChecks" not in groups["head"]  # deep health checks are GPU-only
     for group in groups.values():
