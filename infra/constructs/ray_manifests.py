@@ -21,6 +21,10 @@ GPU_RESOURCE = "nvidia.com/gpu"
 EFA_RESOURCE = "vpc.amazonaws.com/efa"
 # Leave room on each node for daemon sets (device plugins, collectors, CNI, CSI).
 POD_SHARE_OF_NODE = 0.75
+# The one CPU node hosts the trainer's head and, with serving on, the RayService's head too
+# (plus the KubeRay operator): together they stay within POD_SHARE_OF_NODE.
+TRAINER_HEAD_SHARE = 0.5
+SERVE_HEAD_SHARE = 0.25
 SHM_GIB = 64  # NCCL and vLLM shared memory
 METRICS_PORT = 8080  # Ray's metrics export port, scraped by the observability collectors
 HEAD_PORTS = {"gcs-server": 6379, "dashboard": 8265, "client": 10001, "serve": 8000, "metrics": METRICS_PORT}
@@ -57,9 +61,8 @@ def fsx_claim(*, ns: str, size_gib: int) -> dict[str, Any]:
                      "volumeName": FSX_VOLUME, "resources": {"requests": {"storage": f"{size_gib}Gi"}}}}
 
 
-def _resources(spec: InstanceSpec, *, gpus: int = 0, efa: int = 0) -> dict[str, Any]:
-    amounts: dict[str, Any] = {"cpu": str(int(spec.vcpus * POD_SHARE_OF_NODE)),
-                               "memory": f"{int(spec.memory_gib * POD_SHARE_OF_NODE)}Gi"}
+def _resources(spec: InstanceSpec, *, share: float = POD_SHARE_OF_NODE, gpus: int = 0, efa: int = 0) -> dict[str, Any]:
+    amounts: dict[str, Any] = {"cpu": str(int(spec.vcpus * share)), "memory": f"{int(spec.memory_gib * share)}Gi"}
     if gpus:
         amounts[GPU_RESOURCE] = gpus
     if efa:
@@ -88,15 +91,17 @@ def _pod(*, container: str, image: str, instance_type: str, resources: dict, env
 
 
 def ray_cluster_spec(*, image: str, head_type: str, head: InstanceSpec, worker_type: str, worker: InstanceSpec,
-                     workers: int, env: list[dict] | None = None) -> dict[str, Any]:
-    """A RayCluster spec: CPU head (no GPU, no tasks) and one GPU+EFA worker pod per GPU node."""
+                     workers: int, head_share: float = TRAINER_HEAD_SHARE,
+                     env: list[dict] | None = None) -> dict[str, Any]:
+    """A RayCluster spec: CPU head (no GPU, no tasks) taking `head_share` of the CPU node, and
+    one GPU+EFA worker pod per GPU node."""
     worker_env = [{"name": "FI_PROVIDER", "value": "efa"}, {"name": "NCCL_SOCKET_IFNAME", "value": "^docker,lo,veth"},
                   *(env or [])]
     return {
         "headGroupSpec": {
             "rayStartParams": {"dashboard-host": "0.0.0.0", "num-cpus": "0", "metrics-export-port": str(METRICS_PORT)},
             "template": _pod(container="ray-head", image=image, instance_type=head_type,
-                             resources=_resources(head), env=env, ports=HEAD_PORTS),
+                             resources=_resources(head, share=head_share), env=env, ports=HEAD_PORTS),
         },
         "workerGroupSpecs": [{
             "groupName": "gpu",

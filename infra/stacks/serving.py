@@ -50,7 +50,7 @@ class ServingStack(Stack):
         spec = rm.ray_cluster_spec(
             image=serve_image_uri, head_type=settings.head_instance_type, head=settings.head_spec,
             worker_type=settings.worker_instance_type, worker=settings.worker_spec, workers=SERVE_REPLICAS,
-            env=pod_env,
+            head_share=rm.SERVE_HEAD_SHARE, env=pod_env,
         )
         document = serve_config(settings, region=self.region)
         self.manifest = eks.KubernetesManifest(

@@ -46,3 +46,13 @@ def test_the_crd_check_can_fail(shared_dir):
     broken["spec"]["workerGroupSpecs"][0]["replicas"] = "three"
     with pytest.raises(jsonschema.ValidationError, match="'three' is not of type 'integer'"):
         kuberay.validate(shared_dir, broken)
+
+
+def test_trainer_and_serving_heads_fit_on_the_one_cpu_node_together():
+    node = HEAD_INSTANCES["ml.r5d.16xlarge"]
+    heads = [rm.ray_cluster_spec(image="i", head_type="h", head=node, worker_type="ml.g7e.12xlarge",
+                                 worker=GPU_INSTANCES["ml.g7e.12xlarge"], workers=1, head_share=share)
+             for share in (rm.TRAINER_HEAD_SHARE, rm.SERVE_HEAD_SHARE)]
+    requests = [h["headGroupSpec"]["template"]["spec"]["containers"][0]["resources"]["requests"] for h in heads]
+    assert sum(int(r["cpu"]) for r in requests) <= node.vcpus * rm.POD_SHARE_OF_NODE
+    assert sum(int(r["memory"].removesuffix("Gi")) for r in requests) <= node.memory_gib * rm.POD_SHARE_OF_NODE
