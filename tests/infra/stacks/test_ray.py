@@ -87,3 +87,11 @@ def test_raycluster_validates_against_the_kuberay_crd(ray, shared_dir):
 def test_namespace_comes_first(ray):
     kinds = [m["kind"] for m in k8s_manifests(ray)]
     assert kinds[0] == "Namespace" and "RayCluster" in kinds
+
+
+def test_every_ray_pod_exports_metrics_for_the_collectors(ray):
+    spec = manifest_of_kind(ray, "RayCluster")["spec"]
+    for group in [spec["headGroupSpec"], *spec["workerGroupSpecs"]]:
+        assert group["rayStartParams"]["metrics-export-port"] == "8080"
+        ports = group["template"]["spec"]["containers"][0]["ports"]
+        assert {"name": "metrics", "containerPort": 8080} in ports
