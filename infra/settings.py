@@ -187,6 +187,10 @@ def load_settings(context: Mapping[str, Any]) -> Settings:
     profile = str(context.get("profile", "small"))
     if profile not in PROFILES:
         raise SettingsError(f"profile: {profile!r} is not allowed; allowed values: {', '.join(PROFILES)}")
+    # CDK's own keys have ':' or '@' or '-'; a snake_case key that is not a field is a typo.
+    typos = sorted(k for k in context if re.fullmatch(r"[a-z]+(_[a-z0-9]+)+", k) and k not in Settings.model_fields)
+    if typos:
+        raise SettingsError(f"{typos[0]}: not a deployment setting; known settings: {', '.join(Settings.model_fields)}")
     values = {**PROFILES[profile], "profile": profile}
     values.update({k: v for k, v in context.items() if k in Settings.model_fields and k != "profile"})
     try:

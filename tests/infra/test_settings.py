@@ -107,9 +107,12 @@ def test_more_batched_adapters_than_cached_is_rejected():
         load_settings({"profile": "blog", "max_loras": "9"})
 
 
-def test_unknown_setting_in_a_profile_is_an_error_not_a_silent_default():
-    # Only field names are picked from the context; a typo such as worker_cnt is simply not a
-    # setting, but a bad name pattern is caught.
+def test_a_misspelt_setting_is_an_error_not_a_silent_default():
+    with pytest.raises(SettingsError, match=r"worker_cnt: not a deployment setting; known settings: profile, account"):
+        load_settings({"profile": "blog", "worker_cnt": "2"})
+
+
+def test_a_bad_name_is_rejected():
     with pytest.raises(SettingsError, match=r"name: String should match pattern"):
         load_settings({"profile": "blog", "name": "Bad_Name"})
 
