@@ -61,6 +61,8 @@ class Settings(BaseModel):
     head_count: int = Field(default=1, ge=1, le=1)
     worker_instance_type: str = "ml.g7e.12xlarge"
     worker_count: int = Field(default=3, ge=1, le=16)
+    # GPU nodes the trainer's RayCluster takes (default: all); leave one free for the RayService.
+    trainer_workers: int | None = Field(default=None, ge=1, le=16)
     node_volume_gib: int = Field(default=500, ge=100, le=16384)
     fsx_storage_gib: int = FSX_FIRST_STEP_GIB
     fsx_throughput_mbps_per_tib: int = 250
@@ -129,11 +131,23 @@ class Settings(BaseModel):
         return value
 
     @model_validator(mode="after")
+    def _trainer_fits(self) -> Settings:
+        if self.trainer_workers is not None and self.trainer_workers > self.worker_count:
+            raise ValueError(f"trainer_workers={self.trainer_workers} exceeds worker_count={self.worker_count}: "
+                             "the trainer's pods need one GPU node each")
+        return self
+
+    @model_validator(mode="after")
     def _lora_slots(self) -> Settings:
         if self.max_loras > self.max_adapters_per_replica:
             raise ValueError(f"max_loras={self.max_loras} must not exceed max_adapters_per_replica="
                              f"{self.max_adapters_per_replica}: a batch mixes only adapters the replica holds")
         return self
+
+    @property
+    def trainer_worker_count(self) -> int:
+        """GPU worker pods of the trainer's RayCluster (one per node)."""
+        return self.worker_count if self.trainer_workers is None else self.trainer_workers
 
     @property
     def worker_spec(self) -> InstanceSpec:

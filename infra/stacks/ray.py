@@ -59,7 +59,8 @@ class RayStack(Stack):
         self.trainer_cluster_name = f"{settings.name}-train"
         spec = rm.ray_cluster_spec(
             image=trainer_image_uri, head_type=settings.head_instance_type, head=settings.head_spec,
-            worker_type=settings.worker_instance_type, worker=settings.worker_spec, workers=settings.worker_count,
+            worker_type=settings.worker_instance_type, worker=settings.worker_spec,
+            workers=settings.trainer_worker_count,
             env=self.pod_env,
         )
         self.trainer = self._manifest(

@@ -138,3 +138,13 @@ def test_every_allowed_region_synthesizes_offline_with_pinned_availability_zones
     for region in SUPPORTED_REGIONS:
         azs = context[f"availability-zones:account={PLACEHOLDER_ACCOUNT}:region={region}"]
         assert len(azs) >= 2 and all(az.startswith(region) for az in azs)
+
+
+def test_trainer_takes_every_gpu_node_unless_told_otherwise():
+    assert load_settings({"profile": "blog"}).trainer_worker_count == 3
+    assert load_settings({"profile": "blog", "worker_count": "4", "trainer_workers": "3"}).trainer_worker_count == 3
+
+
+def test_trainer_cannot_use_more_nodes_than_the_cluster_has():
+    with pytest.raises(SettingsError, match=r"trainer_workers=4 exceeds worker_count=3"):
+        load_settings({"profile": "blog", "trainer_workers": "4"})
