@@ -46,3 +46,5 @@ def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
 # Serving: adapters, moto S3 and one local Ray Serve per session (tests/workload/serve/fixtures.py).
 from tests.workload.serve.fixtures import moto_s3, serve_adapters_dir, serve_endpoints  # noqa: E402, F401
 
+# Rehearsal: one uninterrupted tiny run per session (tests/workload/local/fixtures.py).
+from tests.workload.local.fixtures import rehearsal_smoke  # noqa: E402, F401

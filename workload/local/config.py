@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import difflib
 import hashlib
 import json
 import typing
@@ -202,7 +203,8 @@ def apply_overrides(recipe: dict[str, Any], overrides: list[str]) -> dict[str, A
         if not sep:
             raise ValueError(f"override {item!r} is not key=value (example: trainer.max_training_steps=60)")
         if key not in flat:
-            close = [k for k in flat if k.rsplit(".", 1)[-1] == key.rsplit(".", 1)[-1]]
+            leaf = key.rsplit(".", 1)[-1]
+            close = [k for k in flat if k.rsplit(".", 1)[-1] == leaf] or difflib.get_close_matches(key, flat, n=1)
             hint = f"; did you mean {close[0]}?" if close else "; see workload/local/recipes/local.yaml"
             raise ValueError(f"unknown setting {key!r}{hint}")
         flat[key] = _coerce(key, raw, flat[key])

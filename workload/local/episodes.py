@@ -1,9 +1,10 @@
 """Play maze episodes with a transformers policy, batched across episodes turn by turn.
 
 The same function plays GRPO rollouts (sampling, in the Ray actors), SFT validation and
-held-out evaluation (greedy, in process). The env is ``workload.maze.Maze2D`` with the
-caller's turn cap (SkyRL's ``generator.max_turns``): every model turn counts, including
-wall bumps and unparsable replies; only a stop on the goal earns reward 1.
+held-out evaluation (greedy, in process). Each episode is driven by the SkyRL plugin's own
+env, ``workload.skyrl.env.MazeEnv`` (compact prompts): the same action extraction, turn cap,
+strict reward and episode record as on the cluster and through the endpoint. Every model
+turn counts, including wall bumps and unparsable replies; only a stop on the goal earns 1.
 """
 
 from __future__ import annotations
@@ -14,9 +15,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from workload.local.policy import Encoder, turn_context
-from workload.maze.actions import extract_action
-from workload.maze.env import FEEDBACK_OK, FEEDBACK_WALL, Maze2D
+from workload.evaluate.metrics import Episode
+from workload.local.policy import PROMPT_STYLE, Encoder, turn_context
+from workload.skyrl.env import MazeEnv
 
 
 @dataclasses.dataclass
@@ -27,17 +28,17 @@ class EpisodeRecord:
     frames: list[np.ndarray]
     replies: list[str]
     completions: list[list[int]]
-    reward: float = 0.0
-    stopped: bool = False
-    wall_bumps: int = 0
-    parse_failures: int = 0
-    reached_goal: bool = False
+    episode: Episode | None = None
     seed: int | None = None
 
     @property
     def solved(self) -> bool:
         """Strict success: the episode stopped on the goal."""
-        return self.stopped and self.reward > 0
+        return bool(self.episode and self.episode.solved)
+
+    @property
+    def reward(self) -> float:
+        return self.episode.reward if self.episode else 0.0
 
     @property
     def turns(self) -> int:
@@ -56,20 +57,34 @@ class PlaySettings:
     max_new_tokens: int
 
 
-def _step(env: Maze2D, record: EpisodeRecord, reply: str) -> bool:
-    """Apply one reply; return True when the episode is over."""
-    action = extract_action(reply)
-    obs, reward, terminated, _, info = env.step(action if action is not None else reply)
-    feedback = info["env_feedback"]
-    if feedback == FEEDBACK_WALL:
-        record.wall_bumps += 1
-    elif feedback != FEEDBACK_OK:
-        record.parse_failures += 1
-    record.reached_goal = record.reached_goal or info["agent"] == info["target"]
-    record.frames.append(obs)
-    if terminated:
-        record.stopped, record.reward = True, float(reward)
-    return terminated
+def start_episode(
+    state: dict, settings: PlaySettings, seed: int | None = None
+) -> tuple[MazeEnv, EpisodeRecord]:
+    """A fresh ``MazeEnv`` on ``state`` and the record of its first frame."""
+    env = MazeEnv(
+        env_config={"cell_px": settings.cell_px, "prompt_style": PROMPT_STYLE},
+        extras={
+            "seed": seed,
+            "init_state": state,
+            "maze_size": settings.size,
+            "max_turns": settings.max_turns,
+        },
+    )
+    env.init()
+    return env, EpisodeRecord(
+        init_state=state, frames=[env.maze.render()], replies=[], completions=[], seed=seed
+    )
+
+
+def take_turn(env: MazeEnv, record: EpisodeRecord, reply: str, completion: list[int] | None = None) -> bool:
+    """Play one reply; return True when the episode is over (stop or turn cap)."""
+    record.replies.append(reply)
+    record.completions.append(list(completion or []))
+    done = env.step(reply)["done"]
+    record.frames.append(env.maze.render())
+    if done:
+        record.episode = env.episode()
+    return done
 
 
 def play(
@@ -89,39 +104,27 @@ def play(
 
     if generator_seed is not None:
         torch.manual_seed(generator_seed)
-    envs, records = [], []
-    for i, state in enumerate(init_states):
-        env = Maze2D(settings.size, cell_px=settings.cell_px)
-        obs, _ = env.reset(init_state=state)
-        envs.append(env)
-        records.append(
-            EpisodeRecord(
-                init_state=state,
-                frames=[obs],
-                replies=[],
-                completions=[],
-                seed=(seeds or [None] * len(init_states))[i],
-            )
-        )
+    seeds = seeds or [None] * len(init_states)
+    started = [start_episode(state, settings, seed) for state, seed in zip(init_states, seeds, strict=True)]
+    envs, records = [e for e, _ in started], [r for _, r in started]
     active = list(range(len(records)))
-    for turn in range(settings.max_turns):
-        if not active:
-            break
+    while active:
         contexts = [
             turn_context(
-                records[i].frames, records[i].replies, turn, history=settings.history, size=settings.size
+                records[i].frames,
+                records[i].replies,
+                records[i].turns,
+                history=settings.history,
+                size=settings.size,
             )
             for i in active
         ]
         completions = generate(
             model, encoder, contexts, temperature=settings.temperature, max_new_tokens=settings.max_new_tokens
         )
-        still = []
-        for i, completion in zip(active, completions, strict=True):
-            record = records[i]
-            record.completions.append(completion)
-            record.replies.append(encoder.decode(completion))
-            if not _step(envs[i], record, record.replies[-1]):
-                still.append(i)
-        active = still
+        active = [
+            i
+            for i, completion in zip(active, completions, strict=True)
+            if not take_turn(envs[i], records[i], encoder.decode(completion), completion)
+        ]
     return records

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from workload.evaluate.metrics import Episode, build_report
+from workload.evaluate.metrics import build_report
 from workload.local.config import RehearsalConfig
 from workload.local.episodes import EpisodeRecord, PlaySettings, play
 from workload.local.policy import Encoder
@@ -23,21 +23,6 @@ def eval_settings(cfg: RehearsalConfig) -> PlaySettings:
     )
 
 
-def to_episode(record: EpisodeRecord, shortest_path_len: int | None) -> Episode:
-    """The evaluation module's ``Episode`` for a played record."""
-    return Episode(
-        seed=record.seed,
-        solved=record.solved,
-        turns=record.turns,
-        wall_bumps=record.wall_bumps,
-        parse_failures=record.parse_failures,
-        reached_goal_without_stop=record.reached_goal and not record.solved,
-        reward=record.reward,
-        shortest_path_len=shortest_path_len,
-        actions=tuple(record.replies),
-    )
-
-
 def evaluate_heldout(
     model: Any, encoder: Encoder, heldout: Any, cfg: RehearsalConfig
 ) -> tuple[dict, list[EpisodeRecord]]:
@@ -50,5 +35,6 @@ def evaluate_heldout(
         eval_settings(cfg),
         seeds=[e["seed"] for e in entries],
     )
-    episodes = [to_episode(r, e.get("shortest_path_len")) for r, e in zip(records, entries, strict=True)]
-    return build_report(episodes, max_turns=cfg.generator.max_turns, set_name=heldout.name), records
+    return build_report(
+        [r.episode for r in records], max_turns=cfg.generator.max_turns, set_name=heldout.name
+    ), records

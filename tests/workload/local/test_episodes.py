@@ -1,17 +1,24 @@
-"""Episode play: turn cap, strict success, bookkeeping, seeded sampling."""
+"""Episode play through MazeEnv: turn cap, strict success, bookkeeping, seeded sampling."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from workload.local.episodes import EpisodeRecord, PlaySettings, _step, play
+from workload.local.episodes import PlaySettings, play, start_episode, take_turn
 from workload.local.policy import Encoder
 from workload.maze.env import Maze2D
 from workload.maze.generator import generate_from_seed
 from workload.maze.solver import solve
 
 SETTINGS = PlaySettings(size=7, cell_px=8, max_turns=5, history=1, temperature=1.0, max_new_tokens=2)
+SETTINGS_15 = PlaySettings(size=7, cell_px=8, max_turns=15, history=1, temperature=0.0, max_new_tokens=2)
+BACK = {
+    "('move', 0)": "('move', 2)",
+    "('move', 2)": "('move', 0)",
+    "('move', 1)": "('move', 3)",
+    "('move', 3)": "('move', 1)",
+}
 
 
 @pytest.fixture(scope="module")
@@ -22,56 +29,43 @@ def policy(tiny_model_dir):
     return model, Encoder(processor)
 
 
-def _record(state):
-    env = Maze2D(7, cell_px=8)
-    return env, EpisodeRecord(
-        init_state=state, frames=[env.reset(init_state=state)[0]], replies=[], completions=[]
-    )
-
-
 def test_solver_replies_solve_strictly():
     state = generate_from_seed(5, 7)
-    env, record = _record(state)
+    env, record = start_episode(state, SETTINGS_15, seed=5)
     for reply in solve(state):
-        record.replies.append(reply)
-        done = _step(env, record, reply)
+        done = take_turn(env, record, reply)
     assert done and record.solved and record.reward == 1.0
-    assert record.wall_bumps == record.parse_failures == 0
+    assert record.episode.wall_bumps == record.episode.parse_failures == 0
+    assert record.episode.shortest_path_len == len(solve(state)) - 1
     assert len(record.frames) == record.turns + 1
 
 
 def test_bumps_garbage_and_stopping_off_goal_are_counted_and_unsolved():
-    state = generate_from_seed(5, 7)
-    env, record = _record(state)
-    moves = [a for a in ("('move', 0)", "('move', 1)", "('move', 2)", "('move', 3)")]
+    env, record = start_episode(generate_from_seed(5, 7), SETTINGS_15)
     bumps = 0
-    for move in moves:
-        before = env.agent
-        _step(env, record, move)
-        bumps += env.agent == before
-        if env.agent != before:
-            _step(
-                env,
-                record,
-                {
-                    "('move', 0)": "('move', 2)",
-                    "('move', 2)": "('move', 0)",
-                    "('move', 1)": "('move', 3)",
-                    "('move', 3)": "('move', 1)",
-                }[move],
-            )
-    _step(env, record, "hello")
-    assert record.wall_bumps == bumps and record.parse_failures == 1
-    assert _step(env, record, "('stop', 'stop')")
-    assert record.stopped and not record.solved and record.reward == 0.0
+    for move in BACK:
+        before = env.maze.agent
+        take_turn(env, record, move)
+        if env.maze.agent == before:
+            bumps += 1
+        else:
+            take_turn(env, record, BACK[move])
+    take_turn(env, record, "hello")
+    assert take_turn(env, record, "I stop: ('stop', 'stop')")
+    assert record.episode.wall_bumps == bumps and record.episode.parse_failures == 1
+    assert not record.solved and record.reward == 0.0
 
 
 def test_reaching_the_goal_without_stopping_is_recorded_but_not_solved():
     state = generate_from_seed(5, 7)
-    env, record = _record(state)
-    for reply in solve(state)[:-1]:
-        _step(env, record, reply)
-    assert record.reached_goal and not record.solved
+    moves = solve(state)[:-1]
+    settings = PlaySettings(
+        size=7, cell_px=8, max_turns=len(moves), history=1, temperature=0.0, max_new_tokens=2
+    )
+    env, record = start_episode(state, settings)
+    for reply in moves:
+        done = take_turn(env, record, reply)
+    assert done and record.episode.reached_goal_without_stop and not record.solved
 
 
 def test_play_respects_the_turn_cap_and_keeps_one_frame_per_turn(policy):
@@ -82,8 +76,8 @@ def test_play_respects_the_turn_cap_and_keeps_one_frame_per_turn(policy):
         assert 1 <= record.turns <= SETTINGS.max_turns
         assert len(record.frames) == record.turns + 1
         assert len(record.completions) == record.turns
-        assert record.seed == seed
-        assert record.stopped or record.turns == SETTINGS.max_turns
+        assert record.seed == seed == record.episode.seed
+        assert record.episode.turns == record.turns
 
 
 def test_sampling_repeats_with_the_same_generator_seed_and_varies_otherwise(policy):
@@ -102,5 +96,4 @@ def test_greedy_play_is_deterministic_and_frames_match_the_env(policy):
     state = generate_from_seed(9, 7)
     (a,), (b,) = play(model, encoder, [state], greedy), play(model, encoder, [state], greedy)
     assert a.replies == b.replies
-    env = Maze2D(7, cell_px=8)
-    assert np.array_equal(a.frames[0], env.reset(init_state=state)[0])
+    assert np.array_equal(a.frames[0], Maze2D(7, cell_px=8).reset(init_state=state)[0])

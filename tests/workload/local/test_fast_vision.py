@@ -38,4 +38,3 @@ def test_same_size_images_match_the_stock_loop_and_mixed_sizes_fall_back(tiny_mo
         loss_b, grad_b = _loss_and_grad(fast, batch)
         assert loss_a == pytest.approx(loss_b, rel=1e-6)
         assert torch.allclose(grad_a, grad_b, atol=1e-6)
-

@@ -1,0 +1,46 @@
+"""`skymaze rehearse`: help, bad settings (exit 2), and a full tiny run (exit 0, table, next step)."""
+
+from __future__ import annotations
+
+import pytest
+from typer.testing import CliRunner
+
+from workload.cli.main import app
+
+runner = CliRunner()
+
+
+def test_help_names_the_outputs_and_gives_an_example():
+    result = runner.invoke(app, ["rehearse", "--help"])
+    assert result.exit_code == 0
+    assert "Example:" in result.output and "report.json" in result.output
+
+
+def test_unknown_setting_exits_2_naming_the_key():
+    result = runner.invoke(app, ["rehearse", "generator.max_turn=3"])
+    assert result.exit_code == 2
+    assert "unknown setting 'generator.max_turn'; did you mean generator.max_turns?" in result.stderr
+
+
+def test_wrongly_typed_setting_exits_2():
+    result = runner.invoke(app, ["rehearse", "trainer.seed=abc"])
+    assert result.exit_code == 2
+    assert "trainer.seed='abc': expected a int" in result.stderr
+
+
+def test_unknown_recipe_exits_2():
+    result = runner.invoke(app, ["rehearse", "--recipe", "nope"])
+    assert result.exit_code == 2
+    assert "unknown recipe 'nope'" in result.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.e2e
+def test_full_tiny_rehearsal_prints_the_table_and_the_next_command(rehearsal_smoke):
+    done, runs_dir = rehearsal_smoke
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = done.stdout.splitlines()
+    assert any(line.startswith("baseline ") for line in lines)
+    assert any(line.startswith("peak ") for line in lines)
+    assert "Next:" in done.stdout and "skymaze promote --run" in done.stdout
+    assert (runs_dir / "latest" / "report.json").is_file()

@@ -1,0 +1,108 @@
+"""The whole rehearsal on a tiny setting: every output, and SIGKILL + the same command = same result."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from tests.workload.local.fixtures import RUN_TIMEOUT_S, rehearse_command
+from workload.local.rundir import RunDir
+
+pytestmark = [pytest.mark.slow, pytest.mark.e2e]
+KILL_POLL_S = 0.05
+
+
+def _run(runs_dir: Path) -> RunDir:
+    return RunDir(runs_dir / os.readlink(runs_dir / "latest"))
+
+
+def test_smoke_run_writes_every_output(rehearsal_smoke):
+    done, runs_dir = rehearsal_smoke
+    assert done.returncode == 0, done.stderr[-3000:]
+    run = _run(runs_dir)
+    report = json.loads((run.root / "report.json").read_text())
+    for key in ("baseline", "peak", "final"):
+        assert set(report[key]) == {"solved", "total", "step", "ci95"}
+        assert report[key]["total"] == 64
+    assert report["baseline"]["step"] == 0 and report["final"]["step"] == 6
+    assert set(run.evals()) == {0, 3, 6}
+    assert report["served"]["via"] == "endpoint" and report["served"]["total"] == 64
+    assert set(report["phase_seconds"]) == {"model", "sft", "grpo", "serve"}
+    assert 0 < report["peak_memory_gib"] < 8 and report["wall_seconds"] > 0
+    for step in (3, 6):
+        files = {p.name for p in run.export(step).iterdir()}
+        assert {"adapter_config.json", "adapter_model.safetensors", "trainer_config.json"} <= files
+    assert run.latest_step() == 6 and (run.ckpt(6) / "state.pt").is_file()
+    assert (run.sft_model / "config.json").is_file() and run.sft_state.is_file()
+    phases = {json.loads(line)["phase"] for line in (run.root / "metrics.jsonl").read_text().splitlines()}
+    assert phases == {"sft", "grpo", "eval"}
+    assert list((run.root / "tensorboard").glob("events.out.tfevents.*"))
+    assert (run.root / "eval_curve.png").stat().st_size > 1000
+    for phase in ("[model]", "[sft]", "[eval] step 0", "[grpo] step 6/6", "[serve]", "baseline", "peak"):
+        assert phase in done.stdout
+
+
+def test_served_adapter_scores_what_it_scored_in_process(rehearsal_smoke):
+    _, runs_dir = rehearsal_smoke
+    run = _run(runs_dir)
+    report = json.loads((run.root / "report.json").read_text())
+    in_process = run.evals()[report["best_step"]]
+    served = json.loads((run.root / "evals" / "served.json").read_text())
+    # Same prompt (MazeEnv's compact message through the same chat template), same weights,
+    # greedy decoding: the endpoint plays every maze exactly as the in-process evaluator did.
+    assert served["solved"] == in_process["solved"]
+    assert [e["actions"] for e in served["episodes"]] == [e["actions"] for e in in_process["episodes"]]
+
+
+def _wait_for_checkpoint(run_root_glob: Path, proc: subprocess.Popen, at_least: int) -> int:
+    deadline = time.monotonic() + RUN_TIMEOUT_S
+    while time.monotonic() < deadline:
+        for marker in run_root_glob.glob("*/ckpts/latest_ckpt_global_step.txt"):
+            text = marker.read_text().strip()
+            if text and int(text) >= at_least:
+                return int(text)
+        if proc.poll() is not None:
+            pytest.fail(f"the run ended (rc {proc.returncode}) before checkpoint {at_least}")
+        time.sleep(KILL_POLL_S)
+    pytest.fail(f"no checkpoint {at_least} within {RUN_TIMEOUT_S} s")
+
+
+def test_sigkill_then_the_same_command_resumes_and_ends_like_an_uninterrupted_run(rehearsal_smoke, tmp_path):
+    _, reference_runs = rehearsal_smoke
+    command = rehearse_command(tmp_path, "serve.enabled=false")
+    proc = subprocess.Popen(
+        command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    )
+    try:
+        _wait_for_checkpoint(tmp_path, proc, at_least=2)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)  # the driver and the Ray processes it started
+        proc.wait()
+    run = _run(tmp_path)
+    killed_at = run.latest_step()
+    assert killed_at < 6 and not (run.root / "report.json").exists(), "the run finished before the kill"
+
+    done = subprocess.run(command, capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
+    assert done.returncode == 0, done.stderr[-3000:]
+    resumed = int(re.search(r"resumed from checkpoint global_step_(\d+)", done.stdout).group(1))
+    assert resumed == killed_at  # at most one checkpoint interval (1 step) lost
+
+    reference = _run(reference_runs)
+    for step, report in reference.evals().items():
+        again = run.evals()[step]
+        assert (again["solved"], [e["actions"] for e in again["episodes"]]) == (
+            report["solved"],
+            [e["actions"] for e in report["episodes"]],
+        ), step
+    a = load_file(reference.export(6) / "adapter_model.safetensors")
+    b = load_file(run.export(6) / "adapter_model.safetensors")
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
