@@ -102,6 +102,7 @@ def local_ray(num_cpus: int, *, num_gpus: int = 0):
         num_cpus=num_cpus,
         num_gpus=num_gpus,
         include_dashboard=False,
+        dashboard_port=free_port(),  # its head process starts anyway; keep it off the shared 8265
         namespace=f"{RAY_NAMESPACE_PREFIX}-{os.getpid()}",
         _node_ip_address="127.0.0.1",
         _temp_dir=temp_dir,

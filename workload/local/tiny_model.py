@@ -41,6 +41,7 @@ MERGE_SIZE = 2
 TEMPORAL_PATCH_SIZE = 2
 MIN_PIXELS = (PATCH_SIZE * MERGE_SIZE) ** 2  # one merged token: 32x32 px, never upscale small frames
 MAX_PIXELS = 256 * 256
+PAD_RGB = (169, 169, 169)  # VisGym's wall gray: padding reads as more wall (rehearsal-feasibility §1)
 INITIALIZER_RANGE = 0.1  # 0.02 (Qwen's default) never learns from pixels: rehearsal-feasibility §2
 
 # Qwen-format chat template: string or list content; image parts become the vision span.
@@ -114,6 +115,20 @@ def build_tokenizer() -> Any:
     )
 
 
+def pad_to_patch_grid(image: Any) -> Any:
+    """``image`` (PIL) padded right and bottom with ``PAD_RGB`` to a multiple of 32 px."""
+    from PIL import Image
+
+    unit = PATCH_SIZE * MERGE_SIZE
+    width, height = image.size
+    padded = (-(-width // unit) * unit, -(-height // unit) * unit)
+    if padded == (width, height):
+        return image
+    canvas = Image.new("RGB", padded, PAD_RGB)
+    canvas.paste(image.convert("RGB"), (0, 0))
+    return canvas
+
+
 def _processor_class() -> type:
     from transformers import Qwen3VLProcessor
 
@@ -129,6 +144,14 @@ def _processor_class() -> type:
             super().__init__(
                 image_processor=image_processor, tokenizer=tokenizer, chat_template=chat_template, **kwargs
             )
+
+        def __call__(self, images=None, text=None, **kwargs):
+            # Pad frames to whole merged patches instead of letting the image processor
+            # resize them: 8 px maze cells stay pixel-exact, 2x2 cells per 16 px patch.
+            if images is not None:
+                single = not isinstance(images, list | tuple)
+                images = [pad_to_patch_grid(image) for image in ([images] if single else images)]
+            return super().__call__(images=images, text=text, **kwargs)
 
     ImageOnlyQwen3VLProcessor.__module__ = __name__
     ImageOnlyQwen3VLProcessor.__qualname__ = "ImageOnlyQwen3VLProcessor"

@@ -121,3 +121,21 @@ def test_processor_class_is_importable_by_name_and_reloads_the_saved_processor(t
     processor = ImageOnlyQwen3VLProcessor.from_pretrained(tiny_model_dir)
     assert isinstance(processor, ImageOnlyQwen3VLProcessor)
     assert processor.image_processor.size["shortest_edge"] == 32 * 32
+
+
+def test_frames_are_padded_with_wall_gray_not_resized(tiny):
+    from workload.local.tiny_model import PAD_RGB
+
+    _, processor = tiny
+    frame = _frame(56)
+    padded = Image.new("RGB", (64, 64), PAD_RGB)
+    padded.paste(frame, (0, 0))
+    text = processor.apply_chat_template(
+        [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": "Go."}]}],
+        add_generation_prompt=True,
+        tokenize=False,
+    )
+    ours = processor(text=[text], images=[frame], return_tensors="pt")
+    stock = processor.image_processor(images=[padded], return_tensors="pt")
+    assert torch.equal(ours["pixel_values"], stock["pixel_values"])
+    assert ours["image_grid_thw"].tolist() == [[1, 4, 4]]
