@@ -71,7 +71,8 @@ class Settings(BaseModel):
     ray_namespace: str = Field(default="ray", pattern=r"^[a-z][a-z0-9-]{0,40}$")
     serving: bool = True
     base_model_id: str = "Qwen/Qwen3-VL-8B-Instruct"
-    serve_model_source: str = "/shared/models/base"  # the SFT checkpoint copied onto FSx
+    # The VisGym SFT checkpoint the trainer stages onto FSx (recipe `blog`: trainer.policy.model.path).
+    serve_model_source: str = "/shared/models/visgym_model/mixed_qwen3vl"
     max_lora_rank: Literal[8, 16, 32, 64, 128, 256] = 64
     max_loras: int = Field(default=4, ge=1, le=16)
     max_adapters_per_replica: int = Field(default=8, ge=1, le=64)

@@ -148,3 +148,12 @@ def test_trainer_takes_every_gpu_node_unless_told_otherwise():
 def test_trainer_cannot_use_more_nodes_than_the_cluster_has():
     with pytest.raises(SettingsError, match=r"trainer_workers=4 exceeds worker_count=3"):
         load_settings({"profile": "blog", "trainer_workers": "4"})
+
+
+def test_serving_loads_the_checkpoint_the_trainer_stages_on_fsx():
+    # The RayService reads the base model from FSx; the trainer's job downloads it there first.
+    from workload.skyrl.recipe import load_recipe
+
+    settings = load_settings({"profile": "blog"})
+    trainer_model_path = load_recipe("blog").resolved()["trainer.policy.model.path"]
+    assert settings.serve_model_source == trainer_model_path

@@ -25,6 +25,8 @@ def deploy(
 
     Example:  skymaze deploy --profile blog
     """
+    from datetime import UTC, datetime
+
     from workload.ops.cdk import PROJECT_ROOT, CdkError, resolve_cdk, run_cdk
     from workload.ops.deploy import deploy_args, next_steps, outputs_path, read_outputs
     from workload.ops.profiles import SettingsError, parse_overrides, settings_for, target_for
@@ -35,7 +37,9 @@ def deploy(
     except SettingsError as exc:
         fail(str(exc), code=EXIT_USAGE)
     outputs = (outputs_file or PROJECT_ROOT / outputs_path(profile)).resolve()
-    commands = ([["bootstrap", *target.cdk_context]] if bootstrap else []) + [deploy_args(target, outputs)]
+    commands = ([["bootstrap", *target.cdk_context]] if bootstrap else []) + [
+        deploy_args(target, outputs, dashboards_revision=datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ"))
+    ]
     if dry_run:
         for args in commands:
             typer.echo(f"would run: cdk {' '.join(args)}")

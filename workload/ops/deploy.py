@@ -20,9 +20,16 @@ def outputs_path(profile: str) -> Path:
     return OUTPUTS_DIR / f"outputs-{profile}.json"
 
 
-def deploy_args(target: TeardownTarget, outputs_file: Path | None = None) -> list[str]:
-    """Arguments of `cdk deploy` for every stack of the profile, without prompts, saving the outputs."""
-    return ["deploy", "--all", "--require-approval", "never", *target.cdk_context,
+def deploy_args(target: TeardownTarget, outputs_file: Path | None = None, *,
+                dashboards_revision: str | None = None) -> list[str]:
+    """Arguments of `cdk deploy` for every stack of the profile, without prompts, saving the outputs.
+
+    A ``dashboards_revision`` (any new token, e.g. the deploy time) makes the Grafana importer
+    run again, so every deploy re-imports the dashboards; without it they re-import only when a
+    dashboard file changed.
+    """
+    revision = ["-c", f"dashboards_revision={dashboards_revision}"] if dashboards_revision else []
+    return ["deploy", "--all", "--require-approval", "never", *target.cdk_context, *revision,
             "--outputs-file", str(outputs_file or outputs_path(target.profile))]
 
 

@@ -15,6 +15,12 @@ def test_deploy_deploys_every_stack_without_prompts_and_keeps_outputs():
     assert args[:4] == ["deploy", "--all", "--require-approval", "never"]
     assert args[4:8] == ["-c", "profile=blog", "-c", "worker_count=2"]
     assert args[-2:] == ["--outputs-file", "cdk.out/outputs-blog.json"]
+    assert not any(arg.startswith("dashboards_revision=") for arg in args)
+
+
+def test_deploy_with_a_dashboards_revision_passes_it_as_context():
+    args = deploy_args(TARGET, dashboards_revision="20261129T210000Z")
+    assert args[8:10] == ["-c", "dashboards_revision=20261129T210000Z"]
 
 
 def test_next_steps_use_the_outputs(tmp_path):
