@@ -204,7 +204,9 @@ def apply_overrides(recipe: dict[str, Any], overrides: list[str]) -> dict[str, A
             raise ValueError(f"override {item!r} is not key=value (example: trainer.max_training_steps=60)")
         if key not in flat:
             leaf = key.rsplit(".", 1)[-1]
-            close = [k for k in flat if k.rsplit(".", 1)[-1] == leaf] or difflib.get_close_matches(key, flat, n=1)
+            close = [k for k in flat if k.rsplit(".", 1)[-1] == leaf] or difflib.get_close_matches(
+                key, flat, n=1
+            )
             hint = f"; did you mean {close[0]}?" if close else "; see workload/local/recipes/local.yaml"
             raise ValueError(f"unknown setting {key!r}{hint}")
         flat[key] = _coerce(key, raw, flat[key])

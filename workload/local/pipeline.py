@@ -9,6 +9,7 @@ same command after a kill resumes from the latest checkpoint.
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import time
 from collections.abc import Callable
@@ -101,13 +102,10 @@ def _phase_grpo(cfg: RehearsalConfig, run: RunDir, ctx: dict, echo: Callable[[st
     start = run.latest_step() or 0
     use_gpu = _device() == "cuda"
     with local_ray(num_cpus=max(2, g.inference_engine.num_engines), num_gpus=1 if use_gpu else 0) as ray:
-        settings = eval_settings(cfg)
-        rollout = type(settings)(
-            **{
-                **settings.__dict__,
-                "temperature": g.sampling_params.temperature,
-                "max_new_tokens": g.sampling_params.max_generate_length,
-            }
+        rollout = dataclasses.replace(
+            eval_settings(cfg),
+            temperature=g.sampling_params.temperature,
+            max_new_tokens=g.sampling_params.max_generate_length,
         )
         workers = start_workers(
             ray,
@@ -199,8 +197,9 @@ def rehearse(cfg: RehearsalConfig, *, echo: Callable[[str], None] = print) -> di
     point_latest(runs_dir, cfg.run_id)
     echo(f"run {run.root}  (recipe local, fingerprint {cfg.fingerprint()})")
     timer = PhaseTimer()
-    resume_step = run.latest_step() or 0
-    metrics = MetricsLog(run.root, resume_phase="grpo" if resume_step else None, resume_step=resume_step)
+    # GRPO resumes from its latest checkpoint (step 0: before the first one), SFT from its own.
+    resume_step = (run.latest_step() or 0) if (run.sft_model / "config.json").is_file() else None
+    metrics = MetricsLog(run.root, resume_step=resume_step)
     log = _progress(echo, cfg.trainer.max_training_steps)
 
     def log_both(phase: str, step: int, values: dict) -> None:

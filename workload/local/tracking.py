@@ -16,45 +16,45 @@ MEMORY_SAMPLE_S = 0.5
 class MetricsLog:
     """Appends ``{"phase", "step", metrics...}`` lines to metrics.jsonl and scalars to TensorBoard.
 
-    On resume, lines after the resumed step are dropped and TensorBoard purges them too,
-    so a resumed run's logs read like an uninterrupted one's.
+    SFT scalars go to ``tensorboard/sft``, GRPO and eval scalars to ``tensorboard/grpo`` (their
+    step axes differ). A run resumed from GRPO step N drops the GRPO and eval lines after N,
+    and TensorBoard purges those events, so its logs read like an uninterrupted run's.
     """
 
-    def __init__(
-        self,
-        root: Path,
-        *,
-        resume_phase: str | None = None,
-        resume_step: int = 0,
-        echo: Callable[[str], None] = print,
-    ):
+    RESUMED_PHASES = ("grpo", "eval")
+
+    def __init__(self, root: Path, *, resume_step: int | None = None, echo: Callable[[str], None] = print):
         from torch.utils.tensorboard import SummaryWriter
 
         self.path = root / "metrics.jsonl"
         self.echo = echo
-        if resume_phase is not None and self.path.is_file():
-            self._truncate(resume_phase, resume_step)
-        self.writer = SummaryWriter(
-            str(root / "tensorboard"), purge_step=resume_step + 1 if resume_phase == "grpo" else None
-        )
+        if resume_step is not None and self.path.is_file():
+            self._truncate(resume_step)
+        purge = None if resume_step is None else resume_step + 1
+        self.writers = {
+            "sft": SummaryWriter(str(root / "tensorboard" / "sft")),
+            "grpo": SummaryWriter(str(root / "tensorboard" / "grpo"), purge_step=purge),
+        }
 
-    def _truncate(self, phase: str, step: int) -> None:
+    def _truncate(self, step: int) -> None:
         kept = []
         for line in self.path.read_text().splitlines():
             row = json.loads(line)
-            if not (row["phase"] == phase and row["step"] > step):
+            if not (row["phase"] in self.RESUMED_PHASES and row["step"] > step):
                 kept.append(line)
         self.path.write_text("".join(f"{line}\n" for line in kept))
 
     def __call__(self, phase: str, step: int, metrics: dict[str, float]) -> None:
         with self.path.open("a") as handle:
             handle.write(json.dumps({"phase": phase, "step": step, **metrics}) + "\n")
+        writer = self.writers["sft" if phase == "sft" else "grpo"]
         for key, value in metrics.items():
-            self.writer.add_scalar(key, value, step)
-        self.writer.flush()
+            writer.add_scalar(key, value, step)
+        writer.flush()
 
     def close(self) -> None:
-        self.writer.close()
+        for writer in self.writers.values():
+            writer.close()
 
 
 def _children(pid: int) -> list[int]:

@@ -45,7 +45,7 @@ def test_smoke_run_writes_every_output(rehearsal_smoke):
     assert (run.sft_model / "config.json").is_file() and run.sft_state.is_file()
     phases = {json.loads(line)["phase"] for line in (run.root / "metrics.jsonl").read_text().splitlines()}
     assert phases == {"sft", "grpo", "eval"}
-    assert list((run.root / "tensorboard").glob("events.out.tfevents.*"))
+    assert list((run.root / "tensorboard" / "grpo").glob("events.out.tfevents.*"))
     assert (run.root / "eval_curve.png").stat().st_size > 1000
     for phase in ("[model]", "[sft]", "[eval] step 0", "[grpo] step 6/6", "[serve]", "baseline", "peak"):
         assert phase in done.stdout
@@ -96,6 +96,8 @@ def test_sigkill_then_the_same_command_resumes_and_ends_like_an_uninterrupted_ru
     resumed = int(re.search(r"resumed from checkpoint global_step_(\d+)", done.stdout).group(1))
     assert resumed == killed_at  # at most one checkpoint interval (1 step) lost
 
+    rows = [json.loads(line) for line in (run.root / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows if r["phase"] == "grpo"] == [1, 2, 3, 4, 5, 6]  # no step logged twice
     reference = _run(reference_runs)
     for step, report in reference.evals().items():
         again = run.evals()[step]

@@ -115,16 +115,18 @@ def test_latest_symlink_points_at_the_newest_run(tmp_path):
     assert os.readlink(tmp_path / "latest") == "b"
 
 
-def test_metrics_log_drops_lines_after_the_resumed_step(tmp_path):
+def test_metrics_log_drops_grpo_and_eval_lines_after_the_resumed_step(tmp_path):
     log = MetricsLog(tmp_path, echo=lambda _: None)
+    log("sft", 15, {"sft/loss": 1.0})
     for step in (1, 2, 3):
         log("grpo", step, {"x": float(step)})
     log("eval", 3, {"y": 1.0})
     log.close()
-    MetricsLog(tmp_path, resume_phase="grpo", resume_step=2, echo=lambda _: None).close()
+    MetricsLog(tmp_path, resume_step=2, echo=lambda _: None).close()
     rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
-    assert [(r["phase"], r["step"]) for r in rows] == [("grpo", 1), ("grpo", 2), ("eval", 3)]
-    assert list((tmp_path / "tensorboard").glob("events.out.tfevents.*"))
+    assert [(r["phase"], r["step"]) for r in rows] == [("sft", 15), ("grpo", 1), ("grpo", 2)]
+    for phase in ("sft", "grpo"):
+        assert list((tmp_path / "tensorboard" / phase).glob("events.out.tfevents.*"))
 
 
 def test_memory_of_the_process_tree_is_measured():
