@@ -87,6 +87,8 @@ def test_make_destroy_and_deploy_run_these_commands(repo_root):
     import subprocess
 
     for target, command in (("destroy", "skymaze teardown --profile blog"), ("deploy", "skymaze deploy --profile blog")):
-        dry = subprocess.run(["make", "-n", target, "PROFILE=blog"], cwd=repo_root, capture_output=True, text=True)
+        # Under `make test` this runs inside make: --no-print-directory keeps "Leaving directory" out.
+        dry = subprocess.run(["make", "--no-print-directory", "-n", target, "PROFILE=blog"], cwd=repo_root,
+                             capture_output=True, text=True)
         assert dry.returncode == 0, dry.stderr
         assert f".venv/bin/{command}" in dry.stdout.splitlines()[-1]

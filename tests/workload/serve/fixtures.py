@@ -48,17 +48,44 @@ class MotoS3:
     uri: str
 
 
+MOTO_START_TIMEOUT_S = 60
+
+
+def _start_moto_server(port: int) -> subprocess.Popen:
+    """moto's S3 server in its own process, polled until it answers.
+
+    A separate process keeps its buckets apart from the in-process ``mock_aws()`` contexts of
+    other tests, which reset moto's shared in-process state when they exit.
+    """
+    import time
+    import urllib.request
+
+    process = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + MOTO_START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"moto server exited with status {process.returncode}")
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/moto-api/", timeout=2):
+                return process
+        except OSError:
+            time.sleep(0.2)
+    process.kill()
+    raise RuntimeError(f"moto server did not answer on 127.0.0.1:{port} within {MOTO_START_TIMEOUT_S} s")
+
+
 @pytest.fixture(scope="session")
 def moto_s3(serve_adapters_dir: pathlib.Path) -> Iterator[MotoS3]:
     """moto's S3 server on 127.0.0.1 (free port) holding the adapters under s3://bucket/adapters/."""
     import boto3
-    from moto.server import ThreadedMotoServer
 
     from workload.serve.local import free_port
 
     port = free_port()
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
+    server = _start_moto_server(port)
     endpoint = f"http://127.0.0.1:{port}"
     s3 = boto3.client("s3", endpoint_url=endpoint, **{k.lower(): v for k, v in FAKE_CREDENTIALS.items()})
     s3.create_bucket(Bucket=S3_BUCKET, CreateBucketConfiguration={"LocationConstraint": "us-west-2"})
@@ -67,7 +94,8 @@ def moto_s3(serve_adapters_dir: pathlib.Path) -> Iterator[MotoS3]:
             key = f"{S3_PREFIX}/{path.relative_to(serve_adapters_dir).as_posix()}"
             s3.upload_file(str(path), S3_BUCKET, key)
     yield MotoS3(endpoint_url=endpoint, uri=f"s3://{S3_BUCKET}/{S3_PREFIX}")
-    server.stop()
+    server.terminate()
+    server.wait(timeout=SHUTDOWN_TIMEOUT_S)
 
 
 @dataclass(frozen=True)
