@@ -43,8 +43,8 @@ def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
     return build_tiny_model(tmp_path_factory.mktemp("tiny_model") / "base", seed=0, preset="tiny")
 
 
-# Serving: adapters, moto S3 and one local Ray Serve per session (tests/workload/serve/fixtures.py).
-from tests.workload.serve.fixtures import moto_s3, serve_adapters_dir, serve_endpoints  # noqa: E402, F401
-
-# Rehearsal: one uninterrupted tiny run per session (tests/workload/local/fixtures.py).
+# Session fixtures shared across test folders:
+# - rehearsal: one uninterrupted tiny run per session (tests/workload/local/fixtures.py);
+# - serving: adapters, moto S3 and one local Ray Serve per session (tests/workload/serve/fixtures.py).
 from tests.workload.local.fixtures import rehearsal_smoke  # noqa: E402, F401
+from tests.workload.serve.fixtures import moto_s3, serve_adapters_dir, serve_endpoints  # noqa: E402, F401

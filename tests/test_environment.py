@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import re
 import subprocess
+import sys
 
 from tests.conftest import ROOT
 
@@ -61,4 +62,10 @@ def test_ci_script_runs_the_readme_test_command_and_rejects_empty_runs():
 def test_shell_scripts_pass_shellcheck():
     scripts = [ROOT / ".ci" / "run", *ROOT.glob("infra/**/*.sh"), *ROOT.glob("containers/**/*.sh")]
     result = subprocess.run(["shellcheck", *map(str, scripts)], capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_ruff_finds_nothing():
+    # `make lint` runs the same check; here it gates CI too.
+    result = subprocess.run([sys.executable, "-m", "ruff", "check", str(ROOT)], capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
