@@ -38,19 +38,33 @@ from workload.maze.generator import generate_from_seed
 MICRO_BATCH_SAMPLES = 256  # bounds activation memory of one forward/backward (rehearsal-feasibility §4)
 
 
+def usable(completion: list[int], skip_tokens: frozenset[int]) -> bool:
+    """A completion can be trained on: not empty, and no vision placeholder token (sampling
+    over the full vocabulary can draw ``<|image_pad|>``, which the model would then expect
+    image features for)."""
+    return bool(completion) and not skip_tokens.intersection(completion)
+
+
 def turn_samples(
-    episodes: list[EpisodeRecord], advantages: list[float], *, history: int, size: int
-) -> tuple[list[Context], list[list[int]], list[float]]:
-    """Every turn of every episode as (context, generated tokens, episode advantage)."""
-    contexts, completions, advs = [], [], []
-    for episode, adv in zip(episodes, advantages, strict=True):
+    episodes: list[EpisodeRecord],
+    advantages: list[float],
+    *,
+    history: int,
+    size: int,
+    skip_tokens: frozenset[int] = frozenset(),
+) -> tuple[list[Context], list[list[int]], list[float], list[int]]:
+    """Every usable turn of every episode as (context, generated tokens, episode advantage,
+    episode index)."""
+    contexts, completions, advs, owners = [], [], [], []
+    for index, (episode, adv) in enumerate(zip(episodes, advantages, strict=True)):
         for turn, completion in enumerate(episode.completions):
-            if not completion:
+            if not usable(completion, skip_tokens):
                 continue
             contexts.append(turn_context(episode.frames, episode.replies, turn, history=history, size=size))
             completions.append(completion)
             advs.append(adv)
-    return contexts, completions, advs
+            owners.append(index)
+    return contexts, completions, advs, owners
 
 
 def _chunks(n: int, size: int) -> list[slice]:
@@ -202,15 +216,14 @@ class GrpoLearner:
         )
         informative = grpo.informative_groups(rewards, g.n_samples_per_prompt)
         keep = [i for i in range(len(episodes)) if informative[i // g.n_samples_per_prompt]]
-        contexts, completions, advs = turn_samples(
+        contexts, completions, advs, owners = turn_samples(
             [episodes[i] for i in keep],
             [float(adv[i]) for i in keep],
             history=g.image_history,
             size=self.cfg.environment.maze.size,
+            skip_tokens=self.encoder.vision_token_ids,
         )
-        group_of = []
-        for i in keep:
-            group_of.extend([i // g.n_samples_per_prompt] * sum(1 for c in episodes[i].completions if c))
+        group_of = [keep[o] // g.n_samples_per_prompt for o in owners]
         metrics = self.update(contexts, completions, advs, group_of) if contexts else {}
         done = time.perf_counter()
         tokens = sum(len(c) for e in episodes for c in e.completions)

@@ -63,6 +63,8 @@ class Encoder:
         self.tokenizer = processor.tokenizer
         self.eos_id = self.tokenizer.convert_tokens_to_ids(self.tokenizer.eos_token)
         self.pad_id = self.tokenizer.pad_token_id
+        vision = ("<|vision_start|>", "<|vision_end|>", "<|image_pad|>", "<|video_pad|>")
+        self.vision_token_ids = frozenset(self.tokenizer.convert_tokens_to_ids(t) for t in vision)
 
     def prompt_text(self, context: Context) -> str:
         return self.processor.apply_chat_template(

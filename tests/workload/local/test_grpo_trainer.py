@@ -53,9 +53,25 @@ def episodes(tiny_model_dir):
 
 
 def _samples(episodes, advantages=(1.0, -1.0, 1.0, -1.0)):
-    contexts, completions, advs = turn_samples(episodes, list(advantages), history=1, size=7)
-    group_of = [g for g, e in zip((0, 0, 1, 1), episodes, strict=True) for c in e.completions if c]
-    return contexts, completions, advs, group_of
+    contexts, completions, advs, owners = turn_samples(episodes, list(advantages), history=1, size=7)
+    return contexts, completions, advs, [(0, 0, 1, 1)[o] for o in owners]
+
+
+def test_completions_with_vision_tokens_are_not_trained_on(episodes, tiny_model_dir):
+    import copy
+
+    from workload.local.tiny_model import load_tiny
+
+    encoder = Encoder(load_tiny(tiny_model_dir)[1])
+    image_pad = encoder.tokenizer.convert_tokens_to_ids("<|image_pad|>")
+    assert image_pad in encoder.vision_token_ids
+    played = copy.deepcopy(episodes)
+    played[0].completions[0] = [image_pad, encoder.eos_id]
+    _, completions, _, owners = turn_samples(
+        played, [1.0, -1.0, 1.0, -1.0], history=1, size=7, skip_tokens=encoder.vision_token_ids
+    )
+    assert [image_pad, encoder.eos_id] not in completions
+    assert owners.count(0) == played[0].turns - 1
 
 
 def test_every_turn_becomes_a_sample_carrying_its_episode_advantage(episodes):
