@@ -88,7 +88,7 @@ def test_groups_must_hold_at_least_two_rollouts():
 
 
 def test_mini_batches_must_take_whole_groups():
-    with pytest.raises(ValueError, match=r"trainer.train_batch_size \(4\) must be a multiple of"):
+    with pytest.raises(ValueError, match=r"trainer.train_batch_size \(8\) must be a multiple of"):
         load_config("local", ["trainer.policy_mini_batch_size=3"])
 
 
