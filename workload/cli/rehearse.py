@@ -8,7 +8,9 @@ from workload.cli._common import EXIT_USAGE, fail, next_step
 
 
 def rehearse(
-    overrides: list[str] = typer.Argument(None, metavar="[KEY=VALUE]...", help="recipe overrides (SkyRL key names)"),
+    overrides: list[str] = typer.Argument(
+        None, metavar="[KEY=VALUE]...", help="recipe overrides (SkyRL key names)"
+    ),
     recipe: str = typer.Option("local", help="recipe name in workload/local/recipes/"),
 ) -> None:
     """Build a tiny Qwen3-VL, warm-start it with SFT, train it with GRPO + LoRA on a local Ray
