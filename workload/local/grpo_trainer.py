@@ -89,14 +89,9 @@ class GrpoLearner:
         on_eval: Callable[[int, dict, list[EpisodeRecord]], None],
     ):
         self.cfg, self.run, self.model, self.encoder = cfg, run, model, encoder
-        self.workers, self.ray, self.heldout, self.accept, self.log, self.on_eval = (
-            workers,
-            ray,
-            heldout,
-            accept,
-            log,
-            on_eval,
-        )
+        self.workers, self.ray = workers, ray  # rollout actors and the ray module (None in unit tests)
+        self.heldout, self.accept = heldout, accept
+        self.log, self.on_eval = log, on_eval
         opt_cfg = cfg.trainer.policy.optimizer_config
         params = [p for p in model.parameters() if p.requires_grad]
         self.optimizer = torch.optim.AdamW(params, lr=opt_cfg.lr, weight_decay=opt_cfg.weight_decay)
