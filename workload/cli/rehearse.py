@@ -21,7 +21,7 @@ def rehearse(
     command again resumes from the latest checkpoint (trainer.resume_mode=none starts afresh).
     Exit codes: 0 done, 1 the rehearsal failed, 2 bad settings.
 
-    Example:  skymaze rehearse trainer.max_training_steps=60 trainer.seed=1
+    Example:  skymaze rehearse trainer.seed=1 trainer.max_training_steps=30
     """
     from workload.local.config import load_config
 
