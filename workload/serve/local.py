@@ -58,6 +58,7 @@ def _start_serve(host: str, port: int, num_cpus: int) -> tuple[str, int]:
                 include_dashboard=False,
                 dashboard_port=free_port(),
                 namespace=RAY_NAMESPACE,
+                _node_ip_address="127.0.0.1",  # a one-machine Ray: keep its own traffic on loopback
                 _temp_dir=_INSTANCE.temp_dir,
                 log_to_driver=False,
             )
