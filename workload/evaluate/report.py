@@ -7,14 +7,14 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from workload.evaluate.metrics import solvable_ceiling
-from workload.maze.files import write_json_atomic as _write_json_atomic
+from workload.files import write_json_atomic as _write_json_atomic
 
 TABLE_TURN_CAPS = (15, 20)  # the published run's cap, and VisGym's easy budget
 
 
 def write_json_atomic(path: str | Path, obj: object) -> Path:
-    """Write ``obj`` as JSON to ``path`` atomically (temp file in the same folder, then rename)."""
-    return _write_json_atomic(path, obj)
+    """Write a report as JSON to ``path`` atomically; NaN is refused (reports must stay valid JSON)."""
+    return _write_json_atomic(path, obj, allow_nan=False)
 
 
 def _pct(value: float | None) -> str:

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from workload.files import write_text_atomic
 from workload.local import grpo
 from workload.local.config import RehearsalConfig
 from workload.local.data import PHASE_GRPO, draw_seeds
@@ -31,7 +32,6 @@ from workload.local.rundir import (
     torch_save_atomic,
     write_dir_atomic,
     write_json_atomic,
-    write_text_atomic,
 )
 from workload.maze.generator import generate_from_seed
 

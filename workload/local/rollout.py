@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import contextlib
 import os
-import socket
 import tempfile
 from pathlib import Path
 from typing import Any
 
 from workload.local.config import LoraConfig
 from workload.local.episodes import EpisodeRecord, PlaySettings, play
+from workload.localhost import free_port
 
 RAY_NAMESPACE_PREFIX = "rehearsal"
 
@@ -80,13 +80,6 @@ class RolloutWorker:
             seeds=episode_seeds,
             generator_seed=generator_seed,
         )
-
-
-def free_port() -> int:
-    """A free loopback TCP port (bind to port 0)."""
-    with contextlib.closing(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @contextlib.contextmanager

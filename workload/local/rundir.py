@@ -25,6 +25,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from workload.files import atomic_path
+from workload.files import write_json_atomic as _write_json_atomic
+
 LATEST_FILE = "latest_ckpt_global_step.txt"  # SkyRL's name
 
 
@@ -72,29 +75,16 @@ class RunDir:
         return dict(sorted(out.items()))
 
 
-def write_text_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` via a temp file in the same folder and ``os.replace``."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    with os.fdopen(fd, "w") as handle:
-        handle.write(text)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
-
-
 def write_json_atomic(path: Path, obj: Any) -> None:
-    write_text_atomic(path, json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")
+    """Run-directory JSON (configs, evals, reports); values JSON lacks (paths) become strings."""
+    _write_json_atomic(path, obj, default=str)
 
 
 def torch_save_atomic(obj: Any, path: Path) -> None:
     import torch
 
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    os.close(fd)
-    torch.save(obj, tmp)
-    os.replace(tmp, path)
+    with atomic_path(path) as tmp:
+        torch.save(obj, tmp)
 
 
 def write_dir_atomic(path: Path, fill: Callable[[Path], None]) -> None:

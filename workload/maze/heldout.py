@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from workload.maze.files import write_bytes_atomic, write_json_atomic
+from workload.files import write_bytes_atomic, write_json_atomic
 from workload.maze.generator import generate_from_seed
 from workload.maze.solver import shortest_path_len
 
@@ -118,7 +118,7 @@ def freeze_set(name: str, directory: Path = HELDOUT_DIR) -> Path:
     manifest_path = directory / MANIFEST_NAME
     manifest = json.loads(manifest_path.read_text()) if manifest_path.exists() else {}
     manifest[path.name] = hashlib.sha256(data).hexdigest()
-    write_json_atomic(manifest_path, manifest)
+    write_json_atomic(manifest_path, manifest, allow_nan=False)
     return path
 
 

@@ -9,9 +9,7 @@ knows the VPC to check and the buckets to delete.
 from __future__ import annotations
 
 import json
-import os
 import re
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -19,6 +17,7 @@ from pathlib import Path
 
 from botocore.exceptions import ClientError
 
+from workload.files import write_json_atomic
 from workload.ops import aws
 from workload.ops.cdk import CdkError, list_stacks, run_cdk
 from workload.ops.kube import (
@@ -74,11 +73,7 @@ class Discovered:
 
     def save(self, path: Path) -> None:
         """Atomic write: a crash never leaves half a state file."""
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-        with os.fdopen(fd, "w") as handle:
-            json.dump(asdict(self), handle, indent=2)
-        os.replace(tmp, path)
+        write_json_atomic(path, asdict(self))
 
 
 def poll_until_empty(check: Callable[[], list], *, timeout_s: float, interval_s: float, what: str,

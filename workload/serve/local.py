@@ -7,26 +7,18 @@ Serve instance (one HTTP port), e.g. one reading adapters from a folder and one 
 
 from __future__ import annotations
 
-import socket
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from workload.localhost import LOOPBACK, free_port
 from workload.serve.app import MODEL_DEPLOYMENT, build_app
 from workload.serve.settings import ServeSettings
 
-LOOPBACK = "127.0.0.1"
 DEFAULT_APP_NAME = "skymaze"
 DEFAULT_NUM_CPUS = 2
 RAY_NAMESPACE = "skymaze-serve"
-
-
-def free_port(host: str = LOOPBACK) -> int:
-    """A TCP port free on ``host`` right now (bind to port 0, read it back)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return sock.getsockname()[1]
 
 
 @dataclass

@@ -7,31 +7,16 @@ may add fields to it. The class is duck-typed so it imports (and is tested) with
 
 from __future__ import annotations
 
-import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
+from workload.files import write_json_atomic
 from workload.skyrl.metrics import SKYRL_EVAL_SOLVED, STRICT_LOG_KEY, RayMetricsExporter, derive_metrics
 
 EVENTS = (
     "on_train_start", "on_train_end", "on_epoch_start", "on_epoch_end", "on_step_start",
     "on_step_end", "on_eval_start", "on_eval_end", "on_save", "on_log",
 )
-
-
-def write_json_atomic(path: Path, obj: Any) -> None:
-    """Write JSON to a temp file in the same folder, then rename it into place."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as handle:
-            json.dump(obj, handle, indent=2, sort_keys=True)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
 
 
 class MazeTrainingCallback:

@@ -16,13 +16,13 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
-import os
 import re
 import struct
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from workload.files import atomic_path, write_bytes_atomic
 
 ADAPTER_CONFIG = "adapter_config.json"
 ADAPTER_WEIGHTS = "adapter_model.safetensors"
@@ -145,15 +145,9 @@ def adapter_name(destination: tuple[str, str, str]) -> str:
 
 
 def _atomic_copy(source: Path, target: Path) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
-    try:
-        with os.fdopen(fd, "wb") as out, source.open("rb") as src:
-            while chunk := src.read(HASH_CHUNK_BYTES):
-                out.write(chunk)
-        os.replace(tmp, target)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    with atomic_path(target) as tmp, tmp.open("wb") as out, source.open("rb") as src:
+        while chunk := src.read(HASH_CHUNK_BYTES):
+            out.write(chunk)
 
 
 def _publish_dir(files: list[Path], manifest: bytes, target: Path, *, overwrite: bool) -> None:
@@ -163,8 +157,7 @@ def _publish_dir(files: list[Path], manifest: bytes, target: Path, *, overwrite:
     (target / MANIFEST).unlink(missing_ok=True)  # readers see "incomplete" until the new manifest lands
     for path in files:
         _atomic_copy(path, target / path.name)
-    (target / f".{MANIFEST}.tmp").write_bytes(manifest)
-    os.replace(target / f".{MANIFEST}.tmp", target / MANIFEST)
+    write_bytes_atomic(target / MANIFEST, manifest)
 
 
 def _publish_s3(files: list[Path], manifest: bytes, bucket: str, prefix: str, *, client: Any, overwrite: bool) -> None:

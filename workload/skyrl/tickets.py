@@ -10,11 +10,11 @@ the frozen ``init_state`` of a held-out maze, so they never depend on RNG replay
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from workload.files import atomic_path
 
 ENV_CLASS = "maze"
 TRAIN_SOURCE = "maze_2d/easy"
@@ -109,14 +109,8 @@ def write_parquet(rows: list[dict[str, Any]], path: Path) -> Path:
 
     path.parent.mkdir(parents=True, exist_ok=True)
     table = pa.Table.from_pylist(rows, schema=_schema())
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    os.close(fd)
-    try:
+    with atomic_path(path) as tmp:
         pq.write_table(table, tmp)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
     return path
 
 
