@@ -44,3 +44,10 @@ def test_full_tiny_rehearsal_prints_the_table_and_the_next_command(rehearsal_smo
     assert any(line.startswith("peak ") for line in lines)
     assert "Next:" in done.stdout and "skymaze promote --run" in done.stdout
     assert (runs_dir / "latest" / "report.json").is_file()
+
+
+def test_library_progress_bars_and_deprecation_notices_stay_out_of_the_output(rehearsal_smoke):
+    done, _ = rehearsal_smoke
+    assert done.returncode == 0, done.stderr[-3000:]
+    for noise in ("Loading weights", "Writing model shards", "is_gradient_checkpointing"):
+        assert noise not in done.stdout + done.stderr, noise

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import typer
 
 from workload.cli._common import EXIT_USAGE, fail, next_step
@@ -23,6 +25,7 @@ def rehearse(
 
     Example:  skymaze rehearse trainer.seed=1 trainer.max_training_steps=30
     """
+    _quiet_library_noise()
     from workload.local.config import load_config
 
     try:
@@ -40,6 +43,22 @@ def rehearse(
     if best is not None:
         hints.insert(0, f"skymaze promote --run {report['run_dir']} --step {best} --to ./adapters")
     next_step(*hints)
+
+
+# Library chatter that would bury the phase lines: per-load progress bars and a peft deprecation
+# notice, in this process and (through the inherited environment) in the Ray rollout actors.
+QUIET_ENV = {
+    "HF_HUB_DISABLE_PROGRESS_BARS": "1",
+    "PYTHONWARNINGS": "ignore:`is_gradient_checkpointing` is deprecated:FutureWarning",
+}
+
+
+def _quiet_library_noise() -> None:
+    import warnings
+
+    for key, value in QUIET_ENV.items():
+        os.environ.setdefault(key, value)
+    warnings.filterwarnings("ignore", message="`is_gradient_checkpointing` is deprecated", category=FutureWarning)
 
 
 def register(app: typer.Typer) -> None:
