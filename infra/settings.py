@@ -46,6 +46,12 @@ MIN_HYPERPOD_CHART_VERSION = (3, 7, 1)
 PLACEHOLDER_ACCOUNT = "111111111111"  # offline synth; `cdk deploy` passes the real account
 
 
+def _one_of(value: str, allowed: tuple[str, ...] | list[str]) -> str:
+    if value not in allowed:
+        raise ValueError(f"{value!r} is not allowed; allowed values: {', '.join(allowed)}")
+    return value
+
+
 class Settings(BaseModel):
     """Everything a deploy can vary. Frozen: read once, passed down."""
 
@@ -91,23 +97,17 @@ class Settings(BaseModel):
     @field_validator("region")
     @classmethod
     def _region(cls, value: str) -> str:
-        if value not in SUPPORTED_REGIONS:
-            raise ValueError(f"{value!r} is not allowed; allowed values: {', '.join(SUPPORTED_REGIONS)}")
-        return value
+        return _one_of(value, SUPPORTED_REGIONS)
 
     @field_validator("head_instance_type")
     @classmethod
     def _head_type(cls, value: str) -> str:
-        if value not in HEAD_INSTANCES:
-            raise ValueError(f"{value!r} is not allowed; allowed values: {', '.join(HEAD_INSTANCES)}")
-        return value
+        return _one_of(value, HEAD_INSTANCES)
 
     @field_validator("worker_instance_type")
     @classmethod
     def _worker_type(cls, value: str) -> str:
-        if value not in GPU_INSTANCES:
-            raise ValueError(f"{value!r} is not allowed; allowed values: {', '.join(GPU_INSTANCES)}")
-        return value
+        return _one_of(value, GPU_INSTANCES)
 
     @field_validator("fsx_storage_gib")
     @classmethod

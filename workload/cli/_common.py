@@ -22,3 +22,19 @@ def next_step(*commands: str) -> None:
     typer.echo("\nNext:")
     for command in commands:
         typer.echo(f"  {command}")
+
+
+def deploy_setting(profile: str, name: str):
+    """One deployment setting of ``profile`` (infra/settings.py), or exit 2 saying what to pass.
+
+    Inside the trainer image the deploy settings are not installed: the caller's explicit
+    option is then the only source.
+    """
+    try:
+        from infra.settings import SettingsError, load_settings
+    except ImportError:
+        fail("deploy settings are not installed here; pass the value explicitly (see --help)", code=EXIT_USAGE)
+    try:
+        return getattr(load_settings({"profile": profile}), name)
+    except SettingsError as err:
+        fail(str(err), code=EXIT_USAGE)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from workload.cli._common import EXIT_USAGE, fail, next_step
+from workload.cli._common import EXIT_USAGE, deploy_setting, fail, next_step
 from workload.cli.recipe import SET_HELP, load_or_exit
 
 
@@ -24,15 +24,7 @@ def plan(
 
     recipe = load_or_exit(recipe_name, sets)
     if fsx_gib is None:
-        try:
-            from infra.settings import SettingsError, load_settings
-        except ImportError:  # inside the trainer image: deploy settings are not installed
-            fail("deploy settings are not installed here; pass the value explicitly (see --help)", code=EXIT_USAGE)
-
-        try:
-            fsx_gib = load_settings({"profile": profile}).fsx_storage_gib
-        except SettingsError as err:
-            fail(str(err), code=EXIT_USAGE)
+        fsx_gib = deploy_setting(profile, "fsx_storage_gib")
     try:
         result = build_plan(recipe.resolved(), train_rows=recipe.train_rows(), fsx_gib=fsx_gib)
     except (KeyError, ValueError) as err:

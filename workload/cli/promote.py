@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from workload.cli._common import EXIT_USAGE, fail, next_step
+from workload.cli._common import EXIT_USAGE, deploy_setting, fail, next_step
 
 
 def promote(
@@ -27,15 +27,7 @@ def promote(
     from workload.skyrl.promote import promote as run_promote
 
     if max_lora_rank is None:
-        try:
-            from infra.settings import SettingsError, load_settings
-        except ImportError:  # inside the trainer image: deploy settings are not installed
-            fail("deploy settings are not installed here; pass the value explicitly (see --help)", code=EXIT_USAGE)
-
-        try:
-            max_lora_rank = load_settings({"profile": profile}).max_lora_rank
-        except SettingsError as err:
-            fail(str(err), code=EXIT_USAGE)
+        max_lora_rank = deploy_setting(profile, "max_lora_rank")
     try:
         manifest = run_promote(run, step, to, max_lora_rank=max_lora_rank, overwrite=overwrite)
     except PromoteError as err:
