@@ -107,6 +107,9 @@ class Settings(BaseModel):
     # IAM role or user ARNs, comma-separated on the command line.
     admin_principal_arns: tuple[str, ...] = ()
     user_principal_arns: tuple[str, ...] = ()
+    # The artifacts bucket of an earlier deploy, kept by `skymaze teardown --keep-data`: use it
+    # instead of creating one (its fixed name would collide). `skymaze deploy` sets this when it finds it.
+    reuse_artifacts_bucket: bool = False
     # IAM Identity Center user and group ids given the ADMIN role in the Grafana workspace.
     grafana_admin_user_ids: tuple[str, ...] = ()
     grafana_admin_group_ids: tuple[str, ...] = ()
