@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 
 from aws_cdk import CfnOutput, Stack
-from aws_cdk import custom_resources as cr
 from aws_cdk import aws_aps as aps
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_grafana as grafana
 from aws_cdk import aws_iam as iam
+from aws_cdk import custom_resources as cr
 from constructs import Construct, IDependable
 
 from infra.constructs.grafana_dashboards import GrafanaDashboards
