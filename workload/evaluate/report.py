@@ -6,8 +6,8 @@ import collections
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from workload.evaluate.metrics import solvable_ceiling
 from workload.files import write_json_atomic as _write_json_atomic
+from workload.maze.metrics import solvable_ceiling
 
 TABLE_TURN_CAPS = (15, 20)  # the published run's cap, and VisGym's easy budget
 

@@ -207,7 +207,7 @@ def rehearse(cfg: RehearsalConfig, *, echo: Callable[[str], None] = print) -> di
         log(phase, step, values)
 
     def on_eval(step: int, report: dict, records: list) -> None:
-        from workload.evaluate.metrics import report_metrics
+        from workload.maze.metrics import report_metrics
 
         metrics("eval", step, report_metrics(report))
         lo, hi = report["ci95"]

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from workload.evaluate.metrics import Episode, build_report
 from workload.evaluate.report import format_report, heldout_markdown, heldout_rows, write_json_atomic
 from workload.maze.heldout import load_set
+from workload.maze.metrics import Episode, build_report
 
 
 def test_write_json_atomic_replaces_whole_files(tmp_path):

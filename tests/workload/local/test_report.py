@@ -8,7 +8,6 @@ import os
 import pytest
 from PIL import Image
 
-from workload.evaluate.metrics import Episode, build_report
 from workload.local.report import (
     best_export_step,
     eval_curve_png,
@@ -19,6 +18,7 @@ from workload.local.report import (
 from workload.local.rundir import RunDir, point_latest, write_dir_atomic, write_json_atomic
 from workload.local.tracking import MetricsLog, PeakMemory, tree_rss_kib
 from workload.maze.heldout import load_set
+from workload.maze.metrics import Episode, build_report
 from workload.maze.solver import solve
 
 
