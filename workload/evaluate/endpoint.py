@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from workload.evaluate.report import write_json_atomic
+from workload.files import write_json_atomic
 from workload.maze.conversation import DEFAULT_MAX_TURNS, MazeConversation
 from workload.maze.metrics import Episode, build_report
 from workload.maze.render import DEFAULT_CELL_PX

@@ -16,8 +16,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from workload.files import write_dir_atomic, write_json_atomic
 from workload.local.config import RehearsalConfig
-from workload.local.rundir import RunDir, point_latest, write_dir_atomic, write_json_atomic
+from workload.local.rundir import RunDir, point_latest
 from workload.local.tracking import MetricsLog, PeakMemory, PhaseTimer
 
 PROGRESS_KEYS = {
