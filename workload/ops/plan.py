@@ -46,9 +46,10 @@ class TeardownTarget:
     def log_group_prefixes(self) -> tuple[str, ...]:
         """Log groups AWS services create for this app outside CloudFormation: Lambda functions
         without their own log group (named `<stack>-...` by CloudFormation), the EKS control plane
-        and the HyperPod cluster's nodes."""
-        lambdas = tuple(f"/aws/lambda/{stack}-" for stack in self.stacks) or (
-            f"/aws/lambda/{self.app_name.capitalize()}",)
+        and the HyperPod cluster's nodes. Lambda prefixes need the exact stack names (a shared name
+        prefix must never reach another deployment's logs): without `stacks`, the executor adds them
+        from the stacks it discovered."""
+        lambdas = tuple(f"/aws/lambda/{stack}-" for stack in self.stacks)
         return (*lambdas, f"/aws/eks/{self.eks_cluster_name}/",
                 f"/aws/sagemaker/Clusters/{self.app_name}{HYPERPOD_CLUSTER_SUFFIX}/")
 

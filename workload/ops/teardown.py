@@ -267,8 +267,8 @@ class TeardownExecutor:
     def delete_log_groups(self, step: Step) -> None:
         target = self.target
         prefixes = list(target.log_group_prefixes)
-        if not target.stacks:  # `cdk destroy --all`: name the Lambda prefixes after the discovered stacks
-            prefixes = [f"/aws/lambda/{stack}-" for stack in self.found.stacks] + prefixes[1:]
+        if not target.stacks:  # `cdk destroy --all`: the Lambda prefixes of the stacks discovery found
+            prefixes = [f"/aws/lambda/{stack}-" for stack in self.found.stacks] + prefixes
         deleted = aws.delete_log_groups(self._session, prefixes)
         self._echo(f"  deleted {len(deleted)} log groups" + (f": {', '.join(deleted[:10])}" if deleted else ""))
 

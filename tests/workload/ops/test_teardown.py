@@ -216,7 +216,7 @@ def test_a_retained_file_system_and_the_apps_log_groups_are_deleted_after_cdk_de
         LustreConfiguration={"DeploymentType": "PERSISTENT_2", "PerUnitStorageThroughput": 250},
     )["FileSystem"]["FileSystemId"]
     logs = world.session.client("logs")
-    kept = "/aws/lambda/OtherApp-Handler-1"
+    kept = "/aws/lambda/Skymaze2Storage-Handler-1"  # another deployment sharing the name prefix
     for name in ("/aws/lambda/SkymazeStorage-CustomS3AutoDelete-1", "/aws/eks/skymaze-eks/cluster",
                  "/aws/sagemaker/Clusters/skymaze-hyperpod/abc123", kept):
         logs.create_log_group(logGroupName=name)
@@ -238,5 +238,7 @@ def test_keep_data_still_deletes_the_file_system_and_log_groups_but_not_the_buck
     keys = [s.key for s in build_teardown_plan(_target(keep_data=True))]
     assert keys.index("cdk-destroy") < keys.index("delete-retained-file-systems") < keys.index("delete-log-groups")
     assert "delete-retained-buckets" not in keys
-    assert _target().log_group_prefixes == ("/aws/lambda/Skymaze", "/aws/eks/skymaze-eks/",
-                                            "/aws/sagemaker/Clusters/skymaze-hyperpod/")
+    # Lambda log groups only by exact stack name: `Skymaze` alone would reach a `skymaze2` deployment.
+    assert _target().log_group_prefixes == ("/aws/eks/skymaze-eks/", "/aws/sagemaker/Clusters/skymaze-hyperpod/")
+    named = TeardownTarget(profile="blog", region="us-west-2", app_name="skymaze", stacks=("SkymazeStorage",))
+    assert named.log_group_prefixes[0] == "/aws/lambda/SkymazeStorage-"
