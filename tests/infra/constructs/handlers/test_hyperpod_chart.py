@@ -129,3 +129,4 @@ def test_the_layers_helm_is_4_and_accepts_the_client_side_flag(tmp_path):
     # No cluster here: helm gets past flag parsing and fails reaching the API server.
     assert done.returncode != 0
     assert "unknown flag" not in done.stderr and "invalid argument" not in done.stderr, done.stderr
+    assert "kubernetes cluster unreachable" in done.stderr, done.stderr
