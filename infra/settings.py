@@ -14,6 +14,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from infra import fit
+from workload.config import DEFAULT_PROFILE, did_you_mean
 
 # Regions where both ml.r5d.16xlarge and ml.g7e.12xlarge HyperPod instances are listed
 # (cfn-lint 1.58 rule E3644 region tables) and where Managed Grafana is offered.
@@ -319,17 +320,18 @@ def load_settings(context: Mapping[str, Any]) -> Settings:
     Keys that are not settings (CDK feature flags, lookups) are ignored. Values given on the
     command line arrive as strings; pydantic converts them ("3" -> 3, "false" -> False).
     """
-    profile = str(context.get("profile", "small"))
+    profile = str(context.get("profile", DEFAULT_PROFILE))
     if profile not in PROFILES:
         raise SettingsError(f"profile: {profile!r} is not allowed; allowed values: {', '.join(PROFILES)}")
     # CDK's own keys have ':' or '@' or '-'; a snake_case key that is not a field is a typo.
     typos = sorted(k for k in context if re.fullmatch(r"[a-z]+(_[a-z0-9]+)+", k) and k not in Settings.model_fields)
     if typos:
-        raise SettingsError(f"{typos[0]}: not a deployment setting; known settings: {', '.join(Settings.model_fields)}")
+        raise SettingsError(f"{typos[0]}: not a deployment setting{did_you_mean(typos[0], Settings.model_fields)} "
+                            f"(known settings: {', '.join(Settings.model_fields)})")
     values = {**PROFILES[profile], "profile": profile}
     values.update({k: v for k, v in context.items() if k in Settings.model_fields and k != "profile"})
     try:
         return Settings(**values)
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'settings'}: {e['msg']}" for e in exc.errors())
-        raise SettingsError(f"bad deployment settings ({problems}); set them with -c KEY=VALUE") from None
+        raise SettingsError(f"bad deployment settings ({problems}); set them with --deploy-set KEY=VALUE (-c)") from None

@@ -41,23 +41,23 @@ def test_show_reports_an_unwritable_output_as_failure(tmp_path):
 
 
 def test_heldout_prints_the_table_and_mazes():
-    result = runner.invoke(app, ["maze", "heldout", "--set", "easy-64", "--mazes"])
+    result = runner.invoke(app, ["maze", "heldout", "--heldout", "easy-64", "--mazes"])
     assert result.exit_code == 0, result.output
     assert "| `easy-64` | 9x9 | 64 | 12: 50, 16: 14 | 50/64 | 64/64 |" in result.stdout
     assert "      0  [7, 1] -> [1, 7]  12" in result.stdout
 
 
 def test_heldout_unknown_set_is_bad_input():
-    result = runner.invoke(app, ["maze", "heldout", "--set", "easy-99"])
+    result = runner.invoke(app, ["maze", "heldout", "--heldout", "easy-99"])
     assert result.exit_code == 2 and "known sets" in result.stderr
 
 
 def test_freeze_regenerates_identical_bytes_into_a_folder(tmp_path):
-    result = runner.invoke(app, ["maze", "freeze", "--set", "rehearsal-7x7-64", "--dir", str(tmp_path)])
+    result = runner.invoke(app, ["maze", "freeze", "--heldout", "rehearsal-7x7-64", "--dir", str(tmp_path)])
     assert result.exit_code == 0, result.output
     written = tmp_path / "rehearsal-7x7-64.json"
     assert written.read_bytes() == (HELDOUT_DIR / "rehearsal-7x7-64.json").read_bytes()
     assert "new set file" in result.stdout
-    again = runner.invoke(app, ["maze", "freeze", "--set", "rehearsal-7x7-64", "--dir", str(tmp_path)])
+    again = runner.invoke(app, ["maze", "freeze", "--heldout", "rehearsal-7x7-64", "--dir", str(tmp_path)])
     assert "unchanged" in again.stdout
     assert list(json.loads((tmp_path / MANIFEST_NAME).read_text())) == ["rehearsal-7x7-64.json"]

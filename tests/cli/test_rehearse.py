@@ -23,9 +23,16 @@ def test_unknown_setting_exits_2_naming_the_key():
 
 
 def test_wrongly_typed_setting_exits_2():
-    result = runner.invoke(app, ["rehearse", "trainer.seed=abc"])
+    result = runner.invoke(app, ["rehearse", "--set", "trainer.seed=abc"])
     assert result.exit_code == 2
-    assert "trainer.seed='abc': expected a int" in result.stderr
+    assert "trainer.seed=abc: Input should be a valid integer" in result.stderr
+
+
+def test_set_and_the_bare_alias_go_through_the_same_check():
+    for args in (["--set", "generator.max_turn=3"], ["generator.max_turn=3"]):
+        result = runner.invoke(app, ["rehearse", *args])
+        assert result.exit_code == 2
+        assert "unknown setting 'generator.max_turn'; did you mean generator.max_turns?" in result.stderr
 
 
 def test_unknown_recipe_exits_2():

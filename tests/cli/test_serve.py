@@ -53,7 +53,7 @@ def test_serve_bad_input_exits_2(tiny_model_dir, serve_adapters_dir, args, messa
     assert message in result.output
 
 
-REHEARSAL_ARGS = ["--set", "rehearsal-7x7-64", "--style", "compact", "--cell-px", "8", "--max-tokens", "4"]
+REHEARSAL_ARGS = ["--heldout", "rehearsal-7x7-64", "--style", "compact", "--cell-px", "8", "--max-tokens", "4"]
 
 
 @pytest.mark.slow
@@ -98,7 +98,7 @@ def test_evaluate_unserved_model_exits_1(serve_endpoints):
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--set", "hard-99"], "unknown held-out set 'hard-99'"),
+        (["--heldout", "hard-99"], "unknown held-out set 'hard-99'"),
         (["--concurrency", "0"], "concurrency must be >= 1"),
         (["--max-turns", "0"], "max_turns must be >= 1"),
         (["--style", "chatty"], "prompt style must be one of"),

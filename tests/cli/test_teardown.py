@@ -42,7 +42,7 @@ def test_unknown_profile_is_a_usage_error():
 def test_unknown_override_is_a_usage_error():
     result = runner.invoke(app, ["teardown", "--profile", "blog", "-c", "gpus=9", "--dry-run"])
     assert result.exit_code == 2
-    assert "-c gpus=...: not a deployment setting" in result.output
+    assert "--deploy-set gpus=...: not a deployment setting" in result.output
 
 
 def test_declining_the_confirmation_changes_nothing(tmp_path, monkeypatch):

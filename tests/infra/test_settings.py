@@ -114,7 +114,7 @@ def test_more_batched_adapters_than_cached_is_rejected():
 
 
 def test_a_misspelt_setting_is_an_error_not_a_silent_default():
-    with pytest.raises(SettingsError, match=r"worker_cnt: not a deployment setting; known settings: profile, account"):
+    with pytest.raises(SettingsError, match=r"worker_cnt: not a deployment setting; did you mean worker_count\? \(known settings: profile, account"):
         load_settings({"profile": "blog", "worker_cnt": "2"})
 
 

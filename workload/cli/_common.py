@@ -1,10 +1,23 @@
-"""Helpers shared by the CLI modules: stderr errors with exit codes, next-step hints."""
+"""Helpers shared by the CLI modules: the shared options, stderr errors with exit codes, next-step hints."""
 
 from __future__ import annotations
 
 from typing import NoReturn
 
 import typer
+
+from workload.config import DEFAULT_PROFILE, DEPLOY_FLAG, RECIPE_FLAG
+
+# The command line's one grammar: `--set KEY=VALUE` edits a recipe (cluster or rehearsal),
+# `--deploy-set KEY=VALUE` (short `-c`, as `cdk -c`) a deploy setting, `--profile` picks the deploy
+# profile with one default everywhere (the Makefile's PROFILE too). tests/cli/test_grammar.py holds it.
+RECIPE_SET_HELP = ("Change one recipe setting, KEY=VALUE (repeatable): a field such as fixes.seeded_groups=false "
+                   "or trainer.eval_interval=5; `skymaze recipe show NAME --fields` lists them.")
+DEPLOY_SET_HELP = "Change one deploy setting, KEY=VALUE (repeatable), as `cdk -c`: e.g. -c worker_count=2; README lists them."
+PROFILE_HELP = "Deploy profile: small (one GPU node, no endpoint) or blog (the published 3 GPU nodes, with the endpoint)."
+PROFILE_OPTION = typer.Option(DEFAULT_PROFILE, "--profile", help=PROFILE_HELP)
+RECIPE_SETS_OPTION = typer.Option(None, RECIPE_FLAG, metavar="KEY=VALUE", help=RECIPE_SET_HELP)
+DEPLOY_SETS_OPTION = typer.Option([], DEPLOY_FLAG, "-c", metavar="KEY=VALUE", help=DEPLOY_SET_HELP)
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -38,3 +51,12 @@ def deploy_setting(profile: str, name: str):
         return getattr(load_settings({"profile": profile}), name)
     except SettingsError as err:
         fail(str(err), code=EXIT_USAGE)
+
+
+def deploy_setting_if_installed(profile: str, name: str):
+    """Like :func:`deploy_setting`, but None inside the trainer image (no deploy settings there)."""
+    try:
+        import infra.settings  # noqa: F401
+    except ImportError:
+        return None
+    return deploy_setting(profile, name)

@@ -6,13 +6,13 @@ from pathlib import Path
 
 import typer
 
-from workload.cli._common import EXIT_USAGE, fail, next_step
+from workload.cli._common import DEPLOY_SETS_OPTION, EXIT_USAGE, PROFILE_OPTION, fail, next_step
 
 
 def cost(
-    profile: str = typer.Option(..., "--profile", help="deployment profile: blog or small"),
+    profile: str = PROFILE_OPTION,
     hours: float = typer.Option(..., "--hours", help="hours from deploy to teardown (the run's wall time)"),
-    context: list[str] = typer.Option([], "--context", "-c", help="setting override KEY=VALUE, as for cdk"),
+    context: list[str] = DEPLOY_SETS_OPTION,
     prices: Path = typer.Option(None, "--prices", help="price table (default: workload/ops/prices.yaml)"),
     nat_gb: float = typer.Option(None, "--nat-gb", help="GB through the NAT gateway a run (default 130: images, model)"),
     amp_series: int = typer.Option(None, "--amp-series", help="active Prometheus series (default 30000)"),

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import typer
 
-from workload.cli._common import fail, next_step
-from workload.cli.recipe import SET_HELP, load_or_exit
+from workload.cli._common import RECIPE_SETS_OPTION, fail, next_step
+from workload.cli.recipe import load_or_exit
 
 dataset_app = typer.Typer(
     help="SkyRL dataset tickets.\n\nExample:  skymaze dataset build --recipe blog --out data/",
@@ -19,7 +19,7 @@ dataset_app = typer.Typer(
 def build(
     recipe_name: str = typer.Option("blog", "--recipe", help="Recipe name (skymaze recipe list)."),
     out: Path = typer.Option(..., "--out", help="Folder for train.parquet and eval.parquet."),
-    sets: list[str] = typer.Option(None, "--set", help=SET_HELP),
+    sets: list[str] = RECIPE_SETS_OPTION,
 ) -> None:
     """Write train.parquet (seeded tickets, sized by the recipe) and eval.parquet (the held-out set).
 

@@ -6,12 +6,12 @@ from pathlib import Path
 
 import typer
 
-from workload.cli._common import EXIT_USAGE, fail, next_step
+from workload.cli._common import DEPLOY_SETS_OPTION, EXIT_USAGE, PROFILE_OPTION, fail, next_step
 
 
 def deploy(
-    profile: str = typer.Option(..., "--profile", help="deployment profile: blog or small"),
-    context: list[str] = typer.Option([], "--context", "-c", help="setting override KEY=VALUE, passed to cdk"),
+    profile: str = PROFILE_OPTION,
+    context: list[str] = DEPLOY_SETS_OPTION,
     bootstrap: bool = typer.Option(False, "--bootstrap", help="first `cdk bootstrap` the account/region (once)"),
     dry_run: bool = typer.Option(False, "--dry-run", help="print the cdk command and change nothing"),
     cdk_bin: str = typer.Option(None, "--cdk-bin", help="cdk CLI (default: the pinned node_modules/.bin/cdk)"),

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import typer
 
-from workload.cli._common import EXIT_USAGE, fail, next_step
-from workload.cli.recipe import SET_HELP, load_or_exit, problems_of
+from workload.cli._common import EXIT_USAGE, PROFILE_OPTION, RECIPE_SETS_OPTION, fail, next_step
+from workload.cli.recipe import load_or_exit, problems_of
 
 ADDRESS_HELP = "Ray dashboard: http://HOST:8265 (local head or port-forward) or sagemaker_ray://CLUSTER/NAMESPACE."
 ADDRESS_OPTION = typer.Option(None, "--address", envvar="RAY_ADDRESS", help=ADDRESS_HELP, show_envvar=True)
@@ -30,7 +30,8 @@ def _address_flag(address: str) -> str:
 
 def submit(
     recipe_name: str = typer.Option("blog", "--recipe", help="Recipe name (skymaze recipe list)."),
-    sets: list[str] = typer.Option(None, "--set", help=SET_HELP),
+    sets: list[str] = RECIPE_SETS_OPTION,
+    profile: str = PROFILE_OPTION,
     address: str = ADDRESS_OPTION,
     preflight: bool = typer.Option(False, "--preflight", help="Only prepare data/model paths on /shared and print the plan."),
     wait_s: float = typer.Option(0.0, "--wait-s", help="Wait up to this many seconds for the job to finish (0: return at once)."),
@@ -45,7 +46,7 @@ def submit(
     from workload.skyrl.entrypoint import job_spec
 
     recipe = load_or_exit(recipe_name, sets)
-    problems = problems_of(recipe)
+    problems = problems_of(recipe, profile)
     if problems:
         for line in problems:
             typer.echo(f"error: {line}", err=True)

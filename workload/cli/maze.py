@@ -52,17 +52,17 @@ def show(
     )
     typer.echo(f"shortest path: {len(actions) - 1} moves + stop = {len(actions)} turns")
     typer.echo(f"wrote {output}" + (f" and {strip}" if strip else ""))
-    next_step("skymaze maze heldout --set easy-64")
+    next_step("skymaze maze heldout --heldout easy-64")
 
 
 @maze_app.command("heldout")
 def heldout(
-    set_name: str | None = typer.Option(None, "--set", help="one set (default: every set)"),
+    set_name: str | None = typer.Option(None, "--heldout", help="one held-out set (default: every set)"),
     mazes: bool = typer.Option(False, "--mazes", help="also list every maze: seed, corners, path length"),
 ) -> None:
     """Print the frozen held-out sets: shortest paths and the solvable ceiling at 15 and 20 turns.
 
-    Example:  skymaze maze heldout --set easy-64
+    Example:  skymaze maze heldout --heldout easy-64
     """
     from workload.evaluate.report import heldout_markdown
     from workload.maze.heldout import SPECS, HeldoutIntegrityError, load_set
@@ -89,7 +89,7 @@ def heldout(
 
 @maze_app.command("freeze")
 def freeze(
-    set_name: str = typer.Option(..., "--set", help="the set to regenerate"),
+    set_name: str = typer.Option(..., "--heldout", help="the held-out set to regenerate"),
     directory: Path | None = typer.Option(
         None, "--dir", help="folder to write to (default: the package's sets)"
     ),
@@ -98,7 +98,7 @@ def freeze(
 
     Only needed after deliberately changing a set: scores on a changed set are not comparable.
 
-    Example:  skymaze maze freeze --set rehearsal-7x7-64 --dir /tmp/heldout
+    Example:  skymaze maze freeze --heldout rehearsal-7x7-64 --dir /tmp/heldout
     """
     import hashlib
 
@@ -118,7 +118,7 @@ def freeze(
         typer.echo(
             "unchanged" if before == after else f"CHANGED (was {before}): scores on it are not comparable"
         )
-    next_step(f"skymaze maze heldout --set {set_name}")
+    next_step(f"skymaze maze heldout --heldout {set_name}")
 
 
 def register(app: typer.Typer) -> None:

@@ -4,16 +4,24 @@ from __future__ import annotations
 
 import typer
 
-from workload.cli._common import EXIT_USAGE, deploy_setting, fail, next_step
-from workload.cli.recipe import SET_HELP, load_or_exit
+from workload.cli._common import (
+    DEPLOY_SETS_OPTION,
+    EXIT_USAGE,
+    PROFILE_OPTION,
+    RECIPE_SETS_OPTION,
+    deploy_setting,
+    fail,
+    next_step,
+)
+from workload.cli.recipe import load_or_exit
 
 
 def plan(
     recipe_name: str = typer.Option("blog", "--recipe", help="Recipe name (skymaze recipe list)."),
-    sets: list[str] = typer.Option(None, "--set", help=SET_HELP),
-    profile: str = typer.Option("blog", "--profile", help="Deploy profile whose FSx size applies."),
+    sets: list[str] = RECIPE_SETS_OPTION,
+    profile: str = PROFILE_OPTION,
     fsx_gib: int = typer.Option(None, "--fsx-gib", help="FSx capacity to plan against (default: the profile's)."),
-    context: list[str] = typer.Option([], "--context", "-c", help="deploy setting override KEY=VALUE (as for deploy)"),
+    context: list[str] = DEPLOY_SETS_OPTION,
 ) -> None:
     """Print GPUs, steps, rollouts, evaluations, checkpoint/export sizes and FSx space over the run,
     and how the Ray pods fit the profile's nodes (allocatable vs requested per instance group).

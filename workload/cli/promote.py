@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from workload.cli._common import EXIT_USAGE, deploy_setting, fail, next_step
+from workload.cli._common import EXIT_USAGE, PROFILE_OPTION, deploy_setting, fail, next_step
 
 
 def promote(
@@ -14,7 +14,7 @@ def promote(
     step: int = typer.Option(..., "--step", min=0, help="Global step of the export (exports/global_step_N/policy)."),
     to: str = typer.Option(..., "--to", help="s3://BUCKET/adapters/NAME or a folder; NAME becomes the model id suffix."),
     max_lora_rank: int = typer.Option(None, "--max-lora-rank", help="Endpoint's max_lora_rank (default: the deploy profile's)."),
-    profile: str = typer.Option("blog", "--profile", help="Deploy profile whose serving settings apply."),
+    profile: str = PROFILE_OPTION,
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an adapter already promoted under NAME."),
 ) -> None:
     """Copy exports/global_step_N/policy (adapter files, then manifest.json) to S3 or a folder.
@@ -41,7 +41,7 @@ def promote(
     strict = (manifest["eval"] or {}).get("strict_pass_at_1")
     typer.echo(f"promoted {manifest['name']} (rank {manifest['rank']}, {len(manifest['files'])} files) to {to}")
     typer.echo(f"base model: {manifest['base_model']}; strict pass@1 at step {step}: {'n/a' if strict is None else strict}")
-    next_step(f"skymaze evaluate --endpoint http://127.0.0.1:8000 --model <base-id>:{manifest['name']} --set easy-64")
+    next_step(f"skymaze evaluate --endpoint http://127.0.0.1:8000 --model <base-id>:{manifest['name']} --heldout easy-64")
 
 
 def register(app: typer.Typer) -> None:

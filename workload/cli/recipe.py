@@ -1,21 +1,45 @@
-"""``skymaze recipe``: show and check the SkyRL training recipes."""
+"""``skymaze recipe``: list, show and check the cluster (SkyRL) and rehearsal recipes."""
 
 from __future__ import annotations
 
 import typer
 
-from workload.cli._common import EXIT_USAGE, fail, next_step
+from workload.cli._common import (
+    EXIT_USAGE,
+    PROFILE_OPTION,
+    RECIPE_SET_HELP,
+    RECIPE_SETS_OPTION,
+    deploy_setting_if_installed,
+    fail,
+    next_step,
+)
 
 recipe_app = typer.Typer(
-    help="Training recipes: the exact SkyRL overrides a cluster job runs with.\n\nExample:  skymaze recipe show blog",
+    help=("Recipes: cluster recipes (the exact SkyRL overrides a HyperPod job runs with) and rehearsal recipes "
+          "(skymaze rehearse).\n\nExample:  skymaze recipe show blog"),
     no_args_is_help=True,
 )
 
-SET_HELP = "Change one setting: a SkyRL key (trainer.eval_interval=5) or a recipe field (fixes.seeded_groups=false)."
+# Kept for the commands that import it: the one help text of `--set`.
+SET_HELP = RECIPE_SET_HELP
+NAME_HELP = "Recipe name (skymaze recipe list): a cluster recipe (blog) or a rehearsal recipe (local)."
+
+
+def kind_of(name: str) -> str:
+    """``cluster`` or ``rehearsal``: which folder holds recipe ``name`` (exit 2 when neither does)."""
+    from workload.local.config import available_recipes as rehearsal_recipes
+    from workload.skyrl.recipe import available_recipes as cluster_recipes
+
+    if name in cluster_recipes():
+        return "cluster"
+    if name in rehearsal_recipes():
+        return "rehearsal"
+    known = ", ".join((*cluster_recipes(), *rehearsal_recipes()))
+    fail(f"unknown recipe {name!r}: choose one of {known} (skymaze recipe list)", code=EXIT_USAGE)
 
 
 def load_or_exit(name: str, sets: list[str] | None):
-    """Load a recipe, turning a bad name or malformed ``--set`` into exit code 2."""
+    """Load a cluster recipe, turning a bad name or malformed ``--set`` into exit code 2."""
     from workload.skyrl.recipe import load_recipe
 
     try:
@@ -24,14 +48,28 @@ def load_or_exit(name: str, sets: list[str] | None):
         fail(str(err), code=EXIT_USAGE)
 
 
-def problems_of(recipe) -> list[str]:
-    """Validation problems of a recipe, one line each (empty when it is sound)."""
+def load_rehearsal_or_exit(name: str, sets: list[str] | None):
+    """Load a rehearsal recipe, turning a bad name or setting into exit code 2."""
+    from workload.local.config import load_config
+
+    try:
+        return load_config(name, list(sets or []))
+    except ValueError as err:
+        fail(str(err), code=EXIT_USAGE)
+
+
+def problems_of(recipe, profile: str | None = None) -> list[str]:
+    """Validation problems of a cluster recipe, one line each (empty when it is sound).
+
+    The LoRA rank is checked against the endpoint's ``max_lora_rank`` of deploy ``profile``.
+    """
     from pydantic import ValidationError
 
     from workload.skyrl.validate import validate_recipe
 
+    max_rank = deploy_setting_if_installed(profile, "max_lora_rank") if profile else None
     try:
-        validate_recipe(recipe)
+        validate_recipe(recipe, max_lora_rank=max_rank)
     except ValidationError as err:
         return [line for e in err.errors() for line in str(e["ctx"]["error"]).splitlines()]
     return []
@@ -39,55 +77,93 @@ def problems_of(recipe) -> list[str]:
 
 @recipe_app.command("list")
 def list_recipes() -> None:
-    """List the shipped recipes.
+    """List the shipped recipes: cluster recipes (skymaze submit) and rehearsal recipes (skymaze rehearse).
 
     Example:  skymaze recipe list
     """
+    from workload.local.config import available_recipes as rehearsal_recipes
     from workload.skyrl.recipe import available_recipes, load_recipe
 
     for name in available_recipes():
-        typer.echo(f"{name:<14} {load_recipe(name).description}")
-    next_step("skymaze recipe show blog")
+        typer.echo(f"{name:<14} cluster    {load_recipe(name).description}")
+    for name in rehearsal_recipes():
+        typer.echo(f"{name:<14} rehearsal  {load_rehearsal_or_exit(name, []).description}")
+    next_step("skymaze recipe show blog", "skymaze recipe show local --fields")
 
 
 @recipe_app.command("show")
 def show(
-    name: str = typer.Argument("blog", help="Recipe name (skymaze recipe list)."),
-    sets: list[str] = typer.Option(None, "--set", help=SET_HELP),
+    name: str = typer.Argument("blog", help=NAME_HELP),
+    sets: list[str] = RECIPE_SETS_OPTION,
+    fields: bool = typer.Option(False, "--fields", help="Print every setting of the recipe's kind: default, meaning."),
 ) -> None:
-    """Print the resolved SkyRL overrides, one key=value a line, exactly as passed to SkyRL.
+    """Print the resolved recipe, one KEY=VALUE a line.
 
-    Stdout holds only the overrides, e.g. for `python -m skyrl.train.entrypoints.main_base $(skymaze recipe show blog)`.
+    A cluster recipe prints exactly the overrides SkyRL receives, e.g. for
+    `python -m skyrl.train.entrypoints.main_base $(skymaze recipe show blog)`; a rehearsal recipe prints
+    every setting, each of which `skymaze rehearse --set KEY=VALUE` changes. With --fields: the table
+    of settings with their defaults and meanings.
 
     Example:  skymaze recipe show blog --set trainer.eval_interval=5
     """
-    recipe = load_or_exit(name, sets)
-    for line in recipe.overrides():
+    kind = kind_of(name)
+    if fields:
+        from workload import config
+
+        model, defaults = _model_of(kind, name)
+        for line in config.settings_table(model, defaults):
+            typer.echo(line)
+        return
+    if kind == "cluster":
+        lines = load_or_exit(name, sets).overrides()
+    else:
+        lines = load_rehearsal_or_exit(name, sets).overrides()
+    for line in lines:
         typer.echo(line)
-    # stdout stays exactly the overrides (usable as argv); the hint goes to stderr.
+    # stdout stays exactly the settings (usable as argv); the hint goes to stderr.
     typer.echo(f"\nNext:\n  skymaze recipe check {name}", err=True)
 
 
 @recipe_app.command("check")
 def check(
-    name: str = typer.Argument("blog", help="Recipe name (skymaze recipe list)."),
-    sets: list[str] = typer.Option(None, "--set", help=SET_HELP),
+    name: str = typer.Argument("blog", help=NAME_HELP),
+    sets: list[str] = RECIPE_SETS_OPTION,
+    profile: str = PROFILE_OPTION,
 ) -> None:
-    """Validate a recipe against the rules that make SkyRL fail late on the cluster.
+    """Validate a recipe: a cluster recipe against the rules that make SkyRL fail late on the cluster
+    (the LoRA rank against the deploy profile's endpoint), a rehearsal recipe against its own rules.
 
-    Exit 0 when sound, 1 with one line per problem (the key, what is wrong, the fix).
+    Exit 0 when sound, 1 with one line per problem (the key, what is wrong, the fix), 2 bad input.
 
-    Example:  skymaze recipe check blog
+    Example:  skymaze recipe check blog --profile blog
     """
+    if kind_of(name) == "rehearsal":
+        cfg = load_rehearsal_or_exit(name, sets)
+        typer.echo(f"recipe {name!r}: ok (rehearsal; run {cfg.run_id})")
+        next_step(f"skymaze rehearse --recipe {name}")
+        return
     recipe = load_or_exit(name, sets)
-    problems = problems_of(recipe)
+    problems = problems_of(recipe, profile)
     if problems:
         for line in problems:
             typer.echo(f"error: {line}", err=True)
         fail(f"recipe {name!r}: {len(problems)} problem(s)")
     fixes = ", ".join(f"{k}={'on' if v else 'off'}" for k, v in recipe.fixes.model_dump().items())
     typer.echo(f"recipe {name!r}: ok ({len(recipe.overrides())} overrides; fixes: {fixes})")
-    next_step(f"skymaze plan --recipe {name}", f"skymaze submit --recipe {name}")
+    next_step(f"skymaze plan --recipe {name} --profile {profile}", f"skymaze submit --recipe {name} --profile {profile}")
+
+
+def _model_of(kind: str, name: str):
+    """(settings model, the recipe's values) of a recipe kind, for the --fields table."""
+    from workload import config
+
+    if kind == "cluster":
+        from workload.skyrl.recipe import RECIPES_DIR, Recipe
+
+        return Recipe, config.read_recipe(RECIPES_DIR, name)
+    from workload.local.config import RECIPES_DIR, RehearsalConfig
+
+    return RehearsalConfig, config.read_recipe(RECIPES_DIR, name)
 
 
 def register(app: typer.Typer) -> None:

@@ -6,30 +6,32 @@ import os
 
 import typer
 
-from workload.cli._common import EXIT_USAGE, fail, next_step
+from workload.cli._common import EXIT_USAGE, RECIPE_SETS_OPTION, fail, next_step
 
 
 def rehearse(
     overrides: list[str] = typer.Argument(
-        None, metavar="[KEY=VALUE]...", help="recipe overrides (SkyRL key names)"
+        None, metavar="[KEY=VALUE]...", help="the same as --set KEY=VALUE, kept for short commands"
     ),
-    recipe: str = typer.Option("local", help="recipe name in workload/local/recipes/"),
+    sets: list[str] = RECIPE_SETS_OPTION,
+    recipe: str = typer.Option("local", "--recipe", help="Rehearsal recipe name (skymaze recipe list)."),
 ) -> None:
     """Build a tiny Qwen3-VL, warm-start it with SFT, train it with GRPO + LoRA on a local Ray
     cluster, serve the best adapter and evaluate it on the frozen held-out mazes.
 
     Writes runs/<run-id>/ (report.json, eval_curve.png, episode.png, evals/, exports/,
     ckpts/, metrics.jsonl, tensorboard/) and points runs/latest at it. Running the same
-    command again resumes from the latest checkpoint (trainer.resume_mode=none starts afresh).
+    command again resumes from the latest checkpoint (--set trainer.resume_mode=none starts afresh).
+    `skymaze recipe show local --fields` lists every setting.
     Exit codes: 0 done, 1 the rehearsal failed, 2 bad settings.
 
-    Example:  skymaze rehearse trainer.seed=1 trainer.max_training_steps=30
+    Example:  skymaze rehearse --set trainer.seed=1 --set trainer.max_training_steps=30
     """
     _quiet_library_noise()
     from workload.local.config import load_config
 
     try:
-        cfg = load_config(recipe, list(overrides or []))
+        cfg = load_config(recipe, [*(sets or []), *(overrides or [])])
     except ValueError as error:
         fail(str(error), code=EXIT_USAGE)
     from workload.local.pipeline import rehearse as run_rehearsal

@@ -66,7 +66,7 @@ def serve(
             typer.echo("Ctrl-C stops the server.")
             _wait_for_interrupt()
     next_step(
-        f"skymaze evaluate --endpoint {server.url} --model {example} --set easy-64 --out evals/{example.replace(':', '-')}"
+        f"skymaze evaluate --endpoint {server.url} --model {example} --heldout easy-64 --out evals/{example.replace(':', '-')}"
     )
 
 
@@ -91,7 +91,7 @@ def _wait_for_interrupt() -> None:
 def evaluate(
     endpoint: str = typer.Option(..., help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000"),
     model: str = typer.Option(..., help="BASE or BASE:ADAPTER"),
-    set_name: str = typer.Option("easy-64", "--set", help="frozen held-out set: easy-64 | rehearsal-7x7-64"),
+    set_name: str = typer.Option("easy-64", "--heldout", help="frozen held-out set: easy-64 | rehearsal-7x7-64"),
     style: str = typer.Option(
         "visgym", help="prompt style: visgym (cluster model) | compact (rehearsal model)"
     ),
@@ -107,7 +107,7 @@ def evaluate(
 
     Greedy, multi-turn with the image history; strict pass@1 with its 95% interval and the ceiling.
 
-    Example:  skymaze evaluate --endpoint http://127.0.0.1:8000 --model base:step-20 --set easy-64 --out evals/step-20
+    Example:  skymaze evaluate --endpoint http://127.0.0.1:8000 --model base:step-20 --heldout easy-64 --out evals/step-20
     """
     from workload.evaluate.endpoint import EndpointError, evaluate_endpoint
     from workload.evaluate.report import format_report
@@ -130,14 +130,14 @@ def evaluate(
         fail(str(error))
     except ValueError as error:
         fail(
-            f"{error} (--set / --style / --max-turns / --image-history / --concurrency / --limit)",
+            f"{error} (--heldout / --style / --max-turns / --image-history / --concurrency / --limit)",
             code=EXIT_USAGE,
         )
     typer.echo(format_report(report))
     if out is not None:
         typer.echo(f"wrote {out / 'report.json'} and {out / report['picture']}")
     next_step(
-        f"skymaze evaluate --endpoint {endpoint} --model {model.split(':')[0]} --set {set_name}  # the base model, to compare"
+        f"skymaze evaluate --endpoint {endpoint} --model {model.split(':')[0]} --heldout {set_name}  # the base model, to compare"
     )
 
 

@@ -6,18 +6,18 @@ from pathlib import Path
 
 import typer
 
-from workload.cli._common import EXIT_USAGE, fail, next_step
+from workload.cli._common import DEPLOY_SETS_OPTION, EXIT_USAGE, PROFILE_OPTION, fail, next_step
 from workload.ops.plan import DEFAULT_AWS_TIMEOUT_S, DEFAULT_KUBE_TIMEOUT_S, DEFAULT_POLL_INTERVAL_S
 
 STATE_DIR = Path(".skymaze")
 
 
 def teardown(
-    profile: str = typer.Option(..., "--profile", help="deployment profile: blog or small"),
+    profile: str = PROFILE_OPTION,
     keep_data: bool = typer.Option(False, "--keep-data", help="keep the artifacts bucket (adapters, runs)"),
     dry_run: bool = typer.Option(False, "--dry-run", help="print the ordered plan and change nothing"),
     yes: bool = typer.Option(False, "--yes", "-y", help="do not ask for confirmation"),
-    context: list[str] = typer.Option([], "--context", "-c", help="setting override KEY=VALUE used at deploy"),
+    context: list[str] = DEPLOY_SETS_OPTION,
     kube_timeout_s: float = typer.Option(DEFAULT_KUBE_TIMEOUT_S, "--kube-timeout-s",
                                          help="deadline of each Kubernetes wait"),
     aws_timeout_s: float = typer.Option(DEFAULT_AWS_TIMEOUT_S, "--aws-timeout-s", help="deadline of each AWS wait"),

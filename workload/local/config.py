@@ -1,157 +1,212 @@
-"""The rehearsal's settings: recipe YAML + ``key=value`` overrides -> one frozen, validated tree.
+"""The rehearsal's settings: recipe YAML + ``--set KEY=VALUE`` overrides -> one frozen, validated tree.
 
-The recipe file is also the schema: an override must name a key the recipe has, and its
-value must have the recipe value's type. Key names follow SkyRL's config wherever SkyRL
-has the concept (``trainer.eval_interval``, ``generator.n_samples_per_prompt``, ...).
+Every setting is a field of the models below, with its meaning in ``description`` (``skymaze
+recipe show local --fields`` and the README table print them). Key names follow SkyRL's config
+wherever SkyRL has the concept (``trainer.eval_interval``, ``generator.n_samples_per_prompt``, ...).
+A recipe may start from another with ``extends: NAME``; overrides go through ``workload.config``.
 """
 
 from __future__ import annotations
 
-import contextlib
-import dataclasses
-import difflib
 import hashlib
 import json
-import typing
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-import yaml
+from pydantic import Field, PositiveInt, field_validator, model_validator
+
+from workload import config
+from workload.config import ConfigModel
 
 RECIPES_DIR = Path(__file__).parent / "recipes"
-RESUME_MODES = ("latest", "none")
-LOSS_REDUCTIONS = ("token_mean",)
-ADVANTAGE_ESTIMATORS = ("grpo",)
+# Settings that name or place a run without changing its results: left out of the fingerprint.
+UNFINGERPRINTED = {"trainer": ("run_name", "runs_dir", "resume_mode"), "": ("name", "description")}
 
 
-@dataclasses.dataclass(frozen=True)
-class AlgorithmConfig:
-    advantage_estimator: str
-    grpo_norm_by_std: bool
-    eps_clip_low: float
-    eps_clip_high: float
-    loss_reduction: str
-    use_kl_loss: bool
-    kl_loss_coef: float
+class AlgorithmConfig(ConfigModel):
+    """The GRPO objective (SkyRL ``trainer.algorithm``)."""
+
+    advantage_estimator: Literal["grpo"] = Field(description="Advantage estimator; only grpo runs locally.")
+    grpo_norm_by_std: bool = Field(description="Divide each group's advantages by the group's reward std.")
+    eps_clip_low: float = Field(description="PPO ratio clip below 1 (1 - eps).")
+    eps_clip_high: float = Field(description="PPO ratio clip above 1 (1 + eps).")
+    loss_reduction: Literal["token_mean"] = Field(description="How token losses are averaged; only token_mean runs locally.")
+    use_kl_loss: bool = Field(description="Add a KL penalty against the reference (SFT) policy.")
+    kl_loss_coef: float = Field(description="Weight of the KL penalty when use_kl_loss is on.")
 
 
-@dataclasses.dataclass(frozen=True)
-class OptimizerConfig:
-    lr: float
-    weight_decay: float
-    max_grad_norm: float
+class OptimizerConfig(ConfigModel):
+    """AdamW of the LoRA weights (SkyRL ``trainer.policy.optimizer_config``)."""
+
+    lr: float = Field(description="Learning rate of the GRPO updates.")
+    weight_decay: float = Field(description="AdamW weight decay.")
+    max_grad_norm: float = Field(description="Gradient norm clip.")
 
 
-@dataclasses.dataclass(frozen=True)
-class LoraConfig:
-    rank: int
-    alpha: int
-    dropout: float
-    target_modules: list
+class LoraConfig(ConfigModel):
+    """The adapter trained (SkyRL ``trainer.policy.model.lora``)."""
+
+    rank: PositiveInt = Field(description="LoRA rank.")
+    alpha: int = Field(description="LoRA alpha (scale = alpha / rank).")
+    dropout: float = Field(description="LoRA dropout.")
+    target_modules: list[str] = Field(description="Language-model modules that get an adapter (a,b,c on the command line).")
 
 
-@dataclasses.dataclass(frozen=True)
-class ModelConfig:
-    preset: str
+class ModelConfig(ConfigModel):
+    """Which tiny Qwen3-VL is built, and its adapter."""
+
+    preset: str = Field(description="Tiny model size: tiny | small | base (workload/model/tiny.py).")
     lora: LoraConfig
 
 
-@dataclasses.dataclass(frozen=True)
-class PolicyConfig:
+class PolicyConfig(ConfigModel):
+    """The trained policy (SkyRL ``trainer.policy``)."""
+
     optimizer_config: OptimizerConfig
     model: ModelConfig
 
 
-@dataclasses.dataclass(frozen=True)
-class TrainerConfig:
-    seed: int
-    run_name: str | None
-    runs_dir: str
-    resume_mode: str
-    max_training_steps: int
-    train_batch_size: int
-    policy_mini_batch_size: int
-    update_epochs_per_batch: int
-    eval_interval: int
-    eval_before_train: bool
-    ckpt_interval: int
-    hf_save_interval: int
-    max_ckpts_to_keep: int
-    num_threads: int
+class TrainerConfig(ConfigModel):
+    """The GRPO loop, its schedule and its outputs (SkyRL ``trainer``)."""
+
+    seed: int = Field(description="Seed of model init, maze draws and sampling.")
+    run_name: str | None = Field(description="Run folder name under runs_dir; null: local-<fingerprint>, so the "
+                                 "same settings resume the same run.")
+    runs_dir: str = Field(description="Folder of the runs (the local stand-in for /shared on the cluster).")
+    resume_mode: Literal["latest", "none"] = Field(description="latest: resume from the newest checkpoint; none: start afresh.")
+    max_training_steps: PositiveInt = Field(description="GRPO steps.")
+    train_batch_size: PositiveInt = Field(description="Mazes (GRPO groups) per step.")
+    policy_mini_batch_size: PositiveInt = Field(description="Mazes per optimizer step (train_batch_size / this = "
+                                                "updates per step).")
+    update_epochs_per_batch: PositiveInt = Field(description="Passes over each step's rollouts.")
+    eval_interval: int = Field(description="Steps between held-out evaluations (-1: off).")
+    eval_before_train: bool = Field(description="Evaluate the SFT model before the first GRPO step.")
+    ckpt_interval: int = Field(description="Steps between resumable checkpoints (-1: off).")
+    hf_save_interval: int = Field(description="Steps between adapter exports (-1: off).")
+    max_ckpts_to_keep: int = Field(description="Checkpoints kept (-1: all).")
+    num_threads: PositiveInt = Field(description="Torch threads of the learner and evaluator.")
     algorithm: AlgorithmConfig
     policy: PolicyConfig
 
+    @field_validator("eval_interval", "ckpt_interval", "hf_save_interval")
+    @classmethod
+    def _interval(cls, value: int) -> int:
+        if value == 0 or value < -1:
+            raise ValueError(f"must be a positive step count or -1 (off), got {value}")
+        return value
 
-@dataclasses.dataclass(frozen=True)
-class SamplingConfig:
-    temperature: float
-    max_generate_length: int
+    @model_validator(mode="after")
+    def _whole_groups(self) -> TrainerConfig:
+        if self.train_batch_size % self.policy_mini_batch_size:
+            raise ValueError(
+                f"trainer.train_batch_size ({self.train_batch_size}) must be a multiple of "
+                f"trainer.policy_mini_batch_size ({self.policy_mini_batch_size}): updates take whole groups"
+            )
+        return self
 
 
-@dataclasses.dataclass(frozen=True)
-class InferenceEngineConfig:
-    num_engines: int
+class SamplingConfig(ConfigModel):
+    """How replies are sampled."""
+
+    temperature: float = Field(description="Sampling temperature (0: greedy).")
+    max_generate_length: PositiveInt = Field(description="Tokens a reply may have (2: one action + <|im_end|>).")
 
 
-@dataclasses.dataclass(frozen=True)
-class GeneratorConfig:
-    n_samples_per_prompt: int
-    max_turns: int
-    image_history: int
-    sampling_params: SamplingConfig
-    eval_sampling_params: SamplingConfig
+class InferenceEngineConfig(ConfigModel):
+    """The rollout workers (SkyRL ``generator.inference_engine``)."""
+
+    num_engines: PositiveInt = Field(description="Ray rollout actors.")
+
+
+class GeneratorConfig(ConfigModel):
+    """Rollouts (SkyRL ``generator``)."""
+
+    n_samples_per_prompt: int = Field(ge=2, description="Rollouts of the same maze in one GRPO group (>= 2: "
+                                      "GRPO normalizes within a group).")
+    max_turns: PositiveInt = Field(description="Turn cap of an episode.")
+    image_history: PositiveInt = Field(description="Past frames kept in context (1: the latest frame only).")
+    sampling_params: SamplingConfig = Field(description="Sampling of training rollouts.")
+    eval_sampling_params: SamplingConfig = Field(description="Sampling of evaluations.")
     inference_engine: InferenceEngineConfig
 
 
-@dataclasses.dataclass(frozen=True)
-class MazeConfig:
-    size: int
-    cell_px: int
+class MazeConfig(ConfigModel):
+    """The mazes played."""
+
+    size: int = Field(description="Maze side in cells: odd and >= 5 (VisGym).")
+    cell_px: PositiveInt = Field(description="Pixels a cell (the frame is size x cell_px, padded to 32 px blocks).")
+
+    @field_validator("size")
+    @classmethod
+    def _odd(cls, value: int) -> int:
+        if value % 2 == 0 or value < 5:
+            raise ValueError(f"must be odd and >= 5 (VisGym), got {value}")
+        return value
 
 
-@dataclasses.dataclass(frozen=True)
-class EnvironmentConfig:
-    env_class: str
+class EnvironmentConfig(ConfigModel):
+    """The environment (SkyRL ``environment``)."""
+
+    env_class: str = Field(description="Environment name (maze).")
     maze: MazeConfig
-    heldout_set: str
+    heldout_set: str = Field(description="Frozen held-out set evaluated (skymaze maze heldout).")
 
 
-@dataclasses.dataclass(frozen=True)
-class SftConfig:
-    batch_size: int
-    lr: float
-    warmup_steps: int
-    max_grad_norm: float
-    path_fraction: float
-    validation_size: int
-    target_solved: int
-    check_every: int
-    max_steps: int
+class SftConfig(ConfigModel):
+    """The supervised warm start before GRPO."""
+
+    batch_size: PositiveInt = Field(description="Samples per SFT step.")
+    lr: float = Field(description="SFT learning rate.")
+    warmup_steps: int = Field(description="Linear warm-up steps of the SFT learning rate.")
+    max_grad_norm: float = Field(description="SFT gradient norm clip.")
+    path_fraction: float = Field(ge=0.0, le=1.0, description="Share of samples on the BFS path; the rest are "
+                                 "random floor cells (recovery).")
+    validation_size: PositiveInt = Field(description="Validation mazes checked to stop SFT.")
+    target_solved: int = Field(description="Stop once the validation set reaches this many strict solves.")
+    check_every: PositiveInt = Field(description="SFT steps between validation checks.")
+    max_steps: PositiveInt = Field(description="SFT step cap.")
 
 
-@dataclasses.dataclass(frozen=True)
-class ServeConfig:
-    enabled: bool
+class ServeConfig(ConfigModel):
+    """The local endpoint at the end of the rehearsal."""
+
+    enabled: bool = Field(description="Evaluate the best adapter through the local OpenAI-compatible endpoint.")
 
 
-@dataclasses.dataclass(frozen=True)
-class RehearsalConfig:
+class RehearsalConfig(ConfigModel):
     """The whole rehearsal recipe (``workload/local/recipes/<name>.yaml`` + overrides)."""
 
+    name: str = Field("local", description="The recipe's file name (recipes/NAME.yaml); set by the loader.")
+    description: str = Field("", description="One line on what the recipe rehearses (skymaze recipe list).")
     trainer: TrainerConfig
     generator: GeneratorConfig
     environment: EnvironmentConfig
     sft: SftConfig
     serve: ServeConfig
 
+    @model_validator(mode="after")
+    def _sft_can_stop(self) -> RehearsalConfig:
+        if self.sft.target_solved > self.sft.validation_size:
+            raise ValueError(
+                f"sft.target_solved ({self.sft.target_solved}) exceeds sft.validation_size ({self.sft.validation_size}): "
+                "SFT could never stop on the rule; lower the target or enlarge the validation set"
+            )
+        return self
+
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        return self.model_dump()
+
+    def overrides(self) -> list[str]:
+        """Every setting as ``KEY=VALUE``, as ``--set`` takes it."""
+        return [f"{key}={_text(value)}" for key, value in config.flatten(self.model_dump()).items()
+                if key not in UNFINGERPRINTED[""]]
 
     def fingerprint(self) -> str:
         """Hash of every setting that changes results (not the run name or folder)."""
         data = self.to_dict()
-        for key in ("run_name", "runs_dir", "resume_mode"):
-            data["trainer"].pop(key)
+        for section, keys in UNFINGERPRINTED.items():
+            for key in keys:
+                (data[section] if section else data).pop(key)
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:10]
 
     @property
@@ -159,154 +214,27 @@ class RehearsalConfig:
         return self.trainer.run_name or f"local-{self.fingerprint()}"
 
 
-def _flatten(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    flat: dict[str, Any] = {}
-    for key, value in tree.items():
-        if isinstance(value, dict):
-            flat.update(_flatten(value, f"{prefix}{key}."))
-        else:
-            flat[f"{prefix}{key}"] = value
-    return flat
+def _text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "null"
+    if isinstance(value, list):
+        return ",".join(map(str, value))
+    return str(value)
 
 
-def _coerce(key: str, raw: str, default: Any) -> Any:
-    value = yaml.safe_load(raw) if raw != "" else None
-    if default is None or value is None:
-        if default is not None:
-            raise ValueError(f"{key}={raw!r}: a value is required (recipe default: {default!r})")
-        return None if value is None else str(value)
-    if isinstance(default, bool):
-        ok = isinstance(value, bool)
-    elif isinstance(default, float):
-        if isinstance(value, str):  # YAML 1.1 reads "1e-3" (no dot) as a string
-            with contextlib.suppress(ValueError):
-                value = float(value)
-        ok = isinstance(value, int | float) and not isinstance(value, bool)
-        value = float(value) if ok else value
-    elif isinstance(default, int):
-        ok = isinstance(value, int) and not isinstance(value, bool)
-    elif isinstance(default, list):
-        value = value.split(",") if isinstance(value, str) else value
-        ok = isinstance(value, list)
-    else:
-        value, ok = str(value), True
-    if not ok:
-        raise ValueError(f"{key}={raw!r}: expected a {type(default).__name__} like the recipe's {default!r}")
-    return value
-
-
-def apply_overrides(recipe: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
-    """Return a copy of ``recipe`` with ``key=value`` overrides applied (types checked)."""
-    flat = _flatten(recipe)
-    for item in overrides:
-        key, sep, raw = item.partition("=")
-        if not sep:
-            raise ValueError(f"override {item!r} is not key=value (example: trainer.max_training_steps=60)")
-        if key not in flat:
-            leaf = key.rsplit(".", 1)[-1]
-            close = [k for k in flat if k.rsplit(".", 1)[-1] == leaf] or difflib.get_close_matches(
-                key, flat, n=1
-            )
-            hint = f"; did you mean {close[0]}?" if close else "; see workload/local/recipes/local.yaml"
-            raise ValueError(f"unknown setting {key!r}{hint}")
-        flat[key] = _coerce(key, raw, flat[key])
-    tree: dict[str, Any] = {}
-    for key, value in flat.items():
-        node = tree
-        *parents, leaf = key.split(".")
-        for part in parents:
-            node = node.setdefault(part, {})
-        node[leaf] = value
-    return tree
-
-
-def _build(cls: type, data: dict[str, Any], prefix: str) -> Any:
-    hints = typing.get_type_hints(cls)
-    missing = [f.name for f in dataclasses.fields(cls) if f.name not in data]
-    if missing:
-        raise ValueError(f"recipe lacks {', '.join(prefix + m for m in missing)}")
-    unknown = sorted(set(data) - set(hints))
-    if unknown:
-        raise ValueError(f"recipe has unknown setting(s) {', '.join(prefix + u for u in unknown)}")
-    kwargs = {}
-    for field in dataclasses.fields(cls):
-        hint = hints[field.name]
-        if dataclasses.is_dataclass(hint):
-            kwargs[field.name] = _build(hint, data[field.name], f"{prefix}{field.name}.")
-        else:
-            kwargs[field.name] = data[field.name]
-    return cls(**kwargs)
-
-
-def _positive(cfg: RehearsalConfig) -> dict[str, Any]:
-    t, g, s = cfg.trainer, cfg.generator, cfg.sft
-    return {
-        "trainer.max_training_steps": t.max_training_steps,
-        "trainer.train_batch_size": t.train_batch_size,
-        "trainer.policy_mini_batch_size": t.policy_mini_batch_size,
-        "trainer.update_epochs_per_batch": t.update_epochs_per_batch,
-        "trainer.num_threads": t.num_threads,
-        "trainer.policy.model.lora.rank": t.policy.model.lora.rank,
-        "generator.n_samples_per_prompt": g.n_samples_per_prompt,
-        "generator.max_turns": g.max_turns,
-        "generator.image_history": g.image_history,
-        "generator.sampling_params.max_generate_length": g.sampling_params.max_generate_length,
-        "generator.eval_sampling_params.max_generate_length": g.eval_sampling_params.max_generate_length,
-        "generator.inference_engine.num_engines": g.inference_engine.num_engines,
-        "sft.batch_size": s.batch_size,
-        "sft.validation_size": s.validation_size,
-        "sft.check_every": s.check_every,
-        "sft.max_steps": s.max_steps,
-        "environment.maze.cell_px": cfg.environment.maze.cell_px,
-    }
-
-
-def validate(cfg: RehearsalConfig) -> RehearsalConfig:
-    """Raise ``ValueError`` naming the key for settings that cannot work together."""
-    for key, value in _positive(cfg).items():
-        if value < 1:
-            raise ValueError(f"{key} must be >= 1, got {value}")
-    t, g = cfg.trainer, cfg.generator
-    if t.resume_mode not in RESUME_MODES:
-        raise ValueError(f"trainer.resume_mode must be one of {RESUME_MODES}, got {t.resume_mode!r}")
-    if t.algorithm.advantage_estimator not in ADVANTAGE_ESTIMATORS:
-        raise ValueError(f"trainer.algorithm.advantage_estimator: only {ADVANTAGE_ESTIMATORS} run locally")
-    if t.algorithm.loss_reduction not in LOSS_REDUCTIONS:
-        raise ValueError(f"trainer.algorithm.loss_reduction: only {LOSS_REDUCTIONS} run locally")
-    if t.train_batch_size % t.policy_mini_batch_size:
-        raise ValueError(
-            f"trainer.train_batch_size ({t.train_batch_size}) must be a multiple of "
-            f"trainer.policy_mini_batch_size ({t.policy_mini_batch_size}): updates take whole groups"
-        )
-    if g.n_samples_per_prompt < 2:
-        raise ValueError("generator.n_samples_per_prompt must be >= 2: GRPO normalizes within a group")
-    for key in ("eval_interval", "ckpt_interval", "hf_save_interval"):
-        if getattr(t, key) == 0 or getattr(t, key) < -1:
-            raise ValueError(f"trainer.{key} must be a positive step count or -1 (off)")
-    if cfg.environment.maze.size % 2 == 0 or cfg.environment.maze.size < 5:
-        raise ValueError(
-            f"environment.maze.size must be odd and >= 5 (VisGym), got {cfg.environment.maze.size}"
-        )
-    if cfg.sft.target_solved > cfg.sft.validation_size:
-        raise ValueError(
-            f"sft.target_solved ({cfg.sft.target_solved}) exceeds sft.validation_size ({cfg.sft.validation_size}): "
-            "SFT could never stop on the rule; lower the target or enlarge the validation set"
-        )
-    if not 0.0 <= cfg.sft.path_fraction <= 1.0:
-        raise ValueError(f"sft.path_fraction must be within [0, 1], got {cfg.sft.path_fraction}")
-    return cfg
+def available_recipes() -> tuple[str, ...]:
+    """Names of the rehearsal recipes in ``workload/local/recipes``."""
+    return config.recipe_names(RECIPES_DIR)
 
 
 def load_config(name: str = "local", overrides: list[str] | None = None) -> RehearsalConfig:
-    """Read recipe ``name``, apply ``key=value`` overrides, validate and freeze."""
-    path = RECIPES_DIR / f"{name}.yaml"
-    if not path.is_file():
-        known = sorted(p.stem for p in RECIPES_DIR.glob("*.yaml"))
-        raise ValueError(f"unknown recipe {name!r}: known recipes are {known}")
-    tree = apply_overrides(yaml.safe_load(path.read_text()), list(overrides or []))
-    return validate(_build(RehearsalConfig, tree, ""))
+    """Read recipe ``name`` (following ``extends``), apply ``KEY=VALUE`` overrides, validate and freeze."""
+    raw = config.apply_overrides(RehearsalConfig, config.read_recipe(RECIPES_DIR, name), list(overrides or []))
+    return config.validate(RehearsalConfig, {**raw, "name": name}, what=f"rehearsal recipe {name!r}")
 
 
 def config_from_dict(data: dict[str, Any]) -> RehearsalConfig:
     """Rebuild a config saved with ``to_dict()`` (checkpoints, exports)."""
-    return validate(_build(RehearsalConfig, data, ""))
+    return config.validate(RehearsalConfig, data, what="saved rehearsal settings")

@@ -196,7 +196,7 @@ def rehearse(cfg: RehearsalConfig, *, echo: Callable[[str], None] = print) -> di
     run.root.mkdir(parents=True, exist_ok=True)
     write_json_atomic(run.root / "config.json", cfg.to_dict())
     point_latest(runs_dir, cfg.run_id)
-    echo(f"run {run.root}  (recipe local, fingerprint {cfg.fingerprint()})")
+    echo(f"run {run.root}  (recipe {cfg.name}, fingerprint {cfg.fingerprint()})")
     timer = PhaseTimer()
     # GRPO resumes from its latest checkpoint (step 0: before the first one), SFT from its own.
     resume_step = (run.latest_step() or 0) if (run.sft_model / "config.json").is_file() else None

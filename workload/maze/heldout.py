@@ -129,7 +129,7 @@ def load_set(name: str, directory: Path = HELDOUT_DIR) -> HeldoutSet:
     manifest_path = directory / MANIFEST_NAME
     if not path.exists() or not manifest_path.exists():
         raise FileNotFoundError(
-            f"{path} or {manifest_path} is missing; run `skymaze maze freeze --set {name}`"
+            f"{path} or {manifest_path} is missing; run `skymaze maze freeze --heldout {name}`"
         )
     data = path.read_bytes()
     expected = json.loads(manifest_path.read_text()).get(path.name)
@@ -138,7 +138,7 @@ def load_set(name: str, directory: Path = HELDOUT_DIR) -> HeldoutSet:
         raise HeldoutIntegrityError(
             f"{path} has sha256 {actual}, the manifest says {expected}: a frozen held-out set must not "
             f"change. Restore it (git checkout -- {path.name}), or if the change is intended, regenerate "
-            f"it with `skymaze maze freeze --set {name}` and say so, since scores stop being comparable."
+            f"it with `skymaze maze freeze --heldout {name}` and say so, since scores stop being comparable."
         )
     doc = json.loads(data)
     if doc.get("size") != spec.size or len(doc.get("entries", ())) != SET_SIZE:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from infra.settings import Settings, SettingsError, load_settings
+from workload.config import DEPLOY_FLAG, ConfigError, did_you_mean, split_pair
 from workload.ops.cost import ClusterShape, InstanceGroup
 from workload.ops.plan import TeardownTarget
 
@@ -19,11 +20,12 @@ def parse_overrides(pairs: Sequence[str]) -> tuple[tuple[str, str], ...]:
     """``["worker_count=2"]`` -> ``(("worker_count", "2"),)``; a pair without ``=`` is a usage error."""
     parsed = []
     for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise SettingsError(f"-c {pair!r}: expected KEY=VALUE, e.g. -c worker_count=2")
+        try:
+            key, value = split_pair(pair, flag=DEPLOY_FLAG, example="worker_count=2")
+        except ConfigError as err:
+            raise SettingsError(str(err)) from None
         if key == "profile":
-            raise SettingsError("-c profile=...: use --profile instead")
+            raise SettingsError(f"{DEPLOY_FLAG} profile=...: use --profile instead")
         parsed.append((key, value))
     return tuple(parsed)
 
@@ -32,7 +34,8 @@ def settings_for(profile: str, overrides: tuple[tuple[str, str], ...] = ()) -> S
     """The validated settings ``cdk deploy -c profile=PROFILE -c KEY=VALUE ...`` would use."""
     unknown = [key for key, _ in overrides if key not in Settings.model_fields]
     if unknown:
-        raise SettingsError(f"-c {unknown[0]}=...: not a deployment setting; known: {', '.join(Settings.model_fields)}")
+        raise SettingsError(f"{DEPLOY_FLAG} {unknown[0]}=...: not a deployment setting"
+                            f"{did_you_mean(unknown[0], Settings.model_fields)} (known: {', '.join(Settings.model_fields)})")
     return load_settings({"profile": profile, **dict(overrides)})
 
 

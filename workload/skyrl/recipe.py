@@ -1,10 +1,11 @@
-"""Training recipes: YAML files that resolve to the exact ``key=value`` overrides SkyRL receives.
+"""Cluster training recipes: YAML files that resolve to the exact ``key=value`` overrides SkyRL receives.
 
 A recipe (``recipes/<name>.yaml``) holds the cluster shape, the dataset, the three fixes of
 the published run and a flat map of SkyRL keys. String values may use ``{shared_root}``,
 ``{run_id}`` and ``{run_dir}`` (= ``{shared_root}/runs/{run_id}``). ``extends: <name>``
-starts from another recipe. The recipe adds the keys that belong to this project
-(dataset paths, epochs); everything else is passed through unchanged.
+starts from another recipe; ``--set KEY=VALUE`` edits go through ``workload.config``. The
+recipe adds the keys that belong to this project (dataset paths, epochs); everything else is
+passed through unchanged.
 """
 
 from __future__ import annotations
@@ -14,77 +15,70 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, PositiveInt, ValidationError
+from pydantic import Field, PositiveInt
 
+from workload import config
 from workload.skyrl import schedule
 
 RECIPES_DIR = Path(__file__).with_name("recipes")
-RECIPE_FIELDS = ("description", "run_id", "shared_root", "cluster", "serving", "model", "dataset", "reward", "fixes")
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class Cluster(_Frozen):
+class Cluster(config.ConfigModel):
     """GPU workers the Ray cluster has (the head runs no training)."""
 
-    nodes: PositiveInt
-    gpus_per_node: PositiveInt
+    nodes: PositiveInt = Field(description="GPU worker nodes the job's Ray cluster has.")
+    gpus_per_node: PositiveInt = Field(description="GPUs on each worker node.")
 
 
-class Serving(_Frozen):
-    """What the serving endpoint can load."""
-
-    max_lora_rank: PositiveInt
-
-
-class ModelSource(_Frozen):
+class ModelSource(config.ConfigModel):
     """Where the starting checkpoint comes from (downloaded to ``trainer.policy.model.path``)."""
 
-    hub_id: str
-    subfolder: str = ""
-    base_model_id: str
+    hub_id: str = Field(description="Hugging Face repository of the starting checkpoint.")
+    subfolder: str = Field("", description="Folder of that repository holding the checkpoint (empty: its root).")
+    base_model_id: str = Field(description="The base model the checkpoint is a fine-tune of; adapters name it.")
 
 
-class DatasetSpec(_Frozen):
+class DatasetSpec(config.ConfigModel):
     """Training tickets and the held-out evaluation set."""
 
-    train_rows: PositiveInt
-    maze_size: PositiveInt = 9
-    eval_set: str = "easy-64"
-    train_seed_start: int = Field(1_000_000, ge=64)
-    epochs: PositiveInt
+    train_rows: PositiveInt = Field(description="Training tickets requested (fixes.aligned_epochs may round up).")
+    maze_size: PositiveInt = Field(9, description="Maze side in cells (odd; 9 = VisGym maze_2d easy).")
+    eval_set: str = Field("easy-64", description="Frozen held-out set evaluated during training (skymaze maze heldout).")
+    train_seed_start: int = Field(1_000_000, ge=64,
+                                  description="First training maze seed; above every held-out seed, so no overlap.")
+    epochs: PositiveInt = Field(description="Passes over the training tickets (before fixes.aligned_epochs).")
 
 
-class Reward(_Frozen):
+class Reward(config.ConfigModel):
     """The maze reward: strict task reward, plus the published recipe's optional format term."""
 
-    format_bonus: float = Field(0.0, ge=0.0, le=1.0)
+    format_bonus: float = Field(0.0, ge=0.0, le=1.0,
+                                description="Share of the reward for well-formatted turns (the rest: solving).")
 
 
-class Fixes(_Frozen):
+class Fixes(config.ConfigModel):
     """The flaws of the published run, each fixed unless switched off."""
 
-    seeded_groups: bool = True
-    strict_solve_metric: bool = True
-    aligned_epochs: bool = True
+    seeded_groups: bool = Field(True, description="Every ticket carries a seed: a GRPO group plays one maze.")
+    strict_solve_metric: bool = Field(True, description="Log eval/strict_pass_at_1 beside SkyRL's reward>0 pass@1.")
+    aligned_epochs: bool = Field(True, description="Epochs end on multiples of the checkpoint and export intervals.")
 
 
-class Recipe(_Frozen):
+class Recipe(config.ConfigModel):
     """A resolved recipe. Build with :func:`load_recipe`."""
 
-    name: str
-    description: str
-    run_id: str = Field(pattern=r"^[a-z0-9][a-z0-9-]{0,62}$")
-    shared_root: str
+    name: str = Field(description="The recipe's file name (recipes/NAME.yaml); set by the loader.")
+    description: str = Field(description="One line on what the recipe runs (skymaze recipe list).")
+    run_id: str = Field(pattern=r"^[a-z0-9][a-z0-9-]{0,62}$",
+                        description="The run's folder under SHARED_ROOT/runs and SkyRL's trainer.run_name.")
+    shared_root: str = Field(description="The shared file system's mount on every pod (FSx for Lustre).")
     cluster: Cluster
-    serving: Serving
     model: ModelSource
     dataset: DatasetSpec
     reward: Reward = Reward()
     fixes: Fixes = Fixes()
-    skyrl: dict[str, Any]
+    skyrl: dict[str, Any] = Field(description="SkyRL config keys passed through as KEY=VALUE ({shared_root}, "
+                                  "{run_id}, {run_dir} filled in); any other --set key lands here.")
 
     @property
     def run_dir(self) -> str:
@@ -164,54 +158,10 @@ def _quoted(text: str) -> str:
 @functools.cache
 def available_recipes() -> tuple[str, ...]:
     """Names of the recipes shipped in ``workload/skyrl/recipes``."""
-    return tuple(sorted(p.stem for p in RECIPES_DIR.glob("*.yaml")))
-
-
-def _read_raw(name: str, seen: tuple[str, ...] = ()) -> dict[str, Any]:
-    path = RECIPES_DIR / f"{name}.yaml"
-    if not path.is_file():
-        raise ValueError(f"unknown recipe {name!r}: choose one of {', '.join(available_recipes())}")
-    if name in seen:
-        raise ValueError(f"recipe {name!r} extends itself through {' -> '.join(seen)}")
-    raw = yaml.safe_load(path.read_text()) or {}
-    parent = raw.pop("extends", None)
-    return _merge(_read_raw(parent, (*seen, name)), raw) if parent else raw
-
-
-def _merge(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
-    merged = dict(base)
-    for key, value in top.items():
-        both_dicts = isinstance(value, dict) and isinstance(merged.get(key), dict)
-        merged[key] = _merge(merged[key], value) if both_dicts else value
-    return merged
-
-
-def apply_sets(raw: dict[str, Any], sets: list[str]) -> dict[str, Any]:
-    """Apply ``--set KEY=VALUE`` edits: recipe fields (``fixes.seeded_groups=false``) or SkyRL keys."""
-    merged = _merge(raw, {})
-    merged["skyrl"] = dict(merged.get("skyrl", {}))
-    for item in sets:
-        key, sep, text = item.partition("=")
-        if not sep or not key:
-            raise ValueError(f"--set {item!r}: expected KEY=VALUE, e.g. --set trainer.eval_interval=5")
-        value = yaml.safe_load(text) if text else ""
-        head = key.partition(".")[0]
-        if head in RECIPE_FIELDS:
-            merged = _merge(merged, _nest(key.split("."), value))
-        else:
-            merged["skyrl"][key] = value
-    return merged
-
-
-def _nest(parts: list[str], value: Any) -> dict[str, Any]:
-    return {parts[0]: value} if len(parts) == 1 else {parts[0]: _nest(parts[1:], value)}
+    return config.recipe_names(RECIPES_DIR)
 
 
 def load_recipe(name: str, *, sets: list[str] | None = None) -> Recipe:
     """Read ``recipes/<name>.yaml`` (following ``extends``), apply ``sets``, and validate its shape."""
-    raw = apply_sets(_read_raw(name), list(sets or []))
-    try:
-        return Recipe(name=name, **raw)
-    except ValidationError as err:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in err.errors())
-        raise ValueError(f"recipe {name!r} is malformed: {problems}") from None
+    raw = config.apply_overrides(Recipe, config.read_recipe(RECIPES_DIR, name), list(sets or []), free_form="skyrl")
+    return config.validate(Recipe, {**raw, "name": name}, what=f"recipe {name!r} is malformed")

@@ -71,7 +71,8 @@ class TrainingSettings(BaseModel):
     cluster_nodes: PositiveInt
     gpus_per_node: PositiveInt
     shared_root: str
-    serving_max_lora_rank: PositiveInt
+    # The endpoint's max_lora_rank: the deploy profile's setting (None where no deploy settings are installed).
+    serving_max_lora_rank: PositiveInt | None = None
 
     def get(self, key: str) -> Any:
         """The value SkyRL will use: the override, else SkyRL's default."""
@@ -172,10 +173,10 @@ def check_lora(s: TrainingSettings) -> list[str]:
     if rank <= 0:
         return ["trainer.policy.model.lora.rank: 0 trains the full model, which the LoRA endpoint cannot load. Fix: set a rank such as 32."]
     problems = []
-    if rank > s.serving_max_lora_rank:
+    if s.serving_max_lora_rank is not None and rank > s.serving_max_lora_rank:
         problems.append(
-            f"trainer.policy.model.lora.rank: {rank} exceeds the serving max_lora_rank {s.serving_max_lora_rank}. "
-            f"Fix: lower the rank or raise serving.max_lora_rank (and the endpoint's engine_kwargs.max_lora_rank)."
+            f"trainer.policy.model.lora.rank: {rank} exceeds the endpoint's max_lora_rank {s.serving_max_lora_rank} "
+            "(deploy setting). Fix: lower the rank, or deploy with a larger one (--deploy-set max_lora_rank=...)."
         )
     exclude = s.get("trainer.policy.model.lora.exclude_modules")
     if not exclude or not re.fullmatch(str(exclude), VISION_MODULE_SAMPLE):
@@ -252,12 +253,15 @@ RULES: tuple[Rule, ...] = (
 )
 
 
-def validate_recipe(recipe: Any) -> TrainingSettings:
-    """Run every rule on a :class:`workload.skyrl.recipe.Recipe`; raises ``ValidationError``."""
+def validate_recipe(recipe: Any, *, max_lora_rank: int | None = None) -> TrainingSettings:
+    """Run every rule on a :class:`workload.skyrl.recipe.Recipe`; raises ``ValidationError``.
+
+    ``max_lora_rank`` is the endpoint's (the deploy profile's ``max_lora_rank``); None skips that rule.
+    """
     return TrainingSettings(
         values=recipe.resolved(),
         cluster_nodes=recipe.cluster.nodes,
         gpus_per_node=recipe.cluster.gpus_per_node,
         shared_root=recipe.shared_root,
-        serving_max_lora_rank=recipe.serving.max_lora_rank,
+        serving_max_lora_rank=max_lora_rank,
     )

@@ -1,4 +1,4 @@
-"""Recipe `local`: SkyRL key names, typed overrides, validation that names the key."""
+"""Recipe `local`: SkyRL key names, typed overrides, validation that names the key, extends, descriptions."""
 
 from __future__ import annotations
 
@@ -63,27 +63,27 @@ def test_unknown_key_names_the_close_match():
 
 
 def test_override_without_equals_is_refused():
-    with pytest.raises(ValueError, match=r"is not key=value"):
+    with pytest.raises(ValueError, match=r"--set 'trainer.seed': expected KEY=VALUE"):
         load_config("local", ["trainer.seed"])
 
 
 def test_wrong_type_names_the_key_and_expected_type():
-    with pytest.raises(ValueError, match=r"generator.max_turns='many': expected a int"):
+    with pytest.raises(ValueError, match=r"generator.max_turns=many: Input should be a valid integer"):
         load_config("local", ["generator.max_turns=many"])
 
 
 def test_bool_is_not_accepted_for_an_int():
-    with pytest.raises(ValueError, match=r"trainer.seed=.*expected a int"):
+    with pytest.raises(ValueError, match=r"trainer.seed=true: Input should be a valid integer"):
         load_config("local", ["trainer.seed=true"])
 
 
 def test_unknown_recipe_lists_the_known_ones():
-    with pytest.raises(ValueError, match=r"unknown recipe 'nope': known recipes are \['local'\]"):
+    with pytest.raises(ValueError, match=r"unknown recipe 'nope': choose one of local"):
         load_config("nope")
 
 
 def test_groups_must_hold_at_least_two_rollouts():
-    with pytest.raises(ValueError, match=r"generator.n_samples_per_prompt must be >= 2"):
+    with pytest.raises(ValueError, match=r"generator.n_samples_per_prompt=1: Input should be greater than or equal to 2"):
         load_config("local", ["generator.n_samples_per_prompt=1"])
 
 
@@ -93,22 +93,22 @@ def test_mini_batches_must_take_whole_groups():
 
 
 def test_positive_counts_are_required():
-    with pytest.raises(ValueError, match=r"generator.max_turns must be >= 1, got 0"):
+    with pytest.raises(ValueError, match=r"generator.max_turns=0: Input should be greater than 0"):
         load_config("local", ["generator.max_turns=0"])
 
 
 def test_interval_zero_is_refused():
-    with pytest.raises(ValueError, match=r"trainer.eval_interval must be a positive step count or -1"):
+    with pytest.raises(ValueError, match=r"trainer.eval_interval: must be a positive step count or -1"):
         load_config("local", ["trainer.eval_interval=0"])
 
 
 def test_resume_mode_is_checked():
-    with pytest.raises(ValueError, match=r"trainer.resume_mode must be one of"):
+    with pytest.raises(ValueError, match=r"trainer.resume_mode=from_path: Input should be 'latest' or 'none'"):
         load_config("local", ["trainer.resume_mode=from_path"])
 
 
 def test_even_maze_size_is_refused():
-    with pytest.raises(ValueError, match=r"environment.maze.size must be odd"):
+    with pytest.raises(ValueError, match=r"environment.maze.size: must be odd and >= 5"):
         load_config("local", ["environment.maze.size=8"])
 
 
@@ -118,5 +118,46 @@ def test_sft_target_above_the_validation_set_is_refused():
 
 
 def test_only_token_mean_reduction_runs_locally():
-    with pytest.raises(ValueError, match=r"trainer.algorithm.loss_reduction: only"):
+    with pytest.raises(ValueError, match=r"trainer.algorithm.loss_reduction=seq_mean: Input should be 'token_mean'"):
         load_config("local", ["trainer.algorithm.loss_reduction=seq_mean"])
+
+
+def test_every_setting_has_a_description():
+    from workload.config import undocumented
+    from workload.local.config import RehearsalConfig
+
+    assert undocumented(RehearsalConfig) == []
+
+
+def test_a_recipe_extends_another_and_the_run_log_names_it(tmp_path, monkeypatch):
+    from workload.local import config as local_config
+
+    (tmp_path / "local.yaml").write_text((local_config.RECIPES_DIR / "local.yaml").read_text())
+    (tmp_path / "short.yaml").write_text("extends: local\ndescription: fewer steps\ntrainer:\n  max_training_steps: 5\n")
+    monkeypatch.setattr(local_config, "RECIPES_DIR", tmp_path)
+    short = load_config("short", ["trainer.seed=2"])
+    assert (short.name, short.description, short.trainer.max_training_steps) == ("short", "fewer steps", 5)
+    assert short.trainer.train_batch_size == load_config("local").trainer.train_batch_size
+    assert short.trainer.seed == 2
+
+
+def test_a_recipe_that_extends_itself_is_refused(tmp_path, monkeypatch):
+    from workload.local import config as local_config
+
+    (tmp_path / "a.yaml").write_text("extends: b\n")
+    (tmp_path / "b.yaml").write_text("extends: a\n")
+    monkeypatch.setattr(local_config, "RECIPES_DIR", tmp_path)
+    with pytest.raises(ValueError, match=r"recipe 'a' extends itself through a -> b -> a"):
+        load_config("a")
+
+
+def test_the_fingerprint_leaves_out_the_recipe_name_and_description():
+    cfg = load_config("local")
+    renamed = cfg.model_copy(update={"name": "other", "description": "other"})
+    assert renamed.fingerprint() == cfg.fingerprint()
+
+
+def test_a_config_saved_before_recipes_had_names_still_loads():
+    data = load_config("local").to_dict()
+    del data["name"], data["description"]
+    assert config_from_dict(data).run_id == load_config("local").run_id

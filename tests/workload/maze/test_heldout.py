@@ -70,7 +70,7 @@ def test_a_set_missing_from_the_manifest_is_refused(heldout_copy):
 
 
 def test_a_missing_file_says_how_to_rebuild(tmp_path):
-    with pytest.raises(FileNotFoundError, match="skymaze maze freeze --set easy-64"):
+    with pytest.raises(FileNotFoundError, match="skymaze maze freeze --heldout easy-64"):
         load_set("easy-64", tmp_path)
 
 

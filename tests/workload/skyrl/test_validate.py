@@ -8,9 +8,11 @@ from pydantic import ValidationError
 from workload.skyrl.recipe import load_recipe
 from workload.skyrl.validate import TrainingSettings, validate_recipe
 
+ENDPOINT_MAX_LORA_RANK = 32  # an endpoint below the deploy default of 64, so rank 64 trips the rule
+
 
 def _check(*sets: str) -> TrainingSettings:
-    return validate_recipe(load_recipe("blog", sets=list(sets)))
+    return validate_recipe(load_recipe("blog", sets=list(sets)), max_lora_rank=ENDPOINT_MAX_LORA_RANK)
 
 
 def test_shipped_recipes_are_sound():
@@ -54,8 +56,12 @@ def test_micro_batch_must_divide_the_per_gpu_mini_batch():
 
 
 def test_lora_rank_above_the_serving_max_is_rejected():
-    with pytest.raises(ValidationError, match=r"trainer.policy.model.lora.rank: 64 exceeds the serving max_lora_rank 32"):
+    with pytest.raises(ValidationError, match=r"trainer.policy.model.lora.rank: 64 exceeds the endpoint's max_lora_rank 32"):
         _check("trainer.policy.model.lora.rank=64")
+
+
+def test_without_an_endpoint_limit_the_rank_rule_is_skipped():
+    assert validate_recipe(load_recipe("blog", sets=["trainer.policy.model.lora.rank=64"])).policy_gpus() == 6
 
 
 def test_full_fine_tuning_cannot_be_served_as_an_adapter():

@@ -1,0 +1,200 @@
+"""What a user sets, one way: frozen pydantic models, YAML recipes with ``extends:``, ``KEY=VALUE`` overrides.
+
+Every settings model (deploy profile, cluster recipe, rehearsal recipe) derives from
+:class:`ConfigModel` and gives every field a ``description``: ``--help``, ``skymaze recipe``
+and the README tables read them. :func:`apply_overrides` is the one override parser: a key
+must name a field (or go to the model's free-form map), with a did-you-mean when it does not;
+values arrive as text and the model converts them. Only the standard library, pydantic and
+PyYAML: every layer may import this module.
+"""
+
+from __future__ import annotations
+
+import difflib
+import typing
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic.fields import FieldInfo
+
+# The one spelling of overrides on the command line: recipe fields and deploy settings.
+RECIPE_FLAG = "--set"
+DEPLOY_FLAG = "--deploy-set"
+# The deploy profile every command and the Makefile (PROFILE ?= small) use when none is named:
+# one GPU node, the cheapest first deploy (infra/settings.py PROFILES).
+DEFAULT_PROFILE = "small"
+NULL_TEXTS = ("null", "~", "None")
+
+
+class ConfigModel(BaseModel):
+    """Settings read once, validated at the edge, frozen; unknown keys are refused."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class ConfigError(ValueError):
+    """Bad settings: the message names the key, what is wrong and how to fix it."""
+
+
+def split_pair(item: str, *, flag: str = RECIPE_FLAG, example: str = "trainer.seed=1") -> tuple[str, str]:
+    """``"a.b=3"`` -> ``("a.b", "3")``; anything without a key and ``=`` is refused."""
+    key, sep, text = item.partition("=")
+    if not sep or not key.strip():
+        raise ConfigError(f"{flag} {item!r}: expected KEY=VALUE, e.g. {flag} {example}")
+    return key.strip(), text
+
+
+def field_paths(model: type[BaseModel], prefix: str = "") -> dict[str, FieldInfo]:
+    """Dotted path -> field of every leaf setting, through nested models."""
+    paths: dict[str, FieldInfo] = {}
+    for name, info in model.model_fields.items():
+        nested = _nested_model(info.annotation)
+        if nested is not None:
+            paths.update(field_paths(nested, f"{prefix}{name}."))
+        else:
+            paths[f"{prefix}{name}"] = info
+    return paths
+
+
+def did_you_mean(key: str, known: Iterable[str]) -> str:
+    """``"; did you mean X?"`` for the closest known key (same last part first), else ``""``."""
+    known = list(known)
+    leaf = key.rsplit(".", 1)[-1]
+    close = [k for k in known if k.rsplit(".", 1)[-1] == leaf] or difflib.get_close_matches(key, known, n=1)
+    return f"; did you mean {close[0]}?" if close else ""
+
+
+def apply_overrides(model: type[BaseModel], data: Mapping[str, Any], pairs: Iterable[str], *,
+                    flag: str = RECIPE_FLAG, free_form: str | None = None) -> dict[str, Any]:
+    """A copy of ``data`` with ``KEY=VALUE`` pairs applied, each key checked against ``model``.
+
+    ``free_form`` names a ``dict`` field that takes, whole, every key whose first part is not
+    a field (the cluster recipe's SkyRL keys). Values stay text where the model converts text
+    (numbers, booleans, strings); lists take ``a,b`` or ``[a, b]``; ``null`` clears an optional.
+    """
+    paths = field_paths(model)
+    result = merge(data, {})
+    for item in pairs:
+        key, text = split_pair(item, flag=flag)
+        if key in paths:
+            result = merge(result, nest(key, parse_value(text, paths[key].annotation)))
+        elif free_form and key.partition(".")[0] not in model.model_fields:
+            result[free_form] = {**result.get(free_form, {}), key: parse_value(text, Any)}
+        else:
+            raise ConfigError(f"unknown setting {key!r}{did_you_mean(key, paths)} "
+                              f"(`skymaze recipe show` lists every setting)")
+    return result
+
+
+def parse_value(text: str, annotation: Any) -> Any:
+    """Text from the command line -> what the model validates (it does the type conversion)."""
+    args = typing.get_args(annotation)
+    if text.strip() in NULL_TEXTS and (annotation is Any or type(None) in args):
+        return None
+    origin = typing.get_origin(annotation)
+    if origin in (list, tuple) or any(typing.get_origin(a) in (list, tuple) for a in args):
+        if text.strip().startswith("["):
+            return yaml.safe_load(text)
+        return [part.strip() for part in text.split(",") if part.strip()]
+    if annotation is Any or origin is dict:
+        return yaml.safe_load(text) if text else ""
+    return text
+
+
+def merge(base: Mapping[str, Any], top: Mapping[str, Any]) -> dict[str, Any]:
+    """``top`` over ``base``, nested maps merged key by key (a copy; neither is changed)."""
+    merged = {key: (merge(value, {}) if isinstance(value, Mapping) else value) for key, value in base.items()}
+    for key, value in top.items():
+        both_maps = isinstance(value, Mapping) and isinstance(merged.get(key), Mapping)
+        merged[key] = merge(merged[key], value) if both_maps else (merge(value, {}) if isinstance(value, Mapping) else value)
+    return merged
+
+
+def nest(dotted: str, value: Any) -> dict[str, Any]:
+    """``nest("a.b", 1)`` -> ``{"a": {"b": 1}}``."""
+    head, _, rest = dotted.partition(".")
+    return {head: nest(rest, value) if rest else value}
+
+
+def flatten(tree: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """``{"a": {"b": 1}}`` -> ``{"a.b": 1}``."""
+    flat: dict[str, Any] = {}
+    for key, value in tree.items():
+        if isinstance(value, Mapping):
+            flat.update(flatten(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
+
+
+def recipe_names(directory: Path) -> tuple[str, ...]:
+    """The recipes (``*.yaml``) in ``directory``."""
+    return tuple(sorted(p.stem for p in directory.glob("*.yaml")))
+
+
+def read_recipe(directory: Path, name: str, seen: tuple[str, ...] = ()) -> dict[str, Any]:
+    """``directory/<name>.yaml`` as a map, on top of the recipe its ``extends:`` names."""
+    path = directory / f"{name}.yaml"
+    if not path.is_file():
+        raise ConfigError(f"unknown recipe {name!r}: choose one of {', '.join(recipe_names(directory))} "
+                          "(skymaze recipe list)")
+    if name in seen:
+        raise ConfigError(f"recipe {name!r} extends itself through {' -> '.join((*seen, name))}")
+    raw = yaml.safe_load(path.read_text()) or {}
+    if not isinstance(raw, dict):
+        raise ConfigError(f"recipe {name!r} ({path}) must be a YAML map of settings")
+    parent = raw.pop("extends", None)
+    return merge(read_recipe(directory, parent, (*seen, name)), raw) if parent else raw
+
+
+def validate(model: type[BaseModel], data: Mapping[str, Any], *, what: str, hint: str = "") -> Any:
+    """``model(**data)``, or one :class:`ConfigError` naming every bad key, its value and the rule."""
+    try:
+        return model(**data)
+    except ValidationError as err:
+        raise ConfigError(f"{what}: {describe_errors(err)}{hint}") from None
+
+
+def describe_errors(err: ValidationError) -> str:
+    """``key=value: rule`` for each problem, ``; ``-separated."""
+    problems = []
+    for error in err.errors():
+        key = ".".join(map(str, error["loc"]))
+        shown = f"{key}={error['input']}" if key and error["type"] not in ("missing", "value_error") else key
+        message = error["msg"].removeprefix("Value error, ")
+        problems.append(f"{shown}: {message}" if shown else message)
+    return "; ".join(problems)
+
+
+def settings_table(model: type[BaseModel], defaults: Mapping[str, Any] | None = None) -> list[str]:
+    """A Markdown table (setting, default, what it does) of every leaf field, from the descriptions."""
+    flat_defaults = flatten(defaults or {})
+    rows = ["| setting | default | what it does |", "|---|---|---|"]
+    for path, info in field_paths(model).items():
+        default = flat_defaults.get(path, None if info.is_required() else info.get_default(call_default_factory=True))
+        shown = "" if default is None and info.is_required() and path not in flat_defaults else f"`{_show(default)}`"
+        text = (info.description or "").replace("|", r"\|")
+        rows.append(f"| `{path}` | {shown} | {text} |")
+    return rows
+
+
+def undocumented(model: type[BaseModel]) -> list[str]:
+    """Leaf settings without a description (a test keeps this empty)."""
+    return [path for path, info in field_paths(model).items() if not (info.description or "").strip()]
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "null"
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(map(_show, value)) + "]"
+    return str(value)
+
+
+def _nested_model(annotation: Any) -> type[BaseModel] | None:
+    return annotation if isinstance(annotation, type) and issubclass(annotation, BaseModel) else None
