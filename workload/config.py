@@ -169,13 +169,22 @@ def describe_errors(err: ValidationError) -> str:
     return "; ".join(problems)
 
 
-def settings_table(model: type[BaseModel], defaults: Mapping[str, Any] | None = None) -> list[str]:
-    """A Markdown table (setting, default, what it does) of every leaf field, from the descriptions."""
-    flat_defaults = flatten(defaults or {})
+def settings_table(model: type[BaseModel], defaults: Mapping[str, Any] | None = None, *,
+                   skip: tuple[str, ...] = ("name",)) -> list[str]:
+    """A Markdown table (setting, default, what it does) of every leaf field, from the descriptions.
+
+    ``defaults`` (a recipe's values) fills the default column where the model has none; ``skip``
+    leaves out fields the loader sets.
+    """
+    flat_defaults = {**flatten(defaults or {}), **{k: v for k, v in (defaults or {}).items() if isinstance(v, Mapping)}}
     rows = ["| setting | default | what it does |", "|---|---|---|"]
     for path, info in field_paths(model).items():
-        default = flat_defaults.get(path, None if info.is_required() else info.get_default(call_default_factory=True))
-        shown = "" if default is None and info.is_required() and path not in flat_defaults else f"`{_show(default)}`"
+        if path in skip:
+            continue
+        if path in flat_defaults:
+            shown = f"`{_show(flat_defaults[path])}`"
+        else:
+            shown = "" if info.is_required() else f"`{_show(info.get_default(call_default_factory=True))}`"
         text = (info.description or "").replace("|", r"\|")
         rows.append(f"| `{path}` | {shown} | {text} |")
     return rows
@@ -193,6 +202,8 @@ def _show(value: Any) -> str:
         return "null"
     if isinstance(value, list | tuple):
         return "[" + ", ".join(map(_show, value)) + "]"
+    if isinstance(value, Mapping):
+        return f"{len(value)} keys"
     return str(value)
 
 

@@ -49,3 +49,60 @@ def test_list_shows_both_recipes():
     result = runner.invoke(app, ["recipe", "list"])
     assert result.exit_code == 0
     assert "blog-exact" in result.stdout
+
+
+def test_list_shows_the_rehearsal_recipes_too():
+    result = runner.invoke(app, ["recipe", "list"])
+    rows = {line.split()[0]: line.split()[1] for line in result.stdout.splitlines() if line.strip() and " " in line.strip()}
+    assert (rows["blog"], rows["local"]) == ("cluster", "rehearsal")
+
+
+def test_show_prints_a_rehearsal_recipe_as_the_settings_set_takes():
+    from workload.local.config import load_config
+
+    result = runner.invoke(app, ["recipe", "show", "local", "--set", "trainer.seed=4"])
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert "trainer.seed=4" in lines
+    # every printed line is accepted back by --set and gives the same settings
+    assert load_config("local", lines) == load_config("local", ["trainer.seed=4"])
+
+
+def test_show_fields_prints_each_setting_with_its_meaning():
+    result = runner.invoke(app, ["recipe", "show", "local", "--fields"])
+    assert result.exit_code == 0, result.output
+    assert "| `generator.n_samples_per_prompt` | `8` | Rollouts of the same maze in one GRPO group" in result.stdout
+    cluster = runner.invoke(app, ["recipe", "show", "blog", "--fields"])
+    assert "| `fixes.seeded_groups` | `true` |" in cluster.stdout
+
+
+def test_check_validates_a_rehearsal_recipe():
+    ok = runner.invoke(app, ["recipe", "check", "local"])
+    assert ok.exit_code == 0, ok.output
+    assert "recipe 'local': ok (rehearsal; run local-" in ok.stdout and "skymaze rehearse --recipe local" in ok.stdout
+    bad = runner.invoke(app, ["recipe", "check", "local", "--set", "trainer.max_trainig_steps=3"])
+    assert bad.exit_code == 2
+    assert "did you mean trainer.max_training_steps?" in bad.stderr
+
+
+def test_a_misspelt_recipe_field_names_the_close_match():
+    result = runner.invoke(app, ["recipe", "check", "blog", "--set", "fixes.seeded_group=false"])
+    assert result.exit_code == 2
+    assert "unknown setting 'fixes.seeded_group'; did you mean fixes.seeded_groups?" in result.stderr
+
+
+def test_check_holds_the_lora_rank_to_the_deploy_profiles_endpoint():
+    from infra.settings import load_settings
+
+    limit = load_settings({"profile": "small"}).max_lora_rank
+    result = runner.invoke(app, ["recipe", "check", "blog", "--set", f"trainer.policy.model.lora.rank={limit * 2}"])
+    assert result.exit_code == 1
+    assert f"exceeds the endpoint's max_lora_rank {limit}" in result.stderr
+    assert runner.invoke(app, ["recipe", "check", "blog", "--set", f"trainer.policy.model.lora.rank={limit}"]).exit_code == 0
+
+
+def test_no_recipe_name_is_both_kinds():
+    from workload.local.config import available_recipes as rehearsal
+    from workload.skyrl.recipe import available_recipes as cluster
+
+    assert not set(cluster()) & set(rehearsal())

@@ -70,7 +70,7 @@ class TrainerConfig(ConfigModel):
     """The GRPO loop, its schedule and its outputs (SkyRL ``trainer``)."""
 
     seed: int = Field(description="Seed of model init, maze draws and sampling.")
-    run_name: str | None = Field(description="Run folder name under runs_dir; null: local-<fingerprint>, so the "
+    run_name: str | None = Field(description="Run folder name under runs_dir; null: local-FINGERPRINT, so the "
                                  "same settings resume the same run.")
     runs_dir: str = Field(description="Folder of the runs (the local stand-in for /shared on the cluster).")
     resume_mode: Literal["latest", "none"] = Field(description="latest: resume from the newest checkpoint; none: start afresh.")
@@ -109,7 +109,7 @@ class SamplingConfig(ConfigModel):
     """How replies are sampled."""
 
     temperature: float = Field(description="Sampling temperature (0: greedy).")
-    max_generate_length: PositiveInt = Field(description="Tokens a reply may have (2: one action + <|im_end|>).")
+    max_generate_length: PositiveInt = Field(description="Tokens a reply may have (2: one action token and the end-of-turn token).")
 
 
 class InferenceEngineConfig(ConfigModel):

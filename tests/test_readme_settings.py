@@ -1,0 +1,36 @@
+"""README's tables of settings are the models' own descriptions, as `skymaze recipe show NAME --fields` prints them."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from workload import config
+from workload.local.config import RECIPES_DIR as REHEARSAL_RECIPES
+from workload.local.config import RehearsalConfig
+from workload.skyrl.recipe import RECIPES_DIR as CLUSTER_RECIPES
+from workload.skyrl.recipe import Recipe
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+TABLES = {"local": (RehearsalConfig, REHEARSAL_RECIPES), "blog": (Recipe, CLUSTER_RECIPES)}
+
+
+def readme_table(name: str) -> list[str]:
+    match = re.search(rf"<!-- settings-table: {name} -->\n(.*?)\n<!-- /settings-table -->", README.read_text(), re.S)
+    assert match, f"README lacks the settings table of {name}"
+    return match.group(1).splitlines()
+
+
+@pytest.mark.parametrize("name", sorted(TABLES))
+def test_readme_table_matches_the_model(name):
+    model, directory = TABLES[name]
+    expected = config.settings_table(model, config.read_recipe(directory, name))
+    assert readme_table(name) == expected, (
+        f"README's settings table of {name} is stale: paste `skymaze recipe show {name} --fields` between its markers")
+
+
+@pytest.mark.parametrize("model", [RehearsalConfig, Recipe])
+def test_every_setting_has_a_description(model):
+    assert config.undocumented(model) == []
