@@ -11,10 +11,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
 from infra import fit
-from workload.config import DEFAULT_PROFILE, did_you_mean
+from workload.config import DEFAULT_PROFILE, ConfigModel, did_you_mean
 
 # Regions where both ml.r5d.16xlarge and ml.g7e.12xlarge HyperPod instances are listed
 # (cfn-lint 1.58 rule E3644 region tables) and where Managed Grafana is offered.
@@ -60,60 +60,72 @@ def _one_of(value: str, allowed: tuple[str, ...] | list[str]) -> str:
     return value
 
 
-class Settings(BaseModel):
-    """Everything a deploy can vary. Frozen: read once, passed down."""
+class Settings(ConfigModel):
+    """Everything a deploy can vary. Frozen: read once, passed down; every field says what it does."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    profile: Literal["blog", "small"]
-    account: str = PLACEHOLDER_ACCOUNT
-    region: str = "us-west-2"
-    name: str = Field(default="skymaze", pattern=r"^[a-z][a-z0-9-]{1,20}$")
-    removal: Literal["dev", "retain"] = "dev"
-    kubernetes_version: Literal[KUBERNETES_VERSIONS] = "1.34"
-    head_instance_type: str = "ml.r5d.16xlarge"
-    head_count: int = Field(default=1, ge=1, le=1)
+    profile: Literal["blog", "small"] = Field(description="The profile whose values the others start from (--profile).")
+    account: str = Field(PLACEHOLDER_ACCOUNT, description="AWS account id; `skymaze deploy` passes the caller's.")
+    region: str = Field("us-west-2", description=f"AWS region: one of {', '.join(SUPPORTED_REGIONS)} (g7e HyperPod "
+                        "instances and Managed Grafana).")
+    name: str = Field(default="skymaze", pattern=r"^[a-z][a-z0-9-]{1,20}$",
+                      description="Prefix of stack, cluster and bucket names.")
+    removal: Literal["dev", "retain"] = Field("dev", description="dev: `cdk destroy` removes everything, bucket "
+                                              "contents included; retain: keeps the artifacts bucket.")
+    kubernetes_version: Literal[KUBERNETES_VERSIONS] = Field("1.34", description="EKS Kubernetes version.")
+    head_instance_type: str = Field("ml.r5d.16xlarge", description="HyperPod instance of the CPU head group (Ray heads).")
+    head_count: int = Field(default=1, ge=1, le=1, description="CPU head nodes.")
     # SMT on the CPU head (2 threads per core: all its vCPUs) and off on the GPU workers (AWS's
     # HyperPod samples default GPU groups to 1): each worker node then offers half its vCPUs.
-    head_threads_per_core: int = Field(default=2, ge=1, le=2)
-    worker_instance_type: str = "ml.g7e.12xlarge"
-    worker_count: int = Field(default=3, ge=1, le=16)
-    worker_threads_per_core: int = Field(default=1, ge=1, le=2)
+    head_threads_per_core: int = Field(default=2, ge=1, le=2, description="Threads per core on the head nodes.")
+    worker_instance_type: str = Field("ml.g7e.12xlarge", description="HyperPod instance of the GPU worker group.")
+    worker_count: int = Field(default=3, ge=1, le=16, description="GPU worker nodes.")
+    worker_threads_per_core: int = Field(default=1, ge=1, le=2, description="Threads per core on the GPU workers.")
     # Ray pod sizes; unset, they are derived from the node (infra/fit.py): the largest that fit.
-    worker_pod_cpu: int | None = Field(default=None, ge=1)
-    worker_pod_memory_gib: int | None = Field(default=None, ge=1)
-    head_pod_cpu: int | None = Field(default=None, ge=1)
-    head_pod_memory_gib: int | None = Field(default=None, ge=1)
-    # GPU nodes the trainer's RayCluster takes (default: all); leave one free for the RayService.
-    trainer_workers: int | None = Field(default=None, ge=1, le=16)
-    node_volume_gib: int = Field(default=500, ge=100, le=16384)
-    fsx_storage_gib: int = FSX_FIRST_STEP_GIB
-    fsx_throughput_mbps_per_tib: int = 250
-    hyperpod_chart_version: str = "3.7.1"
-    kuberay_chart_version: Literal["1.7.0"] = "1.7.0"  # matches the ray.io/v1 CRDs validated in tests
-    ray_namespace: str = Field(default="ray", pattern=r"^[a-z][a-z0-9-]{0,40}$")
-    serving: bool = True
-    base_model_id: str = "Qwen/Qwen3-VL-8B-Instruct"
-    # The VisGym SFT checkpoint the trainer stages onto FSx (recipe `blog`: trainer.policy.model.path).
-    serve_model_source: str = "/shared/models/visgym_model/mixed_qwen3vl"
-    max_lora_rank: Literal[8, 16, 32, 64, 128, 256] = 64
-    max_loras: int = Field(default=4, ge=1, le=16)
-    max_adapters_per_replica: int = Field(default=8, ge=1, le=64)
+    worker_pod_cpu: int | None = Field(default=None, ge=1, description="CPUs of a Ray worker pod (unset: the largest that fits).")
+    worker_pod_memory_gib: int | None = Field(default=None, ge=1,
+                                              description="Memory of a Ray worker pod (unset: the largest that fits).")
+    head_pod_cpu: int | None = Field(default=None, ge=1, description="CPUs of the trainer's Ray head pod (unset: derived).")
+    head_pod_memory_gib: int | None = Field(default=None, ge=1,
+                                            description="Memory of the trainer's Ray head pod (unset: derived).")
+    trainer_workers: int | None = Field(default=None, ge=1, le=16, description="GPU nodes the trainer's RayCluster "
+                                        "takes (unset: all); leave one free for the serving endpoint.")
+    node_volume_gib: int = Field(default=500, ge=100, le=16384, description="EBS volume of every node (images, containers).")
+    fsx_storage_gib: int = Field(FSX_FIRST_STEP_GIB, description="FSx for Lustre capacity: 1200, 2400, then steps of 2400.")
+    fsx_throughput_mbps_per_tib: int = Field(250, description="FSx PERSISTENT_2 throughput per TiB: 125, 250, 500 or 1000.")
+    hyperpod_chart_version: str = Field("3.7.1", description="HyperPod dependency Helm chart release (>= 3.7.1 for g7e).")
+    kuberay_chart_version: Literal["1.7.0"] = Field("1.7.0", description="KubeRay operator chart (matches the ray.io/v1 "
+                                                   "CRDs validated in tests).")
+    ray_namespace: str = Field(default="ray", pattern=r"^[a-z][a-z0-9-]{0,40}$",
+                               description="Kubernetes namespace of the Ray clusters.")
+    serving: bool = Field(True, description="Deploy the Ray Serve endpoint (base model + LoRA adapters).")
+    base_model_id: str = Field("Qwen/Qwen3-VL-8B-Instruct", description="Model id the endpoint serves; adapters are "
+                               "BASE:NAME.")
+    serve_model_source: str = Field("/shared/models/visgym_model/mixed_qwen3vl", description="Weights the endpoint "
+                                    "loads: the VisGym SFT checkpoint the trainer stages onto FSx (recipe blog's "
+                                    "trainer.policy.model.path).")
+    max_lora_rank: Literal[8, 16, 32, 64, 128, 256] = Field(64, description="Largest adapter rank the endpoint loads "
+                                                            "(vLLM max_lora_rank); recipe check and promote hold "
+                                                            "adapters to it.")
+    max_loras: int = Field(default=4, ge=1, le=16, description="Adapters one vLLM batch mixes (vLLM max_loras).")
+    max_adapters_per_replica: int = Field(default=8, ge=1, le=64, description="Adapters a replica keeps loaded "
+                                          "(vLLM max_cpu_loras).")
     # Any new value re-imports the Grafana dashboards; `skymaze deploy` passes a fresh one each deploy
     # (synth stays deterministic: the default never changes, and dashboard edits re-import anyway).
-    dashboards_revision: str = Field(default="0", pattern=r"^[A-Za-z0-9._:-]{1,64}$")
+    dashboards_revision: str = Field(default="0", pattern=r"^[A-Za-z0-9._:-]{1,64}$",
+                                     description="Any new value re-imports the Grafana dashboards (deploy sets it).")
     # EKS access entries for people: admins get cluster-wide AmazonEKSClusterAdminPolicy (teardown
     # deletes Ray objects in every namespace); users get AmazonEKSEditPolicy in the Ray namespace
     # (submit, port-forward, logs). `skymaze deploy` adds the identity that runs it to the admins.
-    # IAM role or user ARNs, comma-separated on the command line.
-    admin_principal_arns: tuple[str, ...] = ()
-    user_principal_arns: tuple[str, ...] = ()
+    admin_principal_arns: tuple[str, ...] = Field((), description="IAM role or user ARNs (comma-separated) given "
+                                                  "cluster admin; deploy adds the caller.")
+    user_principal_arns: tuple[str, ...] = Field((), description="IAM role or user ARNs (comma-separated) given edit "
+                                                 "rights in the Ray namespace.")
     # The artifacts bucket of an earlier deploy, kept by `skymaze teardown --keep-data`: use it
     # instead of creating one (its fixed name would collide). `skymaze deploy` sets this when it finds it.
-    reuse_artifacts_bucket: bool = False
-    # IAM Identity Center user and group ids given the ADMIN role in the Grafana workspace.
-    grafana_admin_user_ids: tuple[str, ...] = ()
-    grafana_admin_group_ids: tuple[str, ...] = ()
+    reuse_artifacts_bucket: bool = Field(False, description="Use the artifacts bucket a `teardown --keep-data` kept "
+                                         "(deploy sets it when it finds one).")
+    grafana_admin_user_ids: tuple[str, ...] = Field((), description="IAM Identity Center user ids given Grafana ADMIN.")
+    grafana_admin_group_ids: tuple[str, ...] = Field((), description="IAM Identity Center group ids given Grafana ADMIN.")
 
     @field_validator("admin_principal_arns", "user_principal_arns", "grafana_admin_user_ids",
                      "grafana_admin_group_ids", mode="before")

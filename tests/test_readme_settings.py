@@ -31,6 +31,15 @@ def test_readme_table_matches_the_model(name):
         f"README's settings table of {name} is stale: paste `skymaze recipe show {name} --fields` between its markers")
 
 
-@pytest.mark.parametrize("model", [RehearsalConfig, Recipe])
+def test_readme_deploy_table_matches_the_settings_model():
+    from infra.settings import PROFILES, Settings
+
+    expected = config.settings_table(Settings, skip=("profile",), profiles=PROFILES)
+    assert readme_table("deploy") == expected, "README's deploy settings table is stale; replace it with:\n" + "\n".join(expected)
+
+
+@pytest.mark.parametrize("model", [RehearsalConfig, Recipe, "deploy"])
 def test_every_setting_has_a_description(model):
+    if model == "deploy":
+        from infra.settings import Settings as model
     assert config.undocumented(model) == []

@@ -170,23 +170,28 @@ def describe_errors(err: ValidationError) -> str:
 
 
 def settings_table(model: type[BaseModel], defaults: Mapping[str, Any] | None = None, *,
-                   skip: tuple[str, ...] = ("name",)) -> list[str]:
+                   skip: tuple[str, ...] = ("name",), profiles: Mapping[str, Mapping[str, Any]] | None = None) -> list[str]:
     """A Markdown table (setting, default, what it does) of every leaf field, from the descriptions.
 
     ``defaults`` (a recipe's values) fills the default column where the model has none; ``skip``
-    leaves out fields the loader sets.
+    leaves out fields the loader sets; ``profiles`` (name -> values) gives one default column each.
     """
-    flat_defaults = {**flatten(defaults or {}), **{k: v for k, v in (defaults or {}).items() if isinstance(v, Mapping)}}
-    rows = ["| setting | default | what it does |", "|---|---|---|"]
+    columns = {name: merge(defaults or {}, values) for name, values in (profiles or {"default": {}}).items()}
+    flat = {name: {**flatten(values), **{k: v for k, v in values.items() if isinstance(v, Mapping)}}
+            for name, values in columns.items()}
+    rows = ["| setting | " + " | ".join(f"`{c}`" if profiles else c for c in columns) + " | what it does |",
+            "|---|" + "---|" * len(columns) + "---|"]
     for path, info in field_paths(model).items():
         if path in skip:
             continue
-        if path in flat_defaults:
-            shown = f"`{_show(flat_defaults[path])}`"
-        else:
-            shown = "" if info.is_required() else f"`{_show(info.get_default(call_default_factory=True))}`"
+        cells = []
+        for values in flat.values():
+            if path in values:
+                cells.append(f"`{_show(values[path])}`")
+            else:
+                cells.append("" if info.is_required() else f"`{_show(info.get_default(call_default_factory=True))}`")
         text = (info.description or "").replace("|", r"\|")
-        rows.append(f"| `{path}` | {shown} | {text} |")
+        rows.append(f"| `{path}` | {' | '.join(cells)} | {text} |")
     return rows
 
 
