@@ -161,3 +161,26 @@ def test_a_config_saved_before_recipes_had_names_still_loads():
     data = load_config("local").to_dict()
     del data["name"], data["description"]
     assert config_from_dict(data).run_id == load_config("local").run_id
+
+
+class _FirstLine(Exception):
+    pass
+
+
+def test_the_run_log_names_the_recipe_that_ran(tmp_path, monkeypatch):
+    from workload.local import config as local_config
+    from workload.local.pipeline import rehearse
+
+    (tmp_path / "local.yaml").write_text((local_config.RECIPES_DIR / "local.yaml").read_text())
+    (tmp_path / "quick.yaml").write_text("extends: local\ntrainer:\n  max_training_steps: 2\n")
+    monkeypatch.setattr(local_config, "RECIPES_DIR", tmp_path)
+    cfg = load_config("quick", [f"trainer.runs_dir={tmp_path / 'runs'}"])
+    lines = []
+
+    def echo(line):
+        lines.append(line)
+        raise _FirstLine  # stop before any training: only the first line is under test
+
+    with pytest.raises(_FirstLine):
+        rehearse(cfg, echo=echo)
+    assert f"(recipe quick, fingerprint {cfg.fingerprint()})" in lines[0]
