@@ -1,10 +1,8 @@
-"""containers/trainer: SkyRL base image and pin agree with the key list; hadolint clean; build context allows it."""
+"""containers/trainer: SkyRL base image and pin agree with the key list; build context allows it."""
 
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 from workload.skyrl.known_keys import SKYRL_VERSION
@@ -34,12 +32,6 @@ def test_every_requirement_is_pinned_exactly():
     for line in (TRAINER / "requirements.txt").read_text().splitlines():
         if line and not line.startswith("#"):
             assert "==" in line, line
-
-
-def test_hadolint_is_clean():
-    hadolint = Path(sys.executable).with_name("hadolint")
-    result = subprocess.run([str(hadolint), str(TRAINER / "Dockerfile")], capture_output=True, text=True)
-    assert result.returncode == 0, result.stdout + result.stderr
 
 
 def test_build_context_admits_what_the_dockerfile_copies():
