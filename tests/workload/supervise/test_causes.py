@@ -1,0 +1,56 @@
+"""Failure causes from Ray's own job messages (texts as ray 2.60 writes them)."""
+
+from __future__ import annotations
+
+import pytest
+
+from workload.supervise.causes import Cause, classify, last_step_logged
+
+ACTOR_DIED = (
+    "Job entrypoint command failed with exit code 1, last available logs (truncated to 20,000 chars):\n"
+    "ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task.\n"
+    "\tclass_name: StepWorker\n\tpid: 4242\n\tip: 127.0.0.1\n"
+    "The actor is dead because its worker process has died. Worker exit type: UNEXPECTED_SYSTEM_EXIT"
+)
+NODE_DIED = (
+    "Job entrypoint command failed with exit code 1, last available logs:\n"
+    "ray.exceptions.ActorDiedError: The actor died because its node has died. Node Id: 6a1f\n"
+    "\tthe actor's node was terminated: The node with node id: 6a1f and address: 10.1.2.3 and node name: "
+    "10.1.2.3 has been marked dead because the detector has missed too many heartbeats from it."
+)
+
+
+@pytest.mark.parametrize(
+    ("status", "message", "log_tail", "cause"),
+    [
+        ("FAILED", ACTOR_DIED, "", Cause.ACTOR_DIED),
+        ("FAILED", NODE_DIED, "", Cause.NODE_LOST),
+        ("FAILED", "Job supervisor actor died: The actor died because its node has died.", "", Cause.NODE_LOST),
+        ("FAILED", "Job entrypoint command failed with exit code 1", "ray.exceptions.WorkerCrashedError: The worker died unexpectedly while executing this task.", Cause.WORKER_DIED),
+        ("FAILED", "Job entrypoint command failed with exit code -9. No logs available.", "", Cause.DRIVER_KILLED),
+        ("FAILED", "Job entrypoint command failed with exit code 137, last available logs:\nstep 7", "", Cause.DRIVER_KILLED),
+        ("FAILED", "Job entrypoint command failed with exit code -15. No logs available.", "", Cause.DRIVER_KILLED),
+        ("FAILED", "exit code 1", "RayActorError: The actor died ... preempted=True (AUTOSCALER_DRAIN_PREEMPTED)", Cause.PREEMPTED),
+        ("FAILED", "exit code 1", "raylet: Failed to connect to GCS at 10.0.0.1:6379 within 60 seconds", Cause.HEAD_RESTARTED),
+        ("FAILED", "exit code 1", "pydantic_core._pydantic_core.ValidationError: 1 validation error for SkyRLTrainConfig", Cause.BAD_RECIPE),
+        ("FAILED", "exit code 1", "SystemExit: SkyRL is not importable here (No module named 'skyrl')", Cause.BAD_RECIPE),
+        ("FAILED", "Job entrypoint command failed with exit code 1", "ZeroDivisionError: division by zero", Cause.CRASH),
+        ("FAILED", "Job entrypoint command failed with exit code 2", "", Cause.CRASH),
+        ("STOPPED", "Job was intentionally stopped.", "", Cause.STOPPED),
+        ("RUNNING", "", "", None),
+        ("SUCCEEDED", "", "", None),
+    ],
+)
+def test_classify(status, message, log_tail, cause):
+    assert classify(status, message, log_tail) is cause
+
+
+def test_resubmittable_causes_are_the_infrastructure_ones():
+    assert {c for c in Cause if c.resubmittable} == {
+        Cause.NODE_LOST, Cause.WORKER_DIED, Cause.ACTOR_DIED, Cause.DRIVER_KILLED, Cause.HEAD_RESTARTED, Cause.PREEMPTED,
+    }
+
+
+def test_last_step_logged_takes_the_highest():
+    assert last_step_logged("step 3 ...\nglobal_step=12 loss\nstep: 11") == 12
+    assert last_step_logged("no steps here") is None
