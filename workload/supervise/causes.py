@@ -52,10 +52,10 @@ _PATTERNS: tuple[tuple[Cause, re.Pattern[str]], ...] = (
     (Cause.BAD_RECIPE, re.compile(r"pydantic.*ValidationError|validation error for|validate_cfg|ConfigAttributeError|"
                                   r"ConfigKeyError|would fail on the cluster|SkyRL is not importable|"
                                   r"error: unrecognized arguments|error: the following arguments are required", re.I)),
-    (Cause.WORKER_DIED, re.compile(r"WorkerCrashedError|worker died unexpectedly|OutOfMemoryError|"
-                                   r"Worker exit type: (SYSTEM_ERROR|NODE_OUT_OF_MEMORY)", re.I)),
     (Cause.ACTOR_DIED, re.compile(r"ActorDiedError|ActorUnavailableError|RayActorError|"
                                   r"The actor died unexpectedly|actor died", re.I)),
+    (Cause.WORKER_DIED, re.compile(r"WorkerCrashedError|worker died unexpectedly|OutOfMemoryError|"
+                                   r"Worker exit type: (SYSTEM_ERROR|NODE_OUT_OF_MEMORY)", re.I)),
 )
 
 
