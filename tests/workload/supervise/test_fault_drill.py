@@ -161,3 +161,7 @@ def test_supervisor_resumes_a_killed_run_to_the_uninterrupted_result(client, hea
         f"lost steps {lost} (ckpt_interval {CKPT_INTERVAL}); runtime {drill['runtime_s']:.1f} s vs uninterrupted {baseline_s:.1f} s"
         + ("\n" + drill["message"][-1500:] if os.environ.get("DRILL_SHOW_MESSAGE") else "")
     )
+
+
+def test_a_job_the_head_does_not_know_is_missing(client):
+    assert ray_jobs.observe(client, "raysubmit_nosuchjob").status == "MISSING"
