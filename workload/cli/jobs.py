@@ -172,7 +172,7 @@ def supervise(
     release: bool = typer.Option(True, "--release/--no-release", help="Scale the trainer's GPU workers to zero when the run is over."),
     group_idle_s: float = typer.Option(None, "--group-idle-s", help="Scale the HyperPod GPU group down this long after the run is over (needs --hyperpod-cluster)."),
     hyperpod_cluster: str = typer.Option(None, "--hyperpod-cluster", help="HyperPod cluster whose GPU group to scale down."),
-    hyperpod_group: str = typer.Option("gpu-workers", "--hyperpod-group", help="Its GPU instance group."),
+    hyperpod_group: str = typer.Option("workers", "--hyperpod-group", help="Its GPU instance group."),
     hyperpod_idle_count: int = typer.Option(0, "--hyperpod-idle-count", help="Instances the group keeps after the idle period (1 keeps a node for serving)."),
     metrics_port: int = typer.Option(DEFAULT_METRICS_PORT, "--metrics-port", help="Serve Prometheus /metrics here (0: off)."),
     metrics_host: str = typer.Option("127.0.0.1", "--metrics-host", help="In the pod: 0.0.0.0, so the scraper reaches it."),
