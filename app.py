@@ -61,6 +61,8 @@ def compose(app: cdk.App, settings: Settings) -> dict[str, cdk.Stack]:
         file_system=storage.file_system,
         fsx_csi=cluster.fsx_csi,
         trainer_image_uri=images.trainer.image_uri,
+        hyperpod=cluster.hyperpod,
+        execution_role=cluster.execution_role,
         env=env,
     )
     stacks: dict[str, cdk.Stack] = {

@@ -33,9 +33,9 @@ BUDGETS_PRINCIPAL = "budgets.amazonaws.com"
 
 
 class SpendingGuard(Construct):
-    """Budget + alert topic; and, with ``max_deployed_hours``, the scheduled GPU scale-down."""
+    """Alert topic; with ``budget_usd_per_month`` the budget, with ``max_deployed_hours`` the scheduled GPU scale-down."""
 
-    def __init__(self, scope: Construct, construct_id: str, *, name: str, budget_usd_per_month: float,
+    def __init__(self, scope: Construct, construct_id: str, *, name: str, budget_usd_per_month: float | None,
                  alert_emails: Sequence[str], max_deployed_hours: float | None = None, warn_before_hours: float = 2.0,
                  hyperpod_cluster_name: str | None = None, hyperpod_cluster_arn: str | None = None,
                  execution_role_arn: str | None = None, gpu_groups: Sequence[str] = ()) -> None:
@@ -51,7 +51,7 @@ class SpendingGuard(Construct):
             conditions={"StringEquals": {"aws:SourceAccount": stack.account}}))
         for email in alert_emails:
             self.topic.add_subscription(subscriptions.EmailSubscription(email))
-        self.budget = budgets.CfnBudget(self, "Budget", budget=budgets.CfnBudget.BudgetDataProperty(
+        self.budget = None if budget_usd_per_month is None else budgets.CfnBudget(self, "Budget", budget=budgets.CfnBudget.BudgetDataProperty(
             budget_name=f"{name}-monthly", budget_type="COST", time_unit="MONTHLY",
             budget_limit=budgets.CfnBudget.SpendProperty(amount=budget_usd_per_month, unit="USD"),
         ), notifications_with_subscribers=[
