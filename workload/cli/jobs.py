@@ -218,7 +218,7 @@ def supervise(
         outcome = service.run_one(settings, client, job_id, telemetry)
     except service.SuperviseError as err:
         fail(str(err), code=EXIT_USAGE)
-    except Exception as err:  # noqa: BLE001 - an edge failed (Kubernetes, SageMaker, Ray): say which, exit 1
+    except Exception as err:  # an edge failed (Kubernetes, SageMaker, Ray): say which, exit 1
         fail(f"supervision stopped: {err}")
     last = outcome.job_ids[-1]
     gave_up = any(r["action"] == "give_up" for r in outcome.records)

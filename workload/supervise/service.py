@@ -52,7 +52,7 @@ def _ray_workers(address: str, expected: int) -> Callable[[], tuple[int, int]]:
 
         try:
             nodes = list_nodes(address=address, filters=[("state", "=", "ALIVE")])
-        except Exception:  # noqa: BLE001 - the state API raises its own types; unreachable = none Ready
+        except Exception:  # the state API raises its own types; unreachable = none Ready
             return 0, expected
         return sum(1 for n in nodes if not n.is_head_node), expected
 

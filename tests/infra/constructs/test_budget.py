@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import aws_cdk as cdk
 import botocore.session
@@ -18,7 +18,7 @@ from workload.supervise.hyperpod import update_request
 
 ARN = "arn:aws:sagemaker:us-west-2:111111111111:cluster/abc123abc123"
 ROLE = "arn:aws:iam::111111111111:role/exec"
-CREATED = datetime(2026, 11, 1, 8, 0, tzinfo=timezone.utc)
+CREATED = datetime(2026, 11, 1, 8, 0, tzinfo=UTC)
 PERIOD_H = CHECK_PERIOD.to_minutes() / 60
 
 

@@ -6,10 +6,9 @@ import aws_cdk as cdk
 import pytest
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk.assertions import Template
-
-from infra.constructs import supervisor as sv
 from typer.testing import CliRunner
 
+from infra.constructs import supervisor as sv
 from tests.infra.conftest import k8s_manifests, resources
 
 CONFIG = sv.SupervisorConfig(namespace="ray", raycluster="skymaze-train", expected_workers=3, group_idle_s=1800,

@@ -145,6 +145,7 @@ def test_nodes_that_never_return_end_the_run_and_release():
     ])
     assert [a.kind for a in actions] == [Kind.WAIT, Kind.WAIT_FOR_NODES, Kind.GIVE_UP, Kind.RELEASE]
     assert "2/3 GPU workers Ready after 101 s" in actions[2].reason
+    assert state.phase is Phase.RELEASED and state.submissions == 1
 
 
 @pytest.mark.parametrize("cause", [Cause.BAD_RECIPE, Cause.STOPPED])
@@ -154,7 +155,7 @@ def test_failures_a_resubmit_cannot_fix_give_up_at_once(cause):
 
 
 def test_a_crash_loop_at_the_same_step_gives_up_after_n_failures():
-    state, obs = State(), []
+    state = State()
     kinds = []
     now = 0.0
     for _ in range(3):
@@ -203,6 +204,7 @@ def test_success_releases_then_scales_the_group_after_the_idle_period():
         [Observation(t, "SUCCEEDED", None, 160, 160, 3, 3) for t in (0, 1, 599, 600, 601)], policy=policy
     )
     assert [a.kind for a in actions] == [Kind.RELEASE, Kind.WAIT, Kind.WAIT, Kind.SCALE_DOWN_GROUP, Kind.DONE]
+    assert state.phase is Phase.DONE
     assert actions[0].reason.startswith("run finished at step 160")
     assert actions[1].delay_s == 599
 

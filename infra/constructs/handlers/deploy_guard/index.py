@@ -10,7 +10,7 @@ requires InstanceGroupName, InstanceCount and ExecutionRole) and changes only th
 from __future__ import annotations
 
 import os
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 CARRIED = ("InstanceGroupName", "InstanceType", "LifeCycleConfig", "ExecutionRole", "ThreadsPerCore",
            "InstanceStorageConfigs", "OnStartDeepHealthChecks", "OverrideVpcConfig", "TrainingPlanArn",
@@ -78,5 +78,5 @@ def handler(_event: dict, _context: object = None) -> dict:
         cluster=os.environ["CLUSTER_NAME"], groups=os.environ["GPU_GROUPS"].split(","),
         topic_arn=os.environ["TOPIC_ARN"], max_h=float(os.environ["MAX_HOURS"]),
         warn_h=float(os.environ["WARN_HOURS"]), period_h=float(os.environ["PERIOD_HOURS"]),
-        now=datetime.now(timezone.utc),
+        now=datetime.now(UTC),
     )
