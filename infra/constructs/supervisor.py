@@ -112,6 +112,14 @@ def deployment(config: SupervisorConfig, *, image: str, node_instance_type: str,
     }
 
 
+def metrics_service(config: SupervisorConfig) -> dict[str, Any]:
+    """A ClusterIP Service in front of /metrics: the observability add-on scrapes services it is told of
+    (ObservabilityConfig ``customServiceScrapeTargets``), not pod annotations."""
+    return {"apiVersion": "v1", "kind": "Service", "metadata": {"name": NAME, "namespace": config.namespace},
+            "spec": {"selector": {"app.kubernetes.io/name": NAME},
+                     "ports": [{"name": "metrics", "port": METRICS_PORT, "targetPort": METRICS_PORT}]}}
+
+
 def hyperpod_statements(cluster_arn: str, execution_role_arn: str) -> list[iam.PolicyStatement]:
     """Describe and update one HyperPod cluster; UpdateCluster passes the group's execution role."""
     return [
@@ -128,7 +136,8 @@ class RunSupervisor(Construct):
                  image: str, node_instance_type: str, env: list[dict], after: list[IDependable],
                  hyperpod_cluster_arn: str | None = None, execution_role_arn: str | None = None) -> None:
         super().__init__(scope, construct_id)
-        objects = [*rbac(config), deployment(config, image=image, node_instance_type=node_instance_type, env=env)]
+        objects = [*rbac(config), deployment(config, image=image, node_instance_type=node_instance_type, env=env),
+                   metrics_service(config)]
         self.manifest = eks.KubernetesManifest(self, "Manifest", cluster=cluster, manifest=objects, overwrite=True)
         for dependency in after:
             self.manifest.node.add_dependency(dependency)

@@ -67,7 +67,7 @@ def _synth(config: sv.SupervisorConfig) -> dict:
 def test_pod_identity_may_update_only_that_cluster_and_pass_only_its_role():
     template = _synth(CONFIG)
     kinds = [o["kind"] for o in k8s_manifests(template)]
-    assert kinds == ["ServiceAccount", "Role", "RoleBinding", "Deployment"]
+    assert kinds == ["ServiceAccount", "Role", "RoleBinding", "Deployment", "Service"]
     (association,) = resources(template, "AWS::EKS::PodIdentityAssociation").values()
     assert association["Properties"]["ServiceAccount"] == sv.NAME
     statements = [s for p in resources(template, "AWS::IAM::Policy").values() for s in p["Properties"]["PolicyDocument"]["Statement"]]
