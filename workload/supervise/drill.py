@@ -24,8 +24,8 @@ from pathlib import Path
 
 import numpy as np
 
-from workload.files import write_json_atomic, write_text_atomic
-from workload.local.rundir import LATEST_FILE, RunDir, write_dir_atomic
+from workload.files import write_dir_atomic, write_json_atomic, write_text_atomic
+from workload.local.rundir import LATEST_FILE, RunDir
 
 FEATURES = 16
 ROWS_PER_SHARD = 64
