@@ -53,7 +53,9 @@ class Policy:
     max_submissions: int = 8
     """Submissions in all, the first included; a 160-step run that loses a node every two hours needs about five."""
     max_failures_at_same_step: int = 3
-    """Consecutive failures with no new checkpoint before the supervisor calls it a crash loop."""
+    """Failures with no new checkpoint between them, for causes the job may own (crash, killed driver,
+    dead worker or actor), before the supervisor calls it a crash loop. Node loss, preemption and
+    head restarts never count; ``max_submissions`` bounds them."""
     backoff_base_s: float = 30.0
     backoff_cap_s: float = 900.0
     node_wait_timeout_s: float = 5400.0
@@ -131,10 +133,28 @@ def backoff_s(failures_without_progress: int, policy: Policy) -> float:
     return min(policy.backoff_cap_s, policy.backoff_base_s * 2**exponent)
 
 
+# Failures the cluster causes whatever the job does: they never count towards a crash loop (the
+# submission budget bounds them). A node that is still dying can fail the next submission too,
+# before Kubernetes and Ray mark it gone (found by the node drill in tests/workload/supervise).
+NOT_THE_JOBS_FAULT = frozenset({Cause.NODE_LOST, Cause.PREEMPTED, Cause.HEAD_RESTARTED})
+
+
 def failures_at_step(failures: tuple[Failure, ...]) -> int:
-    """How many of the latest failures happened with the same newest checkpoint (no progress between)."""
+    """How many of the latest failures happened with the same newest checkpoint (no progress between)
+    for a reason the job itself may cause (a crash, a killed driver, a dead worker or actor: OOM)."""
     if not failures:
         return 0
+    last = failures[-1].ckpt_step
+    count = 0
+    for failure in reversed(failures):
+        if failure.ckpt_step != last:
+            break
+        count += failure.cause not in NOT_THE_JOBS_FAULT
+    return count
+
+
+def without_progress(failures: tuple[Failure, ...]) -> int:
+    """Latest failures in a row with the same newest checkpoint, whatever their cause (sets the backoff)."""
     last = failures[-1].ckpt_step
     count = 0
     for failure in reversed(failures):
@@ -184,7 +204,7 @@ def _on_failure(state: State, obs: Observation, policy: Policy, cause: Cause) ->
         return _end(state, obs, Kind.GIVE_UP, f"{same} failures in a row at checkpoint step {ckpt} (last: {cause.value}): a crash loop", **info)
     if state.submissions >= policy.max_submissions:
         return _end(state, obs, Kind.GIVE_UP, f"{state.submissions} submissions spent (supervise.max_submissions); last failure: {cause.value}", **info)
-    delay = backoff_s(same, policy)
+    delay = backoff_s(max(1, without_progress(failures)), policy)
     state = dataclasses.replace(state, phase=Phase.BACKOFF, retry_at_s=obs.now_s + delay)
     return state, Action(Kind.WAIT, f"{cause.value} at step {obs.step_reached or ckpt}; resubmitting in {delay:.0f} s", delay_s=delay, **info)
 

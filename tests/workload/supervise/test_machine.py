@@ -169,6 +169,21 @@ def test_a_crash_loop_at_the_same_step_gives_up_after_n_failures():
     assert "3 failures in a row at checkpoint step 40" in action.reason
 
 
+def test_node_losses_at_the_same_step_are_not_a_crash_loop_but_still_back_off():
+    """Found by the node drill: a node still dying fails the next submission at the same checkpoint."""
+    state = State()
+    delays = []
+    for now in (0, 100, 200):
+        state, action = decide(state, Observation(now, "FAILED", Cause.NODE_LOST, 15, 16, 3, 3), POLICY)
+        assert action.kind is Kind.WAIT, action
+        delays.append(action.delay_s)
+        state, action = decide(state, Observation(now + 50, "FAILED", None, 15, None, 3, 3), POLICY)
+        assert action.kind is Kind.RESUBMIT
+    assert delays == [10, 20, 40]
+    _, action = decide(state, Observation(300, "FAILED", Cause.NODE_LOST, 15, 16, 3, 3), POLICY)
+    assert action.kind is Kind.GIVE_UP and "4 submissions spent" in action.reason
+
+
 def test_progress_between_failures_resets_the_same_step_count_and_the_backoff():
     state = State(failures=(Failure(Cause.CRASH, 20, 0, 0), Failure(Cause.CRASH, 20, 0, 0)), submissions=3)
     state, action = decide(state, Observation(0, "FAILED", Cause.CRASH, 40, 41, 3, 3), POLICY)
