@@ -89,6 +89,7 @@ class Settings(BaseModel):
     # Unattended runs (README "Unattended runs"): the in-cluster run supervisor ...
     supervisor: bool = True
     supervise_max_submissions: int = Field(default=8, ge=1, le=100)
+    supervise_max_failures_at_same_step: int = Field(default=3, ge=1, le=100)
     supervise_node_wait_timeout_s: int = Field(default=5400, ge=60)
     supervise_release_workers: bool = True
     # Seconds after a run ends before the HyperPod GPU group is scaled to supervise_group_idle_count

@@ -38,6 +38,7 @@ class SupervisorConfig:
     gpu_group: str = "gpu"
     expected_workers: int | None = None
     max_submissions: int = 8
+    max_failures_at_same_step: int = 3
     node_wait_timeout_s: int = 5400
     release_workers: bool = True
     group_idle_s: int | None = None
@@ -54,6 +55,7 @@ class SupervisorConfig:
                 "--namespace", self.namespace, "--raycluster", self.raycluster, "--gpu-group", self.gpu_group,
                 "--handled-file", HANDLED_FILE, "--metrics-host", "0.0.0.0", "--metrics-port", str(METRICS_PORT),
                 "--max-submissions", str(self.max_submissions), "--node-wait-timeout-s", str(self.node_wait_timeout_s),
+                "--max-failures-at-same-step", str(self.max_failures_at_same_step),
                 "--release" if self.release_workers else "--no-release"]
         if self.expected_workers:
             args += ["--expected-workers", str(self.expected_workers)]

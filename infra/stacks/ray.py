@@ -80,6 +80,7 @@ class RayStack(Stack):
                 config=SupervisorConfig(
                     namespace=ns, raycluster=self.trainer_cluster_name, expected_workers=settings.trainer_worker_count,
                     max_submissions=settings.supervise_max_submissions, node_wait_timeout_s=settings.supervise_node_wait_timeout_s,
+                    max_failures_at_same_step=settings.supervise_max_failures_at_same_step,
                     release_workers=settings.supervise_release_workers, group_idle_s=settings.supervise_group_idle_s,
                     hyperpod_cluster=hyperpod.cluster_name if hyperpod else None, hyperpod_idle_count=settings.supervise_group_idle_count))
         # Prerequisites of any Ray object in the namespace (the serving stack's RayService too).

@@ -76,6 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--resume-mode", choices=("latest", "none"), default="latest")
     parser.add_argument("--min-step-s", type=float, default=0.0, help="pace each step to at least this long (a stand-in for compute)")
+    parser.add_argument("--worker-resource", default=None, help="custom Ray resource each shard needs (a stand-in for a GPU node)")
     args = parser.parse_args(argv)
 
     import ray
@@ -84,7 +85,8 @@ def main(argv: list[str] | None = None) -> int:
     run.root.mkdir(parents=True, exist_ok=True)
     start, weights = load(run) if args.resume_mode == "latest" else (0, np.zeros(FEATURES))
     ray.init(address="auto", log_to_driver=False)
-    shards = [ray.remote(num_cpus=1, max_restarts=0)(Shard).remote(i) for i in range(args.workers)]
+    needs = {"resources": {args.worker_resource: 1}} if args.worker_resource else {}
+    shards = [ray.remote(num_cpus=1, max_restarts=0, **needs)(Shard).remote(i) for i in range(args.workers)]
     pids = ray.get([s.pid.remote() for s in shards])
     write_json_atomic(run.root / "drill.json", {"driver": os.getpid(), "workers": pids, "resumed_from": start})
     print(f"drill: resumed from global_step {start}" if start else "drill: starting at step 0", flush=True)
