@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from workload.supervise import causes
-from workload.supervise.machine import Kind, Observation, Policy, State, decide
+from workload.supervise.machine import UNREACHABLE, Kind, Observation, Policy, State, decide
 from workload.supervise.ray_jobs import JobView
 from workload.supervise.telemetry import Telemetry
 
@@ -32,6 +32,7 @@ class Edges:
     scale_down_group: Callable[[], str] | None = None
     clock: Callable[[], float] = time.monotonic
     sleep: Callable[[float], None] = time.sleep
+    last_expected: int = 0
 
 
 @dataclass
@@ -42,8 +43,18 @@ class Outcome:
 
 
 def observe(edges: Edges, job_id: str, now_s: float) -> Observation:
-    view = edges.job(job_id)
-    ready, expected = edges.workers()
+    """One look through the edges. An edge that fails (API server or dashboard down) reads as
+    "unreachable" / "no worker Ready", which the machine waits out up to its timeout, instead of
+    ending the supervisor."""
+    try:
+        view = edges.job(job_id)
+    except Exception as err:  # the edge's own error types vary (requests, urllib, botocore)
+        view = JobView(UNREACHABLE, f"job edge failed: {err}")
+    try:
+        ready, expected = edges.workers()
+    except Exception:  # same: a failed readiness read counts as no worker Ready
+        ready, expected = 0, max(1, edges.last_expected)
+    edges.last_expected = expected
     cause = causes.classify(view.status, view.message, view.log_tail)
     return Observation(
         now_s=now_s,
@@ -56,9 +67,10 @@ def observe(edges: Edges, job_id: str, now_s: float) -> Observation:
     )
 
 
-def supervise(job_id: str, edges: Edges, policy: Policy, telemetry: Telemetry, *, poll_s: float = DEFAULT_POLL_S) -> Outcome:
-    """Watch ``job_id`` and its successors until the machine says DONE."""
-    outcome = Outcome(State(), [job_id])
+def supervise(job_id: str, edges: Edges, policy: Policy, telemetry: Telemetry, *, poll_s: float = DEFAULT_POLL_S,
+              submissions: int = 1) -> Outcome:
+    """Watch ``job_id`` (the run's ``submissions``-th job) and its successors until the machine says DONE."""
+    outcome = Outcome(State(submissions=submissions), [job_id])
     while True:
         obs = observe(edges, outcome.job_ids[-1], edges.clock())
         before = outcome.state

@@ -101,10 +101,24 @@ def build_edges(settings: SupervisorSettings, client: Any, root_job: str) -> Edg
     )
 
 
+def successors(jobs: list[Any], root: str) -> list[str]:
+    """Resubmissions of ``root`` already made, oldest first (pure over Ray's JobDetails)."""
+    made = [j for j in jobs if (j.metadata or {}).get(ROOT_KEY) == root]
+    made.sort(key=lambda j: j.start_time or 0)
+    return [j.submission_id for j in made]
+
+
 def run_one(settings: SupervisorSettings, client: Any, job_id: str, telemetry: Telemetry) -> Outcome:
-    """Supervise ``job_id`` (and its resubmissions) until the run is over and released."""
+    """Supervise ``job_id`` (and its resubmissions) until the run is over and released.
+
+    A restarted supervisor picks the run up at its latest resubmission, counting the submissions
+    already made, so it never starts a second copy of a run that is still going.
+    """
     telemetry.run_id = job_spec_of(client, job_id).run_id
-    return supervise(job_id, build_edges(settings, client, job_id), settings.policy, telemetry, poll_s=settings.poll_s)
+    made = successors(client.list_jobs(), job_id)
+    current = made[-1] if made else job_id
+    return supervise(current, build_edges(settings, client, job_id), settings.policy, telemetry, poll_s=settings.poll_s,
+                     submissions=1 + len(made))
 
 
 def roots_to_supervise(jobs: list[Any], handled: set[str]) -> list[str]:

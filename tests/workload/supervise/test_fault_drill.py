@@ -165,9 +165,12 @@ def _drill(client, head, tmp_path, victim: str, node: WorkerNode | None):
     killed_at = time.monotonic()
     if node is not None:
         node.kill()
-        # the supervisor must hold the resubmit while the node is gone; then the node comes back
+        # The node comes back once Ray has marked it dead and the supervisor has seen the failure. Until
+        # then the supervisor either waits for nodes or has resubmitted a job that waits for the node's
+        # resource (a resubmit can land before Ray marks the node dead): both resume when it returns.
         try:
-            _poll(lambda: '"wait_for_nodes"' in stream.getvalue(), JOB_TIMEOUT_S, "supervisor never waited for the node")
+            _poll(lambda: _alive_workers(head) == 0 and '"cause": "' in stream.getvalue(), JOB_TIMEOUT_S,
+                  "node never marked dead or failure never seen")
         except TimeoutError as err:
             tail = [json.loads(line) for line in stream.getvalue().splitlines()[-3:]]
             raise AssertionError(f"{err}; last decisions {tail}; workers alive {_alive_workers(head)}") from None
@@ -233,9 +236,9 @@ def test_supervisor_resumes_a_killed_run_to_the_uninterrupted_result(request, cl
     assert drill["final"]["sha256"] == baseline["sha256"]  # bit-identical weights
     assert drill["final"]["step"] == STEPS
     assert [r["action"] for r in drill["records"]][-2:] == ["release", "done"] and len(drill["released"]) == 1
-    waited = drill["resubmit"]["waited_for_nodes_s"]
-    if victim == "node":
-        assert waited > 0  # resubmitted only once the node was back
+    waited = sum(r["waited_for_nodes_s"] for r in drill["records"] if r["action"] == "resubmit")
+    # never resubmitted while it could see a worker missing (the machine's invariant, here on a real cluster)
+    assert all(r["workers_ready"] >= r["workers_expected"] for r in drill["records"] if r["action"] == "resubmit")
     print(
         f"\nfault drill ({victim} killed at step {drill['step_at_kill']}): cause {cause}; "
         f"kill -> resubmit decision {drill['kill_to_resubmit_s']:.2f} s; kill -> resumed driver {drill['kill_to_resumed_s']:.2f} s; "

@@ -26,3 +26,14 @@ def test_checkpoint_reader_reads_skyrls_marker_and_tolerates_a_partial_write(tmp
     assert read() == 40
     (tmp_path / "latest_ckpt_global_step.txt").write_text("")
     assert read() is None
+
+
+def test_a_restarted_supervisor_finds_the_runs_resubmissions():
+    from workload.supervise.service import successors
+    from workload.supervise.settings import ROOT_KEY
+
+    jobs = [_job("root", 1, "root"), _job("second", 5, "resubmit"), _job("first", 3, "resubmit"), _job("other", 4, "resubmit")]
+    jobs[1].metadata[ROOT_KEY] = "root"
+    jobs[2].metadata[ROOT_KEY] = "root"
+    jobs[3].metadata[ROOT_KEY] = "another-root"
+    assert successors(jobs, "root") == ["first", "second"]
