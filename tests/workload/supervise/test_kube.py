@@ -13,7 +13,7 @@ import jsonschema
 import pytest
 
 from infra.constructs import ray_manifests as rm
-from infra.settings import GPU_INSTANCES, HEAD_INSTANCES
+from infra.settings import load_settings
 from tests.infra.kuberay import validate
 from workload.localhost import free_port
 from workload.supervise.kube import JSON_PATCH, KubeClient, KubeError, ready_pods, scale_to_zero_request
@@ -22,8 +22,12 @@ NS, NAME, GROUP = "ray", "skymaze-train", "gpu"
 
 
 def _raycluster() -> dict:
-    spec = rm.ray_cluster_spec(image="img:1", head_type="ml.r5d.16xlarge", head=HEAD_INSTANCES["ml.r5d.16xlarge"],
-                               worker_type="ml.g7e.12xlarge", worker=GPU_INSTANCES["ml.g7e.12xlarge"], workers=3)
+    """The trainer RayCluster the `blog` profile deploys."""
+    settings = load_settings({"profile": "blog"})
+    sizes = settings.pod_sizes()
+    spec = rm.ray_cluster_spec(image="img:1", head_type=settings.head_instance_type, head=sizes.trainer_head,
+                               worker_type=settings.worker_instance_type, worker=sizes.worker,
+                               workers=settings.trainer_worker_count)
     return rm.ray_cluster(name=NAME, ns=NS, spec=spec)
 
 
