@@ -29,6 +29,7 @@ def _template(**kwargs) -> dict:
     return Template.from_stack(stack).to_json()
 
 
+@pytest.mark.slow  # CDK synth
 def test_budget_alerts_at_80_percent_actual_and_100_percent_forecast_through_the_topic():
     template = _template()
     _, budget = one(template, "AWS::Budgets::Budget")
@@ -44,6 +45,7 @@ def test_budget_alerts_at_80_percent_actual_and_100_percent_forecast_through_the
     assert not resources(template, "AWS::Scheduler::Schedule")  # no hour limit: no guard
 
 
+@pytest.mark.slow  # CDK synth
 def test_the_guard_is_scheduled_and_may_touch_only_its_cluster():
     template = _template(max_deployed_hours=24, warn_before_hours=2, hyperpod_cluster_name="skymaze-hyperpod",
                          hyperpod_cluster_arn=ARN, execution_role_arn=ROLE, gpu_groups=["workers"])
@@ -55,6 +57,7 @@ def test_the_guard_is_scheduled_and_may_touch_only_its_cluster():
     assert not any("Delete" in a for s in statements for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"]))
 
 
+@pytest.mark.slow  # CDK synth
 def test_a_warning_later_than_the_limit_is_refused():
     with pytest.raises(ValueError, match="deploy_guard_warn_hours=30 must be > 0 and below max_deployed_hours=24"):
         _template(max_deployed_hours=24, warn_before_hours=30, hyperpod_cluster_name="c", hyperpod_cluster_arn=ARN,
