@@ -126,6 +126,31 @@ class Settings(ConfigModel):
                                          "(deploy sets it when it finds one).")
     grafana_admin_user_ids: tuple[str, ...] = Field((), description="IAM Identity Center user ids given Grafana ADMIN.")
     grafana_admin_group_ids: tuple[str, ...] = Field((), description="IAM Identity Center group ids given Grafana ADMIN.")
+    # Unattended runs (README "Unattended runs"): the in-cluster run supervisor ...
+    supervisor: bool = Field(True, description="Run the in-cluster supervisor that resubmits `submit --supervise` "
+                             "jobs after node or worker failures.")
+    supervise_max_submissions: int = Field(default=8, ge=1, le=100, description="Submissions of one run the "
+                                           "supervisor makes at most.")
+    supervise_max_failures_at_same_step: int = Field(default=3, ge=1, le=100, description="Crashes with no new "
+                                                     "checkpoint between them before the supervisor gives up.")
+    supervise_node_wait_timeout_s: int = Field(default=5400, ge=60, description="How long the supervisor waits for "
+                                               "the GPU worker pods to be Ready again.")
+    supervise_release_workers: bool = Field(True, description="Free the trainer's GPU group when a run is over.")
+    # Seconds after a run ends before the HyperPod GPU group is scaled to supervise_group_idle_count
+    # (HyperPod allows 0; 1 keeps a node for the RayService). None: the group stays as deployed.
+    supervise_group_idle_s: int | None = Field(default=None, ge=0, description="Seconds after a run ends before the "
+                                               "HyperPod GPU group is scaled down (unset: it stays).")
+    supervise_group_idle_count: int = Field(default=0, ge=0, description="GPU nodes left after that scale-down "
+                                            "(1 keeps one for serving).")
+    # ... and the cap on the bill: a monthly AWS Budget, and GPU groups scaled to 0 after N hours deployed.
+    budget_usd_per_month: float | None = Field(default=None, gt=0, description="Monthly AWS Budget that e-mails "
+                                               "alert_emails (unset: none).")
+    alert_emails: tuple[str, ...] = Field((), description="E-mail addresses (comma-separated) of the budget and "
+                                          "deploy-guard alerts.")
+    max_deployed_hours: float | None = Field(default=None, gt=0, description="Hours after which the deploy guard "
+                                             "scales the GPU group to 0 (unset: no guard).")
+    deploy_guard_warn_hours: float = Field(default=2.0, gt=0, description="Hours before that scale-down the guard "
+                                           "e-mails a warning.")
 
     @field_validator("admin_principal_arns", "user_principal_arns", "grafana_admin_user_ids",
                      "grafana_admin_group_ids", mode="before")
@@ -213,6 +238,24 @@ class Settings(ConfigModel):
         if self.trainer_workers is not None and self.trainer_workers > self.worker_count:
             raise ValueError(f"trainer_workers={self.trainer_workers} exceeds worker_count={self.worker_count}: "
                              "the trainer's pods need one GPU node each")
+        return self
+
+    @field_validator("alert_emails", mode="before")
+    @classmethod
+    def _emails(cls, value: Any) -> Any:
+        items = [v.strip() for v in value.split(",") if v.strip()] if isinstance(value, str) else value
+        bad = [v for v in items if not re.fullmatch(r"[^@\s]+@[^@\s]+\.[^@\s]+", v)]
+        if bad:
+            raise ValueError(f"{bad[0]!r} is not an e-mail address; give a comma-separated list: a@example.com,b@example.com")
+        return tuple(items)
+
+    @model_validator(mode="after")
+    def _spending_guard(self) -> Settings:
+        if (self.budget_usd_per_month or self.max_deployed_hours) and not self.alert_emails:
+            raise ValueError("budget_usd_per_month / max_deployed_hours alert by e-mail: set alert_emails=you@example.com")
+        if self.max_deployed_hours and self.deploy_guard_warn_hours >= self.max_deployed_hours:
+            raise ValueError(f"deploy_guard_warn_hours={self.deploy_guard_warn_hours} must be below "
+                             f"max_deployed_hours={self.max_deployed_hours}: the warning comes before the scale-down")
         return self
 
     @model_validator(mode="after")
