@@ -35,6 +35,7 @@ from workload.maze.env import FEEDBACK_WALL
 from workload.maze.prompts import STYLES, build_user_message
 from workload.maze.render import DEFAULT_CELL_PX
 from workload.maze.solver import shortest_path_len
+from workload.skyrl.metrics import EPISODES_KEY, SUM_SUFFIX, require_summable
 
 ENV_ID = "maze"
 ENTRY_POINT = "workload.skyrl.env:MazeEnv"
@@ -239,13 +240,19 @@ class MazeEnv(BaseTextEnv):
 
     @staticmethod
     def aggregate_metrics(metrics: list[dict[str, Any]]) -> dict[str, float]:
-        """Mean of each numeric metric over episodes (keys missing from an episode are skipped)."""
-        sums: dict[str, list[float]] = {}
+        """Counts over a batch of episodes: ``episodes`` and ``<metric>_sum`` for each numeric metric.
+
+        SkyRL sums these over eval batches (see :mod:`workload.skyrl.metrics`), so
+        ``solved_sum / episodes`` is the exact strict rate however the eval set is batched.
+        """
+        sums: dict[str, float] = {}
         for episode in metrics:
             for key, value in episode.items():
-                if isinstance(value, int | float) and not isinstance(value, str):
-                    sums.setdefault(key, []).append(float(value))
-        return {key: sum(values) / len(values) for key, values in sums.items()}
+                if isinstance(value, int | float) and not isinstance(value, bool | str):
+                    sums[key + SUM_SUFFIX] = sums.get(key + SUM_SUFFIX, 0.0) + float(value)
+        out = {EPISODES_KEY: float(len(metrics)), **sums}
+        require_summable(tuple(out))
+        return out
 
 
 def register_maze_env(env_id: str = ENV_ID) -> str:
