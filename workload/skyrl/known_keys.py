@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 SKYRL_VERSION = "0.4.0"
-"""The SkyRL release the trainer image installs (containers/trainer/requirements.txt)."""
+"""The SkyRL release the trainer image installs (containers/trainer/requirements.in)."""
 
 KEYS_FILE = Path(__file__).with_name(f"skyrl_{SKYRL_VERSION}_keys.txt")
 FREE_SUFFIX = ".*"
