@@ -62,6 +62,9 @@ def _config(tiny_model_dir, eval_path: str, eval_batch_size: int) -> SkyRLTrainC
         "data.val_data": f"['{eval_path}']",
         "trainer.eval_batch_size": str(eval_batch_size),
         "trainer.dump_eval_results": "false",
+        # In-process loading: the cluster's spawned loader workers take ~2.5 min to start on 2 cores
+        # and change nothing this test checks.
+        "data.dataloader.num_workers": "0",
     })
     cfg = SkyRLTrainConfig.from_cli_overrides([f"{k}={v}" for k, v in values.items()])
     validate_cfg(cfg)

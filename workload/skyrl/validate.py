@@ -19,7 +19,8 @@ from workload.maze.heldout import size_mismatch
 from workload.skyrl.known_keys import load_known_keys
 from workload.skyrl.tickets import ENV_CLASS
 
-# SkyRL 0.4.0 dataclass defaults (skyrl/train/config/config.py) for the keys the rules read.
+# SkyRL 0.4.0 dataclass defaults (skyrl/train/config/config.py) for the keys the rules read;
+# SkyRL expands "~" in the paths. `make contract` compares them with the installed SkyRL.
 SKYRL_DEFAULTS: dict[str, Any] = {
     "trainer.strategy": "fsdp",
     "trainer.placement.colocate_all": True,
@@ -37,7 +38,7 @@ SKYRL_DEFAULTS: dict[str, Any] = {
     "trainer.policy.model.lora.rank": 0,
     "trainer.policy.model.lora.exclude_modules": None,
     "trainer.policy.model.lora.lora_sync_path": "/tmp/skyrl_lora_sync",
-    "trainer.policy.model.path": None,
+    "trainer.policy.model.path": "Qwen/Qwen2.5-1.5B-Instruct",
     "trainer.ckpt_path": "~/ckpts/",
     "trainer.export_path": "~/exports/",
     "generator.max_turns": 1,
@@ -48,8 +49,8 @@ SKYRL_DEFAULTS: dict[str, Any] = {
     "trainer.remove_microbatch_padding": True,
     "generator.use_conversation_multi_turn": True,
     "trainer.max_ckpts_to_keep": -1,
-    "data.train_data": [],
-    "data.val_data": [],
+    "data.train_data": ["~/data/gsm8k/train.parquet"],
+    "data.val_data": ["~/data/gsm8k/validation.parquet"],
     "environment.env_class": "gsm8k",
     "generator.step_wise_trajectories": False,
 }
