@@ -41,10 +41,13 @@ def _load_flash_attn_padding() -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    from importlib.metadata import version
+    from importlib.metadata import PackageNotFoundError, version
 
     for package in ("skyrl", "skyrl-gym"):
-        have = version(package)
+        try:
+            have = version(package)
+        except PackageNotFoundError:
+            have = "nothing"
         if have != SKYRL_VERSION:
             raise pytest.UsageError(f"contract suite needs {package}=={SKYRL_VERSION}, found {have}: run `make contract`")
     _load_flash_attn_padding()

@@ -127,3 +127,14 @@ def test_build_context_admits_what_the_dockerfile_copies():
     ignore = (TRAINER / ".dockerignore").read_text()
     for allowed in ("!pyproject.toml", "!workload/**", "!containers/trainer/**"):
         assert allowed in ignore
+
+
+def test_the_contract_environment_runs_the_images_versions():
+    # make contract installs tests/contract/requirements.txt under the trainer lock's pins, so a
+    # pin there that differs from the image would make the install fail; this says which one.
+    contract = pins((ROOT / "tests" / "contract" / "requirements.txt").read_text())
+    assert contract["skyrl"] == contract["skyrl-gym"] == SKYRL_VERSION
+    differing = {name: (version, LOCKED[name]) for name, version in contract.items() if name in LOCKED and LOCKED[name] != version}
+    assert differing == {}
+    makefile = (ROOT / "Makefile").read_text()
+    assert re.search(rf"^UV_VERSION := {re.escape(contract['uv'])}$", makefile, re.M)
