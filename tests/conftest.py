@@ -22,6 +22,19 @@ for _key in ("AWS_PROFILE", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_S
 os.environ.setdefault("AWS_DEFAULT_REGION", "us-west-2")
 
 
+# Session fixtures that make every test using them slow (> ~20 s): a whole tiny rehearsal,
+# a synth of the whole CDK app, a real Ray cluster (a Ray head, Ray Serve). A test that
+# requests one, directly or through another fixture, is marked slow, so `make test-fast`
+# (-m "not slow") never starts them.
+SLOW_FIXTURES = frozenset({"rehearsal_smoke", "synth", "skyrl_ray_head", "serve_endpoints"})
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if SLOW_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
+
+
 @pytest.fixture(scope="session")
 def repo_root() -> pathlib.Path:
     return ROOT
@@ -38,7 +51,7 @@ def shared_dir() -> pathlib.Path:
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
     """A tiny Qwen3-VL (tokenizer, image-only processor, seeded weights) built once per session."""
-    from workload.local.tiny_model import build_tiny_model
+    from workload.model.tiny import build_tiny_model
 
     return build_tiny_model(tmp_path_factory.mktemp("tiny_model") / "base", seed=0, preset="tiny")
 

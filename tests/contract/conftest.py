@@ -65,7 +65,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The tiny Qwen3-VL the rehearsal trains, built offline (tokenizer, processor, weights)."""
-    from workload.local.tiny_model import build_tiny_model
+    from workload.model.tiny import build_tiny_model
 
     return build_tiny_model(tmp_path_factory.mktemp("tiny-qwen3vl"))
 

@@ -52,7 +52,7 @@ def test_lora_lands_on_the_language_model_only(wrapper, lora_cfg):
 
 def _frame_batch(tiny_model_dir):
     """A real 9x9 maze frame and a one-action reply, through the tiny model's own processor."""
-    from workload.local.tiny_model import load_tiny
+    from workload.model.tiny import load_tiny
 
     _model, processor = load_tiny(tiny_model_dir)
     maze = Maze2D(9)

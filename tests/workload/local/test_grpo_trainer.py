@@ -19,7 +19,7 @@ SETTINGS = PlaySettings(size=7, cell_px=8, max_turns=3, history=1, temperature=1
 
 
 def _learner(tiny_model_dir, root, overrides=()):
-    from workload.local.tiny_model import load_tiny
+    from workload.model.tiny import load_tiny
 
     base = [
         "trainer.train_batch_size=2",
@@ -45,7 +45,7 @@ def _learner(tiny_model_dir, root, overrides=()):
 
 @pytest.fixture(scope="module")
 def episodes(tiny_model_dir):
-    from workload.local.tiny_model import load_tiny
+    from workload.model.tiny import load_tiny
 
     model, processor = load_tiny(tiny_model_dir)
     states = [generate_from_seed(1, 7)] * 2 + [generate_from_seed(2, 7)] * 2
@@ -60,7 +60,7 @@ def _samples(episodes, advantages=(1.0, -1.0, 1.0, -1.0)):
 def test_completions_with_vision_tokens_are_not_trained_on(episodes, tiny_model_dir):
     import copy
 
-    from workload.local.tiny_model import load_tiny
+    from workload.model.tiny import load_tiny
 
     encoder = Encoder(load_tiny(tiny_model_dir)[1])
     image_pad = encoder.tokenizer.convert_tokens_to_ids("<|image_pad|>")
@@ -81,6 +81,7 @@ def test_every_turn_becomes_a_sample_carrying_its_episode_advantage(episodes):
     assert completions[0] == episodes[0].completions[0]
 
 
+@pytest.mark.slow  # trains: optimizer steps on the tiny model
 def test_update_moves_lora_weights_only_and_toward_positive_advantages(tiny_model_dir, tmp_path, episodes):
     learner = _learner(tiny_model_dir, tmp_path, ["trainer.policy.optimizer_config.lr=0.01"])
     named = dict(learner.model.named_parameters())
@@ -101,6 +102,7 @@ def test_update_moves_lora_weights_only_and_toward_positive_advantages(tiny_mode
     assert {"policy/loss", "policy/grad_norm", "policy/clip_ratio"} <= set(metrics)
 
 
+@pytest.mark.slow  # trains: optimizer steps on the tiny model
 def test_kl_term_is_computed_against_the_adapter_free_model(tiny_model_dir, tmp_path, episodes):
     learner = _learner(tiny_model_dir, tmp_path, ["trainer.algorithm.use_kl_loss=true"])
     metrics = learner.update(*_samples(episodes))
@@ -109,6 +111,7 @@ def test_kl_term_is_computed_against_the_adapter_free_model(tiny_model_dir, tmp_
     assert metrics["policy/kl"] > 0.0
 
 
+@pytest.mark.slow  # trains: optimizer steps on the tiny model
 def test_mini_batches_split_the_step_into_several_updates(tiny_model_dir, tmp_path, episodes):
     learner = _learner(tiny_model_dir, tmp_path, ["trainer.policy_mini_batch_size=1"])
     learner.update(*_samples(episodes))
@@ -116,6 +119,7 @@ def test_mini_batches_split_the_step_into_several_updates(tiny_model_dir, tmp_pa
     assert int(state["step"]) == 2
 
 
+@pytest.mark.slow  # trains: optimizer steps on the tiny model
 def test_checkpoint_round_trip_restores_lora_and_optimizer_and_prunes(tiny_model_dir, tmp_path, episodes):
     learner = _learner(tiny_model_dir, tmp_path, ["trainer.max_ckpts_to_keep=2"])
     for step in (1, 2, 3):
@@ -133,10 +137,11 @@ def test_checkpoint_round_trip_restores_lora_and_optimizer_and_prunes(tiny_model
     assert not list(tmp_path.glob("ckpts/.global_step_*"))  # no temp folders left behind
 
 
+@pytest.mark.slow  # trains: optimizer steps on the tiny model
 def test_export_is_a_loadable_peft_adapter_with_the_config_beside(tiny_model_dir, tmp_path, episodes):
     from peft import PeftModel
 
-    from workload.local.tiny_model import load_tiny
+    from workload.model.tiny import load_tiny
 
     learner = _learner(tiny_model_dir, tmp_path, ["trainer.policy.optimizer_config.lr=0.01"])
     learner.update(*_samples(episodes))

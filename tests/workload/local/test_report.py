@@ -8,7 +8,7 @@ import os
 import pytest
 from PIL import Image
 
-from workload.evaluate.metrics import Episode, build_report
+from workload.files import write_json_atomic
 from workload.local.report import (
     best_export_step,
     eval_curve_png,
@@ -16,9 +16,10 @@ from workload.local.report import (
     solved_episode_png,
     summarize,
 )
-from workload.local.rundir import RunDir, point_latest, write_dir_atomic, write_json_atomic
+from workload.local.rundir import RunDir, point_latest
 from workload.local.tracking import MetricsLog, PeakMemory, tree_rss_kib
 from workload.maze.heldout import load_set
+from workload.maze.metrics import Episode, build_report
 from workload.maze.solver import solve
 
 
@@ -99,16 +100,6 @@ def test_pictures_are_written(tmp_path):
     assert Image.open(tmp_path / "curve.png").size == (600, 350)
 
 
-def test_atomic_dir_write_leaves_nothing_on_failure(tmp_path):
-    def boom(tmp):
-        (tmp / "half").write_text("x")
-        raise RuntimeError("disk full")
-
-    with pytest.raises(RuntimeError, match="disk full"):
-        write_dir_atomic(tmp_path / "out", boom)
-    assert list(tmp_path.iterdir()) == []
-
-
 def test_latest_symlink_points_at_the_newest_run(tmp_path):
     point_latest(tmp_path, "a")
     point_latest(tmp_path, "b")
@@ -134,3 +125,19 @@ def test_memory_of_the_process_tree_is_measured():
     with PeakMemory() as memory:
         pass
     assert memory.peak_gib > 0.01
+
+
+def test_phase_timer_adds_up_each_phase_even_when_it_fails_and_prints_nothing(monkeypatch, capsys):
+    from workload.local import tracking
+
+    clock = iter([10.0, 12.5, 20.0, 21.0, 30.0, 34.0])
+    monkeypatch.setattr(tracking.time, "perf_counter", lambda: next(clock))
+    timer = tracking.PhaseTimer()
+    with timer.run("sft"):
+        pass
+    with timer.run("grpo"):
+        pass
+    with pytest.raises(RuntimeError), timer.run("sft"):
+        raise RuntimeError("interrupted")
+    assert timer.seconds == {"sft": 6.5, "grpo": 1.0}
+    assert capsys.readouterr() == ("", "")

@@ -1,10 +1,8 @@
-"""containers/: the trainer lock, its off-PyPI wheels and the Dockerfile agree; hadolint clean; build contexts allow them."""
+"""containers/: the trainer's base Ray, its lock, its off-PyPI wheels and the Dockerfile agree; serve adds no packages."""
 
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 from workload.skyrl.image_check import build_ties, cuda_of_lock, installed_problems, normalize, off_pypi, pins
@@ -14,11 +12,13 @@ ROOT = Path(__file__).resolve().parents[3]
 TRAINER = ROOT / "containers" / "trainer"
 
 
-def test_base_image_is_skyrls_cuda13_py312_ray257_image():
+def test_the_build_checks_the_ray_of_the_base_image_it_names():
     text = (TRAINER / "Dockerfile").read_text()
-    assert re.search(r"^ARG SKYRL_BASE=novaskyai/skyrl-train-ray-2\.57\.0-py3\.12-cu13\.0:\S+$", text, re.M)
+    (base,) = re.findall(r"^ARG SKYRL_BASE=(\S+)$", text, re.M)
+    tag = re.fullmatch(r"novaskyai/skyrl-train-ray-(\d+\.\d+\.\d+)-py3\.12-cu[\d.]+:\S+", base)
+    assert tag, f"SKYRL_BASE {base!r} is not a SkyRL Ray image for Python 3.12"
     assert re.search(r"^FROM \$\{SKYRL_BASE\}$", text, re.M)
-    assert "libnuma" in text
+    assert f"ray.__version__ == '{tag.group(1)}'" in text
 
 
 def _inputs() -> dict[str, str]:
@@ -117,16 +117,6 @@ def test_serve_image_adds_no_packages_to_rays_llm_image():
     assert [line.strip() for line in installs] == ["pip install --no-cache-dir --no-deps ."]
 
 
-def test_hadolint_is_clean():
-    hadolint = Path(sys.executable).with_name("hadolint")
-    result = subprocess.run([str(hadolint), str(TRAINER / "Dockerfile")], capture_output=True, text=True)
-    assert result.returncode == 0, result.stdout + result.stderr
-
-
-def test_build_context_admits_what_the_dockerfile_copies():
-    ignore = (TRAINER / ".dockerignore").read_text()
-    for allowed in ("!pyproject.toml", "!workload/**", "!containers/trainer/**"):
-        assert allowed in ignore
 
 
 def test_the_contract_environment_runs_the_images_versions():
