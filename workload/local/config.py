@@ -17,6 +17,7 @@ from pydantic import Field, PositiveInt, field_validator, model_validator
 
 from workload import config
 from workload.config import ConfigModel
+from workload.maze.heldout import size_mismatch
 
 RECIPES_DIR = Path(__file__).parent / "recipes"
 # Settings that name or place a run without changing its results: left out of the fingerprint.
@@ -183,6 +184,14 @@ class RehearsalConfig(ConfigModel):
     environment: EnvironmentConfig
     sft: SftConfig
     serve: ServeConfig
+
+    @model_validator(mode="after")
+    def _heldout_fits_the_maze(self) -> RehearsalConfig:
+        mismatch = size_mismatch(self.environment.heldout_set, self.environment.maze.size,
+                                 size_key="environment.maze.size", set_key="environment.heldout_set")
+        if mismatch:
+            raise ValueError(mismatch)
+        return self
 
     @model_validator(mode="after")
     def _sft_can_stop(self) -> RehearsalConfig:
