@@ -55,6 +55,8 @@ INGRESS_DEPLOYMENT = "ingress"
 INGRESS_HEADROOM_REQUESTS = 16
 # S3 adapters are re-listed at most this often per replica (local ones are stat'ed every request).
 S3_RECHECK_INTERVAL_S = 10.0
+# Oversized bodies up to this many times the limit are read (and dropped) before the 413.
+DRAIN_FACTOR = 4
 logger = logging.getLogger("ray.serve")
 
 
@@ -67,7 +69,8 @@ def _is_replica_gone(exc: BaseException) -> bool:
 
 def _api_error_in(exc: BaseException) -> ApiError | None:
     """The `ApiError` a model replica raised, unwrapped from Ray's task error."""
-    for candidate in (exc, getattr(exc, "cause", None)):
+    # Ray's task error subclasses the cause's type but is built without its fields: prefer `.cause`.
+    for candidate in (getattr(exc, "cause", None), exc):
         if isinstance(candidate, ApiError):
             return candidate
     return None
@@ -108,6 +111,7 @@ class ModelServer:
             max_prompt_tokens=settings.limits.max_prompt_tokens,
         )
         self._store = AdapterStore(settings.adapters, settings.cache_dir, settings.s3_endpoint_url)
+        self._active = 0  # generations running or waiting for the engine
 
         async def load_adapter(name: str) -> _LoadedAdapter:
             path = await asyncio.to_thread(self._store.fetch, name)
@@ -149,6 +153,7 @@ class ModelServer:
         except AdapterRuleError as exc:
             raise _adapter_refused(request.model, exc) from exc
         cancel = threading.Event()
+        self._active += 1
         work = asyncio.ensure_future(
             asyncio.to_thread(
                 self._engine.generate,
@@ -159,6 +164,7 @@ class ModelServer:
             )
         )
         work.add_done_callback(lambda done: done.cancelled() or done.exception())  # retrieved, never lost
+        work.add_done_callback(self._finished)
         try:
             return await asyncio.shield(work)
         except asyncio.CancelledError:
@@ -166,6 +172,9 @@ class ModelServer:
             raise
         except AdapterRuleError as exc:  # the adapter changed on disk since it was checked
             raise _adapter_refused(request.model, exc) from exc
+
+    def _finished(self, _: Any) -> None:
+        self._active -= 1
 
     def check_health(self) -> None:
         """Serve replaces the replica when this raises (a failed adapter load left LoRA layers)."""
@@ -178,6 +187,8 @@ class ModelServer:
             "pid": os.getpid(),
             "loaded": self._engine.loaded_adapters(),
             "load_count": dict(self._engine.load_count),
+            "active": self._active,
+            "cancelled": self._engine.cancelled_count,
         }
 
 
@@ -209,19 +220,30 @@ async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
 
 
 async def _read_body(request: Request, limit_bytes: int) -> bytes:
-    """The body, refused with 413 from Content-Length before reading, or once it streams past the limit."""
+    """The body, or 413 once it is known to exceed ``limit_bytes`` (from Content-Length, or while streaming).
+
+    An oversized body up to `DRAIN_FACTOR` times the limit is read and dropped before answering,
+    so that a client still sending gets the 413 instead of a reset connection; a larger one is
+    answered at once without reading it.
+    """
     declared = request.headers.get("content-length")
-    if declared is not None:
-        if not declared.isdigit():
-            raise bad_request("Content-Length must be a number of bytes", param="Content-Length")
-        if int(declared) > limit_bytes:
-            raise too_large(f"request body is {declared} bytes; the limit is {limit_bytes}")
+    if declared is not None and not declared.isdigit():
+        raise bad_request("Content-Length must be a number of bytes", param="Content-Length")
+    drain_bytes = limit_bytes * DRAIN_FACTOR
+    if declared is not None and int(declared) > limit_bytes:
+        if int(declared) <= drain_bytes:
+            async for _ in request.stream():
+                pass
+        raise too_large(f"request body is {declared} bytes; the limit is {limit_bytes}")
     chunks, size = [], 0
     async for chunk in request.stream():
         size += len(chunk)
-        if size > limit_bytes:
-            raise too_large(f"request body exceeds the limit of {limit_bytes} bytes")
-        chunks.append(chunk)
+        if size > drain_bytes:
+            break
+        if size <= limit_bytes:
+            chunks.append(chunk)
+    if size > limit_bytes:
+        raise too_large(f"request body exceeds the limit of {limit_bytes} bytes")
     return b"".join(chunks)
 
 

@@ -53,6 +53,7 @@ class GenerationEngine:
         self._paths: dict[str, str] = {}
         self._lock = threading.Lock()
         self.load_count: dict[str, int] = {}
+        self.cancelled_count = 0  # generations stopped early because the client went away
         self.max_lora_rank = max_lora_rank
         # (out, in) of every linear layer, read before any LoRA layer wraps them.
         self.base_shapes = {
@@ -146,6 +147,7 @@ class GenerationEngine:
         inputs = self._inputs(request)
         with self._lock:
             if cancel is not None and cancel.is_set():
+                self.cancelled_count += 1
                 raise GenerationCancelled("the client went away before generation started")
             if adapter is not None:
                 if adapter not in self._paths:
@@ -205,6 +207,7 @@ class GenerationEngine:
         with torch.no_grad():
             output = self._model.generate(**inputs, max_new_tokens=request.max_tokens, **sampling)
         if cancel is not None and cancel.is_set():
+            self.cancelled_count += 1
             raise GenerationCancelled("the client went away; generation stopped")
         prompt_len = inputs["input_ids"].shape[1]
         new_tokens = output[0, prompt_len:].tolist()

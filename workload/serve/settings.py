@@ -76,5 +76,6 @@ class ServeSettings:
                 else:
                     converted[key] = value
             except ValueError as exc:
-                raise ValueError(f"{key} must be a {kind}, got {value!r}") from exc
+                described = {"int": "an integer", "float": "a number"}[kind]
+                raise ValueError(f"{key} must be {described}, got {value!r}") from exc
         return cls(**converted)
