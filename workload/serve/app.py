@@ -300,8 +300,14 @@ class OpenAIIngress:
         chat = await asyncio.to_thread(parse_chat_request, raw, limits=limits)
         adapter = parse_model_id(chat.model, base_model_id=self._settings.base_model_id)
         handle = self._model.options(multiplexed_model_id=adapter or "")
+        response = handle.generate.remote(chat)
         try:
-            completion = await handle.generate.remote(chat)
+            completion = await response
+        except asyncio.CancelledError:
+            # The client went away: Serve cancels this handler, and this passes it on to the replica
+            # (Serve forwards it to child requests only with its direct ingress enabled).
+            response.cancel()
+            raise
         except serve.exceptions.BackPressureError as exc:
             raise overloaded("the model replicas' queues are full; retry shortly") from exc
         except Exception as exc:
