@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from aws_cdk import CfnOutput, Stack
+from aws_cdk import aws_ecr_assets as ecr_assets
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_fsx as fsx
 from aws_cdk import aws_iam as iam
@@ -30,10 +31,12 @@ class RayStack(Stack):
         cluster: eks.ICluster,
         file_system: fsx.LustreFileSystem,
         fsx_csi: IDependable,
-        trainer_image_uri: str,
+        trainer_image: ecr_assets.DockerImageAsset,
         **kwargs,
     ) -> None:
         super().__init__(scope, construct_id, **kwargs)
+        # The image is an asset of the images stack: deploying this stack alone must push it first.
+        self.add_stack_dependency(Stack.of(trainer_image))
         ns = settings.ray_namespace
         self.namespace = ns
         self.operator = eks.HelmChart(
@@ -57,9 +60,10 @@ class RayStack(Stack):
         self.pod_env = [{"name": "AWS_REGION", "value": self.region},
                         {"name": "SKYMAZE_ARTIFACTS", "value": f"s3://{settings.artifacts_bucket_name}"}]
         self.trainer_cluster_name = f"{settings.name}-train"
+        sizes = settings.pod_sizes()
         spec = rm.ray_cluster_spec(
-            image=trainer_image_uri, head_type=settings.head_instance_type, head=settings.head_spec,
-            worker_type=settings.worker_instance_type, worker=settings.worker_spec,
+            image=trainer_image.image_uri, head_type=settings.head_instance_type, head=sizes.trainer_head,
+            worker_type=settings.worker_instance_type, worker=sizes.worker,
             workers=settings.trainer_worker_count,
             env=self.pod_env,
         )

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from workload.evaluate.metrics import build_report
 from workload.local.config import RehearsalConfig
 from workload.local.episodes import EpisodeRecord, PlaySettings, play
 from workload.local.policy import Encoder
+from workload.maze.metrics import build_report
 
 
 def eval_settings(cfg: RehearsalConfig) -> PlaySettings:

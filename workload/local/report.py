@@ -11,8 +11,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from workload.files import write_json_atomic
 from workload.local.config import RehearsalConfig
-from workload.local.rundir import RunDir, write_json_atomic
+from workload.local.rundir import RunDir
 
 
 def _point(report: dict, step: int) -> dict:

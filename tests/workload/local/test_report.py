@@ -8,7 +8,7 @@ import os
 import pytest
 from PIL import Image
 
-from workload.evaluate.metrics import Episode, build_report
+from workload.files import write_json_atomic
 from workload.local.report import (
     best_export_step,
     eval_curve_png,
@@ -16,9 +16,10 @@ from workload.local.report import (
     solved_episode_png,
     summarize,
 )
-from workload.local.rundir import RunDir, point_latest, write_dir_atomic, write_json_atomic
+from workload.local.rundir import RunDir, point_latest
 from workload.local.tracking import MetricsLog, PeakMemory, tree_rss_kib
 from workload.maze.heldout import load_set
+from workload.maze.metrics import Episode, build_report
 from workload.maze.solver import solve
 
 
@@ -97,16 +98,6 @@ def test_pictures_are_written(tmp_path):
     assert Image.open(tmp_path / "episode.png").width > 8 * 7 * 4
     eval_curve_png(summarize(run.evals()) | {"run_id": "x"}, tmp_path / "curve.png")
     assert Image.open(tmp_path / "curve.png").size == (600, 350)
-
-
-def test_atomic_dir_write_leaves_nothing_on_failure(tmp_path):
-    def boom(tmp):
-        (tmp / "half").write_text("x")
-        raise RuntimeError("disk full")
-
-    with pytest.raises(RuntimeError, match="disk full"):
-        write_dir_atomic(tmp_path / "out", boom)
-    assert list(tmp_path.iterdir()) == []
 
 
 def test_latest_symlink_points_at_the_newest_run(tmp_path):
