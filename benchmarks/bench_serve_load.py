@@ -128,7 +128,7 @@ def _level(url: str, body: bytes, clients: int, processes: list) -> None:
 
 
 def main() -> None:
-    from workload.local.tiny_model import build_tiny_model
+    from workload.model.tiny import build_tiny_model
     from workload.serve.demo import write_random_adapter
     from workload.serve.local import LocalServer
 

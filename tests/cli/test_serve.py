@@ -138,7 +138,7 @@ def _listeners(pid: int) -> list[tuple[str, int, str]]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 def test_serve_listens_on_loopback_only_and_stops_cleanly_on_a_signal(
     tiny_model_dir, serve_adapters_dir, tmp_path, signum
 ):
