@@ -59,7 +59,7 @@ def _memory_mib(processes: list) -> dict[str, float]:
         try:
             name = " ".join(process.cmdline())[:60]
             out[name] = process.memory_info().rss / 2**20
-        except Exception:  # noqa: BLE001 - a process that went away has no memory to report
+        except Exception:
             continue
     return out
 
@@ -70,7 +70,7 @@ def _cpu_s(processes: list) -> float:
         try:
             times = process.cpu_times()
             total += times.user + times.system
-        except Exception:  # noqa: BLE001
+        except Exception:
             continue
     return total
 
