@@ -81,6 +81,7 @@ def serve(
 
 def _serve_until_stopped(server, api_key: str | None, stop: threading.Event, *, once: bool) -> str:
     with server:
+        _handle_signals(stop)  # again: starting Ray installs its own SIGTERM handler, which aborts
         models = _list_models(server.url, api_key)
         typer.echo(f"serving at {server.url}/v1 (OpenAI API)" + (" with an API key" if api_key else ""))
         typer.echo("models: " + ", ".join(models))
@@ -102,10 +103,11 @@ def _list_models(url: str, api_key: str | None) -> list[str]:
 def _stop_on_signals() -> tuple[threading.Event, dict]:
     """An event set by SIGTERM (a process manager) or SIGINT (Ctrl-C), and the handlers it replaced."""
     stop = threading.Event()
-    previous = {}
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        previous[signum] = signal.signal(signum, lambda *_: stop.set())
-    return stop, previous
+    return stop, _handle_signals(stop)
+
+
+def _handle_signals(stop: threading.Event) -> dict:
+    return {signum: signal.signal(signum, lambda *_: stop.set()) for signum in (signal.SIGTERM, signal.SIGINT)}
 
 
 def evaluate(
