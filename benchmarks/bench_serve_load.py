@@ -43,12 +43,16 @@ def _body(base: str) -> bytes:
 
 
 def _serve_processes() -> list:
+    """This run's Serve processes: descendants of this process (Ray's workers hang under its raylet)."""
     import psutil
 
     found = []
-    for process in psutil.process_iter(["cmdline"]):
-        title = " ".join(process.info["cmdline"] or [])
-        if any(t in title for t in SERVE_PROCESS_TITLES) and process.ppid() != 1:
+    for process in psutil.Process().children(recursive=True):
+        try:
+            title = " ".join(process.cmdline())
+        except psutil.Error:
+            continue
+        if any(t in title for t in SERVE_PROCESS_TITLES):
             found.append(process)
     return found
 

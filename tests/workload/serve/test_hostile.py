@@ -31,8 +31,9 @@ from tests.workload.serve.fixtures import HOSTILE_BAD_ADAPTERS
 pytestmark = pytest.mark.slow
 DEADLINE_S = 120.0
 MESSAGES = [{"role": "user", "content": "go left"}]
-# Greedy on the tiny model never meets its end token here: 1900 tokens, over ten seconds of CPU.
-LONG = {"max_tokens": 1900, "temperature": 0}
+# Greedy on the tiny model never meets its end token here: 1200 tokens (prompt + 1200 < its 2,048
+# positions), several seconds of CPU.
+LONG = {"max_tokens": 1200, "temperature": 0}
 
 
 def _client(server, api_key: str | None = None) -> openai.OpenAI:
