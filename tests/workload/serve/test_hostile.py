@@ -31,9 +31,9 @@ from tests.workload.serve.fixtures import HOSTILE_BAD_ADAPTERS
 pytestmark = pytest.mark.slow
 DEADLINE_S = 120.0
 MESSAGES = [{"role": "user", "content": "go left"}]
-# Greedy on the tiny model never meets its end token here: 1200 tokens (prompt + 1200 < its 2,048
-# positions), several seconds of CPU.
-LONG = {"max_tokens": 1200, "temperature": 0}
+# Greedy on the tiny model never meets its end token here: 1000 tokens (the limit is 1024),
+# several seconds of CPU.
+LONG = {"max_tokens": 1000, "temperature": 0}
 
 
 def _client(server, api_key: str | None = None) -> openai.OpenAI:
@@ -302,7 +302,8 @@ def test_a_killed_replica_gives_503_with_retry_after_then_serves_again(serve_end
     old_pid = serve_endpoints.stats("hostile")["pid"]
     with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
         long = pool.submit(_post, server, _chat(**LONG))
-        _poll(lambda: serve_endpoints.stats("hostile")["active"] >= 1, "the long request to start")
+        _poll(lambda: long.done() or serve_endpoints.stats("hostile")["active"] >= 1, "the long request to start")
+        assert not long.done(), long.result()  # it must still be generating when the replica dies
         os.kill(old_pid, signal.SIGKILL)  # the replica process dies as in a crash; Serve starts another
         status, headers, payload = long.result(timeout=DEADLINE_S)
     assert status == 503
