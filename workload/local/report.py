@@ -1,6 +1,6 @@
 """The rehearsal's outputs: report.json, the baseline-vs-peak table, the eval curve and an episode strip.
 
-The bar GRPO must clear (issue "Goals"): peak strict solves above the SFT baseline by more
+The bar GRPO must clear: peak strict solves above the SFT baseline by more
 than the baseline's 95% Wilson half-width, and the final evaluation above the baseline.
 Greedy evaluations swing by several mazes, so every evaluation is reported, and the mean
 of the last two beside the final one.

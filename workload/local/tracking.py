@@ -6,7 +6,8 @@ import json
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 PAGE_KIB = os.sysconf("SC_PAGE_SIZE") // 1024
@@ -111,21 +112,16 @@ class PeakMemory:
 
 
 class PhaseTimer:
-    """Wall seconds per phase, printed as each phase ends."""
+    """Wall seconds per phase, added up over every ``run(name)`` block in ``seconds``;
+    it prints nothing (the run report shows the sums)."""
 
-    def __init__(self, echo: Callable[[str], None] = print):
+    def __init__(self) -> None:
         self.seconds: dict[str, float] = {}
-        self.echo = echo
 
-    def run(self, name: str):
-        timer = self
-
-        class _Phase:
-            def __enter__(self):
-                self.start = time.perf_counter()
-                return self
-
-            def __exit__(self, *exc: object) -> None:
-                timer.seconds[name] = timer.seconds.get(name, 0.0) + time.perf_counter() - self.start
-
-        return _Phase()
+    @contextmanager
+    def run(self, name: str) -> Iterator[None]:
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - start
