@@ -296,19 +296,27 @@ def _poll(predicate, what: str):
     raise AssertionError(f"timed out waiting for {what}")
 
 
-def test_a_killed_replica_gives_503_with_retry_after_then_serves_again(serve_endpoints):
+def test_a_killed_replica_gives_503_with_retry_after_or_a_retried_answer_then_serves_again(serve_endpoints):
     server = serve_endpoints.hostile
     expected = _complete(server)
     old_pid = serve_endpoints.stats("hostile")["pid"]
     with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
         long = pool.submit(_post, server, _chat(**LONG))
-        _poll(lambda: long.done() or serve_endpoints.stats("hostile")["active"] >= 1, "the long request to start")
+        _poll(
+            lambda: long.done() or serve_endpoints.stats("hostile")["active"] >= 1,
+            "the long request to start",
+        )
         assert not long.done(), long.result()  # it must still be generating when the replica dies
         os.kill(old_pid, signal.SIGKILL)  # the replica process dies as in a crash; Serve starts another
-        status, headers, payload = long.result(timeout=DEADLINE_S)
-    assert status == 503
-    assert _assert_openai_error(payload)["code"] == "overloaded"
-    assert int(headers["Retry-After"]) >= 1
+        status, headers, payload = long.result(timeout=DEADLINE_S * 2)
+    # Serve 2.60 retries a request whose replica died on another replica; when that cannot
+    # happen (none is up yet) the answer must be the documented 503, never a 500 or plain text.
+    assert status in {200, 503}, payload
+    if status == 503:
+        assert _assert_openai_error(payload)["code"] == "overloaded"
+        assert int(headers["Retry-After"]) >= 1
+    else:
+        assert payload["choices"][0]["finish_reason"] == "length"
 
     def served_again() -> str | None:
         try:
