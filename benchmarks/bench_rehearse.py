@@ -42,7 +42,7 @@ def calibrate() -> float:
     from workload.local.data import demonstration_batch
     from workload.local.policy import Encoder
     from workload.local.sft import sft_loss
-    from workload.local.tiny_model import build_tiny_model, load_tiny
+    from workload.model.tiny import build_tiny_model, load_tiny
 
     torch.set_num_threads(1)
     with tempfile.TemporaryDirectory() as tmp:

@@ -62,7 +62,7 @@ def _throughput(client, base: str, messages: list[dict]) -> float:
 def main() -> None:
     import openai
 
-    from workload.local.tiny_model import build_tiny_model
+    from workload.model.tiny import build_tiny_model
     from workload.serve.demo import write_random_adapter
     from workload.serve.local import LocalServer
 

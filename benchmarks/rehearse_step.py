@@ -55,7 +55,7 @@ def main() -> None:
     from workload.local.grpo_trainer import GrpoLearner
     from workload.local.policy import Encoder
     from workload.local.rollout import RolloutWorker, attach_lora
-    from workload.local.tiny_model import load_tiny
+    from workload.model.tiny import load_tiny
     from workload.maze.heldout import training_seed_filter
 
     torch.set_num_threads(1)

@@ -38,7 +38,7 @@ def shared_dir() -> pathlib.Path:
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
     """A tiny Qwen3-VL (tokenizer, image-only processor, seeded weights) built once per session."""
-    from workload.local.tiny_model import build_tiny_model
+    from workload.model.tiny import build_tiny_model
 
     return build_tiny_model(tmp_path_factory.mktemp("tiny_model") / "base", seed=0, preset="tiny")
 

@@ -1,5 +1,8 @@
 """skymaze workload: the maze, the SkyRL plugin, the CPU rehearsal, serving and evaluation.
 
-Dependencies point one way: ``workload.maze`` needs only numpy and PIL; ``skyrl``,
-``local``, ``serve`` and ``evaluate`` build on it.
+Dependencies point one way, from the command line down to the maze: ``cli`` on top; the
+rehearsal (``local``) and AWS operations (``ops``); serving, endpoint evaluation and the
+SkyRL plugin; the shared Qwen3-VL code (``model``); the maze with its episodes and metrics
+(``maze``, numpy and PIL only); file and port helpers at the bottom. ``LAYERS`` in
+``tests/test_layers.py`` is the order, and that test fails on an import that points up.
 """

@@ -19,7 +19,7 @@ runner = CliRunner()
 def run_dir(tiny_model_dir, tmp_path_factory):
     from peft import LoraConfig, get_peft_model
 
-    from workload.local.tiny_model import load_tiny
+    from workload.model.tiny import load_tiny
 
     run = tmp_path_factory.mktemp("run")
     model, _ = load_tiny(tiny_model_dir)

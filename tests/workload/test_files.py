@@ -1,13 +1,21 @@
-"""Atomic writes: whole files or nothing, temp files cleaned up on failure."""
+"""Atomic writes: whole files or nothing, temp files cleaned up on failure, the user's umask kept."""
 
 from __future__ import annotations
 
 import json
 import math
+import os
+import stat
 
 import pytest
 
-from workload.files import atomic_path, write_bytes_atomic, write_json_atomic, write_text_atomic
+from workload.files import (
+    atomic_path,
+    write_bytes_atomic,
+    write_dir_atomic,
+    write_json_atomic,
+    write_text_atomic,
+)
 
 
 def test_json_is_indented_sorted_with_a_trailing_newline(tmp_path):
@@ -15,12 +23,27 @@ def test_json_is_indented_sorted_with_a_trailing_newline(tmp_path):
     assert path.read_text() == '{\n  "a": [\n    1,\n    2\n  ],\n  "b": 1\n}\n'
 
 
-def test_json_options_reach_dumps(tmp_path):
-    with pytest.raises(ValueError, match="Out of range float"):
-        write_json_atomic(tmp_path / "nan.json", {"x": math.nan}, allow_nan=False)
-    assert not list(tmp_path.iterdir())  # nothing half-written, no temp file left
-    write_json_atomic(tmp_path / "p.json", {"path": tmp_path}, default=str)
-    assert json.loads((tmp_path / "p.json").read_text()) == {"path": str(tmp_path)}
+def test_json_is_standard_json_nan_becomes_null_and_paths_text(tmp_path):
+    obj = {"nan": math.nan, "inf": [-math.inf], "path": tmp_path / "x", "pair": (1, 2.5)}
+    text = write_json_atomic(tmp_path / "r.json", obj).read_text()
+    assert "NaN" not in text and "Infinity" not in text
+    assert json.loads(text) == {"nan": None, "inf": [None], "path": str(tmp_path / "x"), "pair": [1, 2.5]}
+
+
+def test_a_value_json_cannot_hold_keeps_the_old_file_and_leaves_no_temp(tmp_path):
+    path = write_json_atomic(tmp_path / "report.json", {"ok": True})
+    with pytest.raises(TypeError, match="not JSON serializable"):
+        write_json_atomic(path, {"bad": object()})
+    assert json.loads(path.read_text()) == {"ok": True}
+    assert [p.name for p in tmp_path.iterdir()] == ["report.json"]
+
+
+def test_rewrites_replace_whole_files(tmp_path):
+    path = tmp_path / "evals" / "global_step_10.json"
+    write_json_atomic(path, {"a": 1})
+    write_json_atomic(path, {"b": [1, 2]})
+    assert json.loads(path.read_text()) == {"b": [1, 2]}
+    assert [p.name for p in path.parent.iterdir()] == ["global_step_10.json"]
 
 
 def test_a_failed_writer_keeps_the_old_file_and_leaves_no_temp(tmp_path):
@@ -36,3 +59,43 @@ def test_bytes_replace_the_whole_file(tmp_path):
     target = write_bytes_atomic(tmp_path / "blob", b"x" * 100)
     write_bytes_atomic(target, b"short")
     assert target.read_bytes() == b"short"
+
+
+def test_a_failed_folder_build_leaves_nothing_and_a_good_one_replaces_the_old(tmp_path):
+    def boom(tmp):
+        (tmp / "half").write_text("x")
+        raise RuntimeError("disk full")
+
+    with pytest.raises(RuntimeError, match="disk full"):
+        write_dir_atomic(tmp_path / "out", boom)
+    assert list(tmp_path.iterdir()) == []
+    write_dir_atomic(tmp_path / "out", lambda tmp: (tmp / "old").write_text("1"))
+    write_dir_atomic(tmp_path / "out", lambda tmp: (tmp / "new").write_text("2"))
+    assert [p.name for p in tmp_path.iterdir()] == ["out"]
+    assert [p.name for p in (tmp_path / "out").iterdir()] == ["new"]
+
+
+@pytest.fixture
+def umask():
+    """Set the process umask for one test and restore it after."""
+    before = os.umask(0o022)
+    yield os.umask
+    os.umask(before)
+
+
+@pytest.mark.parametrize(("mask", "file_mode", "dir_mode"), [(0o022, 0o644, 0o755), (0o077, 0o600, 0o700)])
+def test_files_and_folders_get_the_permissions_the_umask_gives(tmp_path, umask, mask, file_mode, dir_mode):
+    umask(mask)
+    written = [
+        write_text_atomic(tmp_path / "a.txt", "x"),
+        write_json_atomic(tmp_path / "b.json", {}),
+        write_bytes_atomic(tmp_path / "c.bin", b"x"),
+    ]
+    with atomic_path(tmp_path / "d.pt") as tmp:
+        tmp.write_bytes(b"x")  # as torch.save would
+    written.append(tmp_path / "d.pt")
+    folder = write_dir_atomic(tmp_path / "e", lambda tmp: (tmp / "inside.txt").write_text("x"))
+    assert {p.name: stat.S_IMODE(p.stat().st_mode) for p in written} == dict.fromkeys(
+        ["a.txt", "b.json", "c.bin", "d.pt"], file_mode
+    )
+    assert stat.S_IMODE(folder.stat().st_mode) == dir_mode

@@ -1,1 +1,1 @@
-"""Held-out evaluation: strict metrics, reports, against an endpoint or an in-process policy."""
+"""Held-out evaluation through an OpenAI-compatible endpoint, and the report it writes and prints."""

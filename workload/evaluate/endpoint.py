@@ -1,10 +1,11 @@
 """Held-out evaluation through any OpenAI-compatible endpoint (local Ray Serve or the cluster's).
 
-Each maze of a frozen set is played by the SkyRL plugin's own env (`workload.skyrl.env.MazeEnv`:
-same prompts, feedback, action extraction and strict reward as training), with the model
+Each maze of a frozen set is played by `workload.maze.conversation.MazeConversation`, the
+game the SkyRL plugin's env trains on (same prompts, feedback, action extraction and strict
+reward), with the model
 answering over HTTP: multi-turn, the conversation carrying the image history, greedy
 decoding. Episodes run concurrently (a bounded thread pool); the report is
-`workload.evaluate.metrics.build_report`'s, the same as the in-process evaluator's.
+`workload.maze.metrics.build_report`'s, the same as the in-process evaluator's.
 """
 
 from __future__ import annotations
@@ -14,11 +15,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from workload.evaluate.metrics import Episode, build_report
-from workload.evaluate.report import write_json_atomic
+from workload.files import write_json_atomic
+from workload.maze.conversation import DEFAULT_MAX_TURNS, MazeConversation
+from workload.maze.metrics import Episode, build_report
 from workload.maze.render import DEFAULT_CELL_PX
 
-DEFAULT_MAX_TURNS = 15  # the published run's cap
 DEFAULT_MAX_TOKENS = 1024  # the recipe's eval max_generate_length (the SFT model reasons in tags)
 DEFAULT_CONCURRENCY = 4
 DEFAULT_TIMEOUT_S = 300.0
@@ -80,9 +81,7 @@ def _frame(message: dict) -> Any:
 
 def play_episode(client: Any, entry: dict, size: int, options: PlayOptions) -> PlayedEpisode:
     """Play one held-out maze through ``client`` (an ``openai.OpenAI``) until stop or the turn cap."""
-    from workload.skyrl.env import MazeEnv
-
-    env = MazeEnv(
+    env = MazeConversation(
         env_config={"cell_px": options.cell_px, "prompt_style": options.style},
         extras={
             "seed": entry["seed"],

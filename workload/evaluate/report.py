@@ -1,20 +1,13 @@
-"""Writing and printing evaluation reports, and the held-out set table."""
+"""Printing evaluation reports, and the held-out set table."""
 
 from __future__ import annotations
 
 import collections
 from collections.abc import Iterable, Sequence
-from pathlib import Path
 
-from workload.evaluate.metrics import solvable_ceiling
-from workload.files import write_json_atomic as _write_json_atomic
+from workload.maze.metrics import solvable_ceiling
 
 TABLE_TURN_CAPS = (15, 20)  # the published run's cap, and VisGym's easy budget
-
-
-def write_json_atomic(path: str | Path, obj: object) -> Path:
-    """Write a report as JSON to ``path`` atomically; NaN is refused (reports must stay valid JSON)."""
-    return _write_json_atomic(path, obj, allow_nan=False)
 
 
 def _pct(value: float | None) -> str:

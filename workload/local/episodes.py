@@ -1,10 +1,11 @@
 """Play maze episodes with a transformers policy, batched across episodes turn by turn.
 
 The same function plays GRPO rollouts (sampling, in the Ray actors), SFT validation and
-held-out evaluation (greedy, in process). Each episode is driven by the SkyRL plugin's own
-env, ``workload.skyrl.env.MazeEnv`` (compact prompts): the same action extraction, turn cap,
-strict reward and episode record as on the cluster and through the endpoint. Every model
-turn counts, including wall bumps and unparsable replies; only a stop on the goal earns 1.
+held-out evaluation (greedy, in process). Each episode is driven by the game the SkyRL
+plugin's env trains on, ``workload.maze.conversation.MazeConversation`` (compact prompts):
+the same action extraction, turn cap, strict reward and episode record as on the cluster
+and through the endpoint. Every model turn counts, including wall bumps and unparsable
+replies; only a stop on the goal earns 1.
 """
 
 from __future__ import annotations
@@ -15,9 +16,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from workload.evaluate.metrics import Episode
 from workload.local.policy import PROMPT_STYLE, Encoder, turn_context
-from workload.skyrl.env import MazeEnv
+from workload.maze.conversation import MazeConversation
+from workload.maze.metrics import Episode
 
 
 @dataclasses.dataclass
@@ -59,9 +60,9 @@ class PlaySettings:
 
 def start_episode(
     state: dict, settings: PlaySettings, seed: int | None = None
-) -> tuple[MazeEnv, EpisodeRecord]:
-    """A fresh ``MazeEnv`` on ``state`` and the record of its first frame."""
-    env = MazeEnv(
+) -> tuple[MazeConversation, EpisodeRecord]:
+    """A fresh ``MazeConversation`` on ``state`` and the record of its first frame."""
+    env = MazeConversation(
         env_config={"cell_px": settings.cell_px, "prompt_style": PROMPT_STYLE},
         extras={
             "seed": seed,
@@ -76,7 +77,9 @@ def start_episode(
     )
 
 
-def take_turn(env: MazeEnv, record: EpisodeRecord, reply: str, completion: list[int] | None = None) -> bool:
+def take_turn(
+    env: MazeConversation, record: EpisodeRecord, reply: str, completion: list[int] | None = None
+) -> bool:
     """Play one reply; return True when the episode is over (stop or turn cap)."""
     record.replies.append(reply)
     record.completions.append(list(completion or []))

@@ -6,10 +6,10 @@ from typing import Any
 
 import torch
 
-from workload.evaluate.metrics import build_report
 from workload.local.config import RehearsalConfig
 from workload.local.episodes import EpisodeRecord, PlaySettings, play
 from workload.local.policy import Context, Encoder
+from workload.maze.metrics import build_report
 
 PROXY_BATCH = 256  # contexts per forward of the path-argmax check (bounds activation memory)
 

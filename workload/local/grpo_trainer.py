@@ -23,20 +23,14 @@ from typing import Any
 import numpy as np
 import torch
 
-from workload.files import write_text_atomic
+from workload.files import write_dir_atomic, write_json_atomic, write_text_atomic
 from workload.local import grpo
 from workload.local.config import SCHEDULERS, RehearsalConfig
 from workload.local.data import PHASE_GRPO, draw_seeds
 from workload.local.episodes import EpisodeRecord
 from workload.local.evaluator import evaluate_heldout
 from workload.local.policy import Context, Encoder, completion_logprobs, turn_context
-from workload.local.rundir import (
-    LATEST_FILE,
-    RunDir,
-    torch_save_atomic,
-    write_dir_atomic,
-    write_json_atomic,
-)
+from workload.local.rundir import LATEST_FILE, RunDir, torch_save_atomic
 from workload.maze.generator import generate_from_seed
 
 MICRO_BATCH_SAMPLES = 256  # bounds activation memory of one forward/backward (rehearsal-feasibility §4)

@@ -17,8 +17,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from workload.files import write_dir_atomic, write_json_atomic
 from workload.local.config import RehearsalConfig
-from workload.local.rundir import RunDir, point_latest, write_dir_atomic, write_json_atomic
+from workload.local.rundir import RunDir, point_latest
 from workload.local.tracking import MetricsLog, PeakMemory, PhaseTimer
 
 PROGRESS_KEYS = {
@@ -44,7 +45,7 @@ def _device() -> str | None:
 
 
 def _phase_model(cfg: RehearsalConfig, run: RunDir, echo: Callable[[str], None]) -> None:
-    from workload.local.tiny_model import build_tiny_model
+    from workload.model.tiny import build_tiny_model
 
     if (run.base_model / "config.json").is_file():
         echo(f"[model] base model present: {run.base_model}")
@@ -57,7 +58,7 @@ def _phase_model(cfg: RehearsalConfig, run: RunDir, echo: Callable[[str], None])
 def _phase_sft(cfg: RehearsalConfig, run: RunDir, ctx: dict, echo: Callable[[str], None]) -> dict:
     from workload.local.policy import Encoder
     from workload.local.sft import run_sft
-    from workload.local.tiny_model import load_tiny
+    from workload.model.tiny import load_tiny
 
     if (run.sft_model / "config.json").is_file():
         echo(f"[sft] warm start present: {run.sft_model}")
@@ -94,7 +95,7 @@ def _phase_grpo(cfg: RehearsalConfig, run: RunDir, ctx: dict, echo: Callable[[st
     from workload.local.grpo_trainer import GrpoLearner
     from workload.local.policy import Encoder
     from workload.local.rollout import attach_lora, local_ray, start_workers
-    from workload.local.tiny_model import load_tiny
+    from workload.model.tiny import load_tiny
 
     t, g = cfg.trainer, cfg.generator
     model, processor = load_tiny(run.sft_model, device=_device())
@@ -212,7 +213,7 @@ def rehearse(cfg: RehearsalConfig, *, echo: Callable[[str], None] = print) -> di
         log(phase, step, values)
 
     def on_eval(step: int, report: dict, records: list) -> None:
-        from workload.evaluate.metrics import report_metrics
+        from workload.maze.metrics import report_metrics
 
         checked = run.validation_evals().get(step)
         values = report_metrics(report)

@@ -16,6 +16,7 @@ import numpy as np
 import torch
 from PIL import Image
 
+from workload.local.grpo import token_logprobs
 from workload.maze.prompts import build_user_message
 
 PROMPT_STYLE = "compact"
@@ -114,7 +115,7 @@ def completion_logprobs(model: Any, batch: dict[str, torch.Tensor]) -> torch.Ten
     inputs = {k: v for k, v in batch.items() if k != "loss_mask"}
     logits = model(**inputs).logits[:, :-1]
     targets = batch["input_ids"][:, 1:]
-    return torch.log_softmax(logits.float(), dim=-1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+    return token_logprobs(logits, targets)
 
 
 @torch.no_grad()

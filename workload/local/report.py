@@ -12,10 +12,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from workload.evaluate.metrics import wilson_interval
+from workload.files import write_json_atomic
 from workload.local.config import RehearsalConfig
-from workload.local.rundir import RunDir, write_json_atomic
+from workload.local.rundir import RunDir
 from workload.local.stats import SIGNIFICANCE, mcnemar_exact
+from workload.maze.metrics import wilson_interval
 
 
 def per_maze(report: dict, seeds: list[int]) -> list[bool]:

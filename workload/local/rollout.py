@@ -48,7 +48,7 @@ class RolloutWorker:
         import torch
 
         from workload.local.policy import Encoder
-        from workload.local.tiny_model import load_tiny
+        from workload.model.tiny import load_tiny
 
         torch.set_num_threads(num_threads)
         device = "cuda" if torch.cuda.is_available() else None

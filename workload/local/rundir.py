@@ -1,4 +1,4 @@
-"""The run directory (laid out like ``/shared`` on the cluster) and atomic writes into it.
+"""The run directory (laid out like ``/shared`` on the cluster); writes into it go through ``workload.files``.
 
 ```
 runs/<run-id>/
@@ -20,14 +20,10 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import shutil
-import tempfile
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from workload.files import atomic_path
-from workload.files import write_json_atomic as _write_json_atomic
 
 LATEST_FILE = "latest_ckpt_global_step.txt"  # SkyRL's name
 
@@ -86,30 +82,11 @@ class RunDir:
         return dict(sorted(out.items()))
 
 
-def write_json_atomic(path: Path, obj: Any) -> None:
-    """Run-directory JSON (configs, evals, reports); values JSON lacks (paths) become strings."""
-    _write_json_atomic(path, obj, default=str)
-
-
 def torch_save_atomic(obj: Any, path: Path) -> None:
     import torch
 
     with atomic_path(path) as tmp:
         torch.save(obj, tmp)
-
-
-def write_dir_atomic(path: Path, fill: Callable[[Path], None]) -> None:
-    """Build a directory in a sibling temp folder with ``fill(tmp)``, then move it into place."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}."))
-    try:
-        fill(tmp)
-        if path.exists():
-            shutil.rmtree(path)
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp)
 
 
 def point_latest(runs_dir: Path, run_id: str) -> None:

@@ -4,7 +4,7 @@ Two policies played the same held-out mazes, so their solve rates are compared m
 maze: only discordant mazes (solved by one, not the other) carry information. Under the
 null hypothesis of equal solve rates each discordant maze is a fair coin, so the count
 won by the second policy is Binomial(b + c, 1/2); the two-sided exact p-value doubles the
-smaller tail (capped at 1). Wilson intervals for one rate live in ``workload.evaluate.metrics``.
+smaller tail (capped at 1). Wilson intervals for one rate live in ``workload.maze.metrics``.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""VisGym-faithful maze_2d: generator, rules, renderer, solver, prompts, frozen held-out sets.
+"""VisGym-faithful maze_2d: generator, rules, renderer, solver, prompts, frozen held-out sets,
+one episode as a chat (``conversation``) and the strict metrics over episodes (``metrics``).
 
 This package imports nothing heavier than numpy and PIL.
 """

@@ -118,7 +118,7 @@ def freeze_set(name: str, directory: Path = HELDOUT_DIR) -> Path:
     manifest_path = directory / MANIFEST_NAME
     manifest = json.loads(manifest_path.read_text()) if manifest_path.exists() else {}
     manifest[path.name] = hashlib.sha256(data).hexdigest()
-    write_json_atomic(manifest_path, manifest, allow_nan=False)
+    write_json_atomic(manifest_path, manifest)
     return path
 
 

@@ -23,7 +23,7 @@ class GenerationEngine:
         import torch
         from transformers import AutoModelForImageTextToText
 
-        from workload.local.tiny_model import ImageOnlyQwen3VLProcessor
+        from workload.model.processor import ImageOnlyQwen3VLProcessor
 
         if torch_threads:
             torch.set_num_threads(torch_threads)

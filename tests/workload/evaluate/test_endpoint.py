@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import http.server
 import json
+import sys
+import threading
 
 import pytest
 
 from workload.evaluate.endpoint import EndpointError, PlayOptions, evaluate_endpoint, window
+from workload.maze.heldout import load_set
+from workload.maze.solver import solve
 
 # The rehearsal's play settings: 7x7 mazes, 8 px cells, compact prompt, short replies.
 REHEARSAL = {"set_name": "rehearsal-7x7-64", "style": "compact", "cell_px": 8, "max_tokens": 4}
@@ -41,6 +46,70 @@ def test_window_keeps_the_last_user_turns_and_replies_between():
 def test_play_options_are_validated(kwargs, match):
     with pytest.raises(ValueError, match=match):
         PlayOptions("tiny", **kwargs)
+
+
+class _ScriptedChat(http.server.BaseHTTPRequestHandler):
+    """An OpenAI-compatible server whose model replies with a fixed script, one reply per turn."""
+
+    script: tuple[str, ...] = ()
+    requests: list[dict]
+
+    def _answer(self, body: dict) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self) -> None:
+        self._answer({"object": "list", "data": [{"id": "scripted", "object": "model", "owned_by": "test"}]})
+
+    def do_POST(self) -> None:
+        request = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        self.requests.append(request)
+        turn = sum(m["role"] == "assistant" for m in request["messages"])
+        message = {"role": "assistant", "content": self.script[turn]}
+        self._answer(
+            {
+                "id": f"turn-{turn}",
+                "object": "chat.completion",
+                "created": 0,
+                "model": request["model"],
+                "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+            }
+        )
+
+    def log_message(self, *args) -> None:
+        pass
+
+
+@pytest.fixture
+def solver_endpoint():
+    """A loopback server that replies with the shortest route of the rehearsal set's first maze."""
+    first = load_set(REHEARSAL["set_name"]).entries[0]
+    handler = type("Handler", (_ScriptedChat,), {"script": tuple(solve(first["init_state"])), "requests": []})
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}", handler
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+def test_scores_an_endpoint_without_skyrl_installed(solver_endpoint, monkeypatch):
+    url, handler = solver_endpoint
+    for name in ("skyrl_gym", "skyrl", "workload.skyrl.env"):
+        monkeypatch.setitem(sys.modules, name, None)  # importing any of them now raises ImportError
+    report = evaluate_endpoint(endpoint=url, model="scripted", limit=1, concurrency=1, **REHEARSAL)
+    (episode,) = report["episodes"]
+    assert report["strict_pass_at_1"] == 1.0
+    assert episode["actions"] == list(handler.script) and episode["turns"] == len(handler.script)
+    first_turn = handler.requests[0]["messages"]
+    assert first_turn[-1]["content"][-1]["image_url"]["url"].startswith("data:image/png;base64,")
 
 
 @pytest.mark.slow

@@ -1,30 +1,10 @@
-"""Atomic report writes and the held-out table."""
+"""Report lines and the held-out table."""
 
 from __future__ import annotations
 
-import json
-
-import pytest
-
-from workload.evaluate.metrics import Episode, build_report
-from workload.evaluate.report import format_report, heldout_markdown, heldout_rows, write_json_atomic
+from workload.evaluate.report import format_report, heldout_markdown, heldout_rows
 from workload.maze.heldout import load_set
-
-
-def test_write_json_atomic_replaces_whole_files(tmp_path):
-    path = tmp_path / "evals" / "global_step_10.json"
-    write_json_atomic(path, {"a": 1})
-    write_json_atomic(path, {"b": [1, 2]})
-    assert json.loads(path.read_text()) == {"b": [1, 2]}
-    assert [p.name for p in path.parent.iterdir()] == ["global_step_10.json"]
-
-
-def test_write_json_atomic_leaves_the_old_file_when_serialising_fails(tmp_path):
-    path = tmp_path / "report.json"
-    write_json_atomic(path, {"ok": True})
-    with pytest.raises(ValueError):
-        write_json_atomic(path, {"bad": float("nan")})
-    assert json.loads(path.read_text()) == {"ok": True}
+from workload.maze.metrics import Episode, build_report
 
 
 def test_heldout_table_rows():

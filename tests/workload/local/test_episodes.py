@@ -23,7 +23,7 @@ BACK = {
 
 @pytest.fixture(scope="module")
 def policy(tiny_model_dir):
-    from workload.local.tiny_model import load_tiny
+    from workload.model.tiny import load_tiny
 
     model, processor = load_tiny(tiny_model_dir)
     return model, Encoder(processor)

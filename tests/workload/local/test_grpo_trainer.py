@@ -19,7 +19,7 @@ SETTINGS = PlaySettings(size=7, cell_px=8, max_turns=3, history=1, temperature=1
 
 
 def _learner(tiny_model_dir, root, overrides=()):
-    from workload.local.tiny_model import load_tiny
+    from workload.model.tiny import load_tiny
 
     base = [
         "trainer.train_batch_size=2",
@@ -45,7 +45,7 @@ def _learner(tiny_model_dir, root, overrides=()):
 
 @pytest.fixture(scope="module")
 def episodes(tiny_model_dir):
-    from workload.local.tiny_model import load_tiny
+    from workload.model.tiny import load_tiny
 
     model, processor = load_tiny(tiny_model_dir)
     states = [generate_from_seed(1, 7)] * 2 + [generate_from_seed(2, 7)] * 2
@@ -60,7 +60,7 @@ def _samples(episodes, advantages=(1.0, -1.0, 1.0, -1.0)):
 def test_completions_with_vision_tokens_are_not_trained_on(episodes, tiny_model_dir):
     import copy
 
-    from workload.local.tiny_model import load_tiny
+    from workload.model.tiny import load_tiny
 
     encoder = Encoder(load_tiny(tiny_model_dir)[1])
     image_pad = encoder.tokenizer.convert_tokens_to_ids("<|image_pad|>")
@@ -136,7 +136,7 @@ def test_checkpoint_round_trip_restores_lora_and_optimizer_and_prunes(tiny_model
 def test_export_is_a_loadable_peft_adapter_with_the_config_beside(tiny_model_dir, tmp_path, episodes):
     from peft import PeftModel
 
-    from workload.local.tiny_model import load_tiny
+    from workload.model.tiny import load_tiny
 
     learner = _learner(tiny_model_dir, tmp_path, ["trainer.policy.optimizer_config.lr=0.01"])
     learner.update(*_samples(episodes))

@@ -18,7 +18,7 @@ CELL_PX = 8
 
 @pytest.fixture(scope="module")
 def encoder(tiny_model_dir):
-    from workload.local.tiny_model import load_tiny
+    from workload.model.tiny import load_tiny
 
     return Encoder(load_tiny(tiny_model_dir)[1])
 

@@ -8,7 +8,7 @@ import os
 import pytest
 from PIL import Image
 
-from workload.evaluate.metrics import Episode, build_report
+from workload.files import write_json_atomic
 from workload.local.report import (
     eval_curve_png,
     format_table,
@@ -17,10 +17,11 @@ from workload.local.report import (
     solved_episode_png,
     summarize,
 )
-from workload.local.rundir import RunDir, point_latest, write_dir_atomic, write_json_atomic
+from workload.local.rundir import RunDir, point_latest
 from workload.local.stats import mcnemar_exact
 from workload.local.tracking import MetricsLog, PeakMemory, tree_rss_kib
 from workload.maze.heldout import load_set
+from workload.maze.metrics import Episode, build_report
 from workload.maze.solver import solve
 
 SEEDS = list(range(64))
@@ -166,7 +167,7 @@ def test_exact_mcnemar_needs_the_same_mazes():
 
 
 def test_wilson_interval_matches_hand_computed_values():
-    from workload.evaluate.metrics import wilson_interval
+    from workload.maze.metrics import wilson_interval
 
     # k = 12, n = 64, z = 1.959964, z^2/n = 0.060023: center (0.1875 + 0.030012) / 1.060023 = 0.205195,
     # half-width 1.848950 * sqrt(0.1875 * 0.8125 / 64 + 0.060023 / 256) = 0.094549 (computed by hand)
@@ -196,16 +197,6 @@ def test_pictures_are_written(tmp_path):
     assert Image.open(tmp_path / "episode.png").width > 8 * 7 * 4
     eval_curve_png(summarize(run.evals(), {}, 5, [entry["seed"]]) | {"run_id": "x"}, tmp_path / "curve.png")
     assert Image.open(tmp_path / "curve.png").size == (600, 350)
-
-
-def test_atomic_dir_write_leaves_nothing_on_failure(tmp_path):
-    def boom(tmp):
-        (tmp / "half").write_text("x")
-        raise RuntimeError("disk full")
-
-    with pytest.raises(RuntimeError, match="disk full"):
-        write_dir_atomic(tmp_path / "out", boom)
-    assert list(tmp_path.iterdir()) == []
 
 
 def test_latest_symlink_points_at_the_newest_run(tmp_path):

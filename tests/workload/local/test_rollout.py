@@ -25,7 +25,7 @@ def test_actors_play_groups_of_the_same_maze_and_follow_synced_weights(tiny_mode
         from peft import get_peft_model_state_dict
 
         from workload.local.rollout import attach_lora
-        from workload.local.tiny_model import load_tiny
+        from workload.model.tiny import load_tiny
 
         model = attach_lora(load_tiny(tiny_model_dir)[0], lora)
         torch.manual_seed(0)

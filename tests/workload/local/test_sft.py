@@ -17,7 +17,7 @@ SMALL = ["sft.batch_size=8", "sft.check_every=2", "sft.validation_size=4", "gene
 
 
 def _fresh(tiny_model_dir):
-    from workload.local.tiny_model import load_tiny
+    from workload.model.tiny import load_tiny
 
     model, processor = load_tiny(tiny_model_dir)
     return model, Encoder(processor)

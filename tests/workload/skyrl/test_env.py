@@ -8,10 +8,11 @@ import numpy as np
 import pytest
 import skyrl_gym
 
+from workload.maze.conversation import PARSE_FAILURE_FEEDBACK, has_valid_format
 from workload.maze.generator import generate_from_seed
 from workload.maze.prompts import COMPACT_INSTRUCTION, FORMAT_INSTRUCTION, data_uri_to_image
 from workload.maze.solver import solve
-from workload.skyrl.env import PARSE_FAILURE_FEEDBACK, MazeEnv, has_valid_format, register_maze_env
+from workload.skyrl.env import MazeEnv, register_maze_env
 
 SEED0_SOLUTION = solve(generate_from_seed(0, 9))  # 12 moves + stop
 

@@ -17,7 +17,7 @@ BUCKET = "skymaze-artifacts"
 def _export(model_dir, run_dir, step, **lora_kwargs):
     from peft import LoraConfig, get_peft_model
 
-    from workload.local.tiny_model import load_tiny
+    from workload.model.tiny import load_tiny
 
     model, _ = load_tiny(model_dir)
     peft_model = get_peft_model(model, LoraConfig(target_modules="all-linear", **lora_kwargs))

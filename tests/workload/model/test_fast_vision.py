@@ -7,7 +7,7 @@ import pytest
 import torch
 from PIL import Image
 
-from workload.local.tiny_model import load_tiny
+from workload.model.tiny import load_tiny
 
 
 def _inputs(processor, sizes):

@@ -7,8 +7,8 @@ import pytest
 import torch
 from PIL import Image
 
-from workload.local.corpus import ACTION_STRINGS
-from workload.local.tiny_model import (
+from workload.model.corpus import ACTION_STRINGS
+from workload.model.tiny import (
     INITIALIZER_RANGE,
     build_tiny_model,
     build_tokenizer,
@@ -116,7 +116,7 @@ def test_greedy_generate_runs_and_stops_within_the_budget(tiny):
 
 
 def test_processor_class_is_importable_by_name_and_reloads_the_saved_processor(tiny_model_dir):
-    from workload.local.tiny_model import ImageOnlyQwen3VLProcessor
+    from workload.model.processor import ImageOnlyQwen3VLProcessor
 
     processor = ImageOnlyQwen3VLProcessor.from_pretrained(tiny_model_dir)
     assert isinstance(processor, ImageOnlyQwen3VLProcessor)
@@ -124,7 +124,7 @@ def test_processor_class_is_importable_by_name_and_reloads_the_saved_processor(t
 
 
 def test_frames_are_padded_with_wall_gray_not_resized(tiny):
-    from workload.local.tiny_model import PAD_RGB
+    from workload.model.processor import PAD_RGB
 
     _, processor = tiny
     frame = _frame(56)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from workload.evaluate.metrics import Episode, build_report, report_metrics, solvable_ceiling, wilson_interval
+from workload.maze.metrics import Episode, build_report, report_metrics, solvable_ceiling, wilson_interval
 
 # Wilson bounds are the roots x of (p - x)^2 = z^2 x (1 - x) / n, i.e. of
 # (1 + z^2/n) x^2 - (2p + z^2/n) x + p^2 = 0. With z = 1.96, n = 64: z^2/n = 0.060025.

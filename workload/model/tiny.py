@@ -6,9 +6,8 @@ checkpoint (``load_tiny(out_dir)`` or ``Qwen3VLForConditionalGeneration.from_pre
 - a byte-level BPE tokenizer trained on the maze prompt corpus, with Qwen's special
   tokens and chat template; the five VisGym action strings are added tokens, so every
   action is exactly one token (measured: 2-token completions make SFT and GRPO cheap);
-- ``ImageOnlyQwen3VLProcessor``: Qwen3-VL's processor without the video slot (the stock
-  one needs torchvision) and with a small minimum pixel count, so a 64 px frame stays
-  4 image tokens instead of being upscaled to Qwen's 65,536 px minimum;
+- ``ImageOnlyQwen3VLProcessor`` (``workload.model.processor``): Qwen3-VL's processor
+  without the video slot and with a small minimum pixel count;
 - ``Qwen3VLForConditionalGeneration`` at tiny sizes with ``initializer_range`` 0.1: at
   Qwen's 0.02 the model never learns to look at the image (rehearsal-feasibility §2).
 
@@ -22,7 +21,15 @@ import json
 from pathlib import Path
 from typing import Any
 
-from workload.local.corpus import ACTION_STRINGS, prompt_corpus
+from workload.model.corpus import ACTION_STRINGS, prompt_corpus
+from workload.model.processor import (
+    CHAT_TEMPLATE,
+    MERGE_SIZE,
+    PATCH_SIZE,
+    TEMPORAL_PATCH_SIZE,
+    build_processor,
+    processor_class,
+)
 
 SPECIAL_TOKENS = (
     "<|endoftext|>",
@@ -36,27 +43,7 @@ SPECIAL_TOKENS = (
 PAD_TOKEN = "<|endoftext|>"
 EOS_TOKEN = "<|im_end|>"
 BPE_VOCAB_SIZE = 512  # upper bound; the maze corpus saturates at ~350 merges (ml-toolchain.md §2)
-PATCH_SIZE = 16  # Qwen3-VL vision patch (ml-toolchain.md §2)
-MERGE_SIZE = 2
-TEMPORAL_PATCH_SIZE = 2
-MIN_PIXELS = (PATCH_SIZE * MERGE_SIZE) ** 2  # one merged token: 32x32 px, never upscale small frames
-MAX_PIXELS = 256 * 256
-PAD_RGB = (169, 169, 169)  # VisGym's wall gray: padding reads as more wall (rehearsal-feasibility §1)
 INITIALIZER_RANGE = 0.1  # 0.02 (Qwen's default) never learns from pixels: rehearsal-feasibility §2
-
-# Qwen-format chat template: string or list content; image parts become the vision span.
-CHAT_TEMPLATE = (
-    "{% for message in messages %}"
-    "{{ '<|im_start|>' + message['role'] + '\\n' }}"
-    "{% if message['content'] is string %}{{ message['content'] }}"
-    "{% else %}{% for part in message['content'] %}"
-    "{% if part['type'] in ('image', 'image_url') %}{{ '<|vision_start|><|image_pad|><|vision_end|>' }}"
-    "{% elif part['type'] == 'text' %}{{ part['text'] }}{% endif %}"
-    "{% endfor %}{% endif %}"
-    "{{ '<|im_end|>\\n' }}"
-    "{% endfor %}"
-    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
-)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -113,75 +100,6 @@ def build_tokenizer() -> Any:
         padding_side="left",
         chat_template=CHAT_TEMPLATE,
     )
-
-
-def pad_to_patch_grid(image: Any) -> Any:
-    """``image`` (PIL) padded right and bottom with ``PAD_RGB`` to a multiple of 32 px."""
-    from PIL import Image
-
-    unit = PATCH_SIZE * MERGE_SIZE
-    width, height = image.size
-    padded = (-(-width // unit) * unit, -(-height // unit) * unit)
-    if padded == (width, height):
-        return image
-    canvas = Image.new("RGB", padded, PAD_RGB)
-    canvas.paste(image.convert("RGB"), (0, 0))
-    return canvas
-
-
-def _processor_class() -> type:
-    from transformers import Qwen3VLProcessor
-
-    class ImageOnlyQwen3VLProcessor(Qwen3VLProcessor):
-        """Qwen3-VL processor without the video slot (the stock one requires torchvision).
-
-        ProcessorMixin reads its sub-processors from this ``__init__`` signature.
-        Reload with ``ImageOnlyQwen3VLProcessor.from_pretrained(dir)``: ``AutoProcessor``
-        cannot resolve the subclass and silently returns only the tokenizer.
-        """
-
-        def __init__(self, image_processor=None, tokenizer=None, chat_template=None, **kwargs):
-            super().__init__(
-                image_processor=image_processor, tokenizer=tokenizer, chat_template=chat_template, **kwargs
-            )
-
-        def __call__(self, images=None, text=None, **kwargs):
-            # Pad frames to whole merged patches instead of letting the image processor
-            # resize them: 8 px maze cells stay pixel-exact, 2x2 cells per 16 px patch.
-            if images is not None:
-                single = not isinstance(images, list | tuple)
-                images = [pad_to_patch_grid(image) for image in ([images] if single else images)]
-            return super().__call__(images=images, text=text, **kwargs)
-
-    ImageOnlyQwen3VLProcessor.__module__ = __name__
-    ImageOnlyQwen3VLProcessor.__qualname__ = "ImageOnlyQwen3VLProcessor"
-    return ImageOnlyQwen3VLProcessor
-
-
-def __getattr__(name: str) -> Any:
-    # The processor class subclasses transformers; build it on first use so importing this
-    # module stays light (the CLI imports it for --help).
-    if name == "ImageOnlyQwen3VLProcessor":
-        cls = _processor_class()
-        globals()[name] = cls
-        return cls
-    raise AttributeError(name)
-
-
-def build_processor(tokenizer: Any) -> Any:
-    """Image-only processor over ``tokenizer`` with a small minimum pixel count."""
-    from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
-
-    image_processor = Qwen2VLImageProcessorPil(
-        patch_size=PATCH_SIZE,
-        temporal_patch_size=TEMPORAL_PATCH_SIZE,
-        merge_size=MERGE_SIZE,
-        size={"shortest_edge": MIN_PIXELS, "longest_edge": MAX_PIXELS},
-        image_mean=[0.5, 0.5, 0.5],
-        image_std=[0.5, 0.5, 0.5],
-    )
-    cls = __getattr__("ImageOnlyQwen3VLProcessor")
-    return cls(image_processor=image_processor, tokenizer=tokenizer, chat_template=CHAT_TEMPLATE)
 
 
 def build_config(tokenizer: Any, preset: str = "tiny") -> Any:
@@ -269,7 +187,7 @@ def load_tiny(model_dir: Path, *, device: str | None = None, batched_vision: boo
     """Load ``(model, processor)`` from a directory written by ``build_tiny_model``.
 
     ``batched_vision`` runs the vision attention as one call over same-size images
-    (``workload.local.fast_vision``: the same outputs with far fewer kernel calls).
+    (``workload.model.fast_vision``: the same outputs with far fewer kernel calls).
     """
     import torch
     from transformers import Qwen3VLForConditionalGeneration
@@ -283,11 +201,11 @@ def load_tiny(model_dir: Path, *, device: str | None = None, batched_vision: boo
         model_dir, attn_implementation="sdpa", dtype=torch.float32
     )
     if batched_vision:
-        from workload.local import fast_vision
+        from workload.model import fast_vision
 
         fast_vision.enable(model)
     if device:
         model.to(device)
     model.eval()
-    processor = __getattr__("ImageOnlyQwen3VLProcessor").from_pretrained(model_dir)
+    processor = processor_class().from_pretrained(model_dir)
     return model, processor

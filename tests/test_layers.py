@@ -1,0 +1,228 @@
+"""Imports point one way: each package imports only packages of lower layers, and no module cycle.
+
+Every ``import`` counts, including those inside functions (they run sooner or later); names
+given as text (``importlib.import_module``, Ray's ``module:Class`` strings) do not.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from collections.abc import Iterable
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SOURCES = ("workload", "infra", "app.py")
+
+# The allowed order, lowest layer first. A package may import packages of lower layers only;
+# packages of one layer never import each other.
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("workload.files", "workload.localhost"),  # standard library only
+    ("workload.maze",),  # the game, its episodes and strict metrics: numpy and PIL
+    ("workload.model",),  # Qwen3-VL model and processor code: torch and transformers
+    ("workload.evaluate", "workload.serve", "workload.skyrl"),  # endpoint scoring, serving, the SkyRL plugin
+    ("infra",),  # the CDK app; renders the serve config
+    ("workload.local", "workload.ops"),  # the CPU rehearsal; AWS operations
+    ("workload.cli", "app"),  # entry points
+)
+
+# Third-party packages a layer may not reach, even through the modules it imports.
+MUST_NOT_REACH: dict[str, frozenset[str]] = {
+    "workload.maze": frozenset({"torch", "transformers", "ray", "skyrl_gym", "skyrl"}),
+    "workload.evaluate": frozenset({"skyrl_gym", "skyrl", "torch"}),
+    "infra": frozenset({"torch", "transformers", "peft"}),
+}
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def source_files() -> list[Path]:
+    files: list[Path] = []
+    for name in SOURCES:
+        path = ROOT / name
+        files.extend(sorted(path.rglob("*.py")) if path.is_dir() else [path])
+    return files
+
+
+def imported_names(tree: ast.AST, package: str, modules: set[str]) -> Iterable[str]:
+    """Every module an ``import`` anywhere in ``tree`` loads: ``from a import b`` is a.b when that
+    is a module, else a."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*anchor, base] if base else anchor)
+            for alias in node.names:
+                yield f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base
+
+
+class ImportGraph:
+    """Module -> modules of this repository it imports, and the third-party roots it imports."""
+
+    def __init__(self, files: list[Path]) -> None:
+        self.paths = {module_name(path): path for path in files}
+        self.edges: dict[str, set[str]] = {}
+        self.third_party: dict[str, set[str]] = {}
+        for name, path in self.paths.items():
+            package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+            ours, theirs = set(), set()
+            for imported in imported_names(ast.parse(path.read_text(), str(path)), package, set(self.paths)):
+                if imported in self.paths:
+                    ours.add(imported)
+                elif imported.split(".")[0] not in {"workload", "infra", "app", "tests"}:
+                    theirs.add(imported.split(".")[0])
+            ours.discard(name)
+            self.edges[name], self.third_party[name] = ours, theirs
+
+    def reachable(self, start: str) -> set[str]:
+        seen, todo = {start}, [start]
+        while todo:
+            for nxt in self.edges[todo.pop()] - seen:
+                seen.add(nxt)
+                todo.append(nxt)
+        return seen
+
+    def cycles(self) -> list[list[str]]:
+        """Strongly connected components with more than one module (Tarjan)."""
+        index: dict[str, int] = {}
+        low: dict[str, int] = {}
+        stack: list[str] = []
+        on_stack: set[str] = set()
+        found: list[list[str]] = []
+
+        def visit(node: str) -> None:
+            index[node] = low[node] = len(index)
+            stack.append(node)
+            on_stack.add(node)
+            for nxt in sorted(self.edges[node]):
+                if nxt not in index:
+                    visit(nxt)
+                    low[node] = min(low[node], low[nxt])
+                elif nxt in on_stack:
+                    low[node] = min(low[node], index[nxt])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+
+        for node in sorted(self.edges):
+            if node not in index:
+                visit(node)
+        return found
+
+
+def layer_of(module: str) -> tuple[int, str]:
+    """(layer index, package) of ``module``: the longest package name of ``LAYERS`` it is in."""
+    matches = [
+        (len(package), index, package)
+        for index, packages in enumerate(LAYERS)
+        for package in packages
+        if module == package or module.startswith(package + ".")
+    ]
+    if not matches:
+        raise LookupError(f"{module} is in no layer: add its package to LAYERS in {Path(__file__).name}")
+    _, index, package = max(matches)
+    return index, package
+
+
+def upward_imports(graph: ImportGraph) -> list[str]:
+    problems = []
+    for source, targets in sorted(graph.edges.items()):
+        if source == "workload":
+            continue  # the top package's __init__ imports nothing
+        source_layer, source_package = layer_of(source)
+        for target in sorted(targets):
+            if target == "workload":
+                continue
+            target_layer, target_package = layer_of(target)
+            if target_package != source_package and target_layer >= source_layer:
+                problems.append(f"{source} imports {target} ({source_package} -> {target_package})")
+    return problems
+
+
+def forbidden_reach(graph: ImportGraph) -> list[str]:
+    problems = []
+    for module in sorted(graph.edges):
+        if module == "workload":
+            continue
+        banned = MUST_NOT_REACH.get(layer_of(module)[1], frozenset())
+        for reached in sorted(graph.reachable(module)):
+            for package in sorted(graph.third_party[reached] & banned):
+                problems.append(f"{module} reaches {package} through {reached}")
+    return problems
+
+
+@pytest.fixture(scope="module")
+def graph() -> ImportGraph:
+    return ImportGraph(source_files())
+
+
+def test_every_module_is_in_a_layer(graph):
+    for module in graph.edges:
+        if module != "workload":
+            layer_of(module)
+
+
+def test_no_package_imports_its_own_layer_or_a_higher_one(graph):
+    assert upward_imports(graph) == []
+
+
+def test_no_import_cycle_between_modules(graph):
+    assert graph.cycles() == []
+
+
+def test_layers_do_not_reach_the_frameworks_they_must_run_without(graph):
+    assert forbidden_reach(graph) == []
+
+
+def _graph_of(tmp_path: Path, files: dict[str, str]) -> ImportGraph:
+    paths = []
+    for name, text in files.items():
+        path = tmp_path / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        paths.append(path)
+    return ImportGraph(paths)
+
+
+def test_the_checks_see_imports_inside_functions_and_relative_ones(tmp_path, monkeypatch):
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
+    graph = _graph_of(
+        tmp_path,
+        {
+            "workload/__init__.py": "",
+            "workload/maze/__init__.py": "",
+            "workload/maze/env.py": "def f():\n    from workload.skyrl import env\n",
+            "workload/skyrl/__init__.py": "",
+            "workload/skyrl/env.py": "from ..maze import env\nimport skyrl_gym\n",
+            "workload/evaluate/__init__.py": "",
+            "workload/evaluate/endpoint.py": "def g():\n    import workload.skyrl.env\n",
+        },
+    )
+    assert upward_imports(graph) == [
+        "workload.evaluate.endpoint imports workload.skyrl.env (workload.evaluate -> workload.skyrl)",
+        "workload.maze.env imports workload.skyrl.env (workload.maze -> workload.skyrl)",
+    ]
+    assert graph.cycles() == [["workload.maze.env", "workload.skyrl.env"]]
+    assert "workload.evaluate.endpoint reaches skyrl_gym through workload.skyrl.env" in forbidden_reach(graph)
+
+
+def test_a_package_outside_the_layers_is_named(tmp_path, monkeypatch):
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
+    graph = _graph_of(tmp_path, {"workload/__init__.py": "", "workload/extra/__init__.py": ""})
+    with pytest.raises(LookupError, match=r"workload\.extra is in no layer: add its package to LAYERS"):
+        test_every_module_is_in_a_layer(graph)
