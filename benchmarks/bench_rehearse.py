@@ -108,7 +108,9 @@ def main() -> None:
 
     print("== 1. default rehearsal (fresh)")
     print(f"uptime load average at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
-    print(f"calibration: SFT step {before_cal:.3f} s before, {after_cal:.3f} s after -> load factor {load:.2f}x quiet")
+    print(
+        f"calibration: SFT step {before_cal:.3f} s before, {after_cal:.3f} s after -> load factor {load:.2f}x quiet"
+    )
     cpu = report.get("phase_cpu_seconds", {})
     for phase, seconds in report["phase_seconds"].items():
         print(f"  {phase:6} wall {seconds:6.1f} s   CPU {cpu.get(phase, float('nan')):6.1f} s")
@@ -118,9 +120,13 @@ def main() -> None:
         f"CPU / {CORES} cores = {total_cpu / CORES:.0f} s (a floor) -> {wall / load / WALL_BUDGET_S:.2f}x "
         f"the {WALL_BUDGET_S:.0f} s budget"
     )
-    print(f"peak memory {report['peak_memory_gib']:.2f} GiB = {report['peak_memory_gib'] / MEMORY_BUDGET_GIB:.2f}x the 4 GiB budget")
-    print("evals (step: held-out / validation solves): " + ", ".join(
-        f"{e['step']}: {e['solved']}/{e['validation_solved']}" for e in report["evals"]))
+    print(
+        f"peak memory {report['peak_memory_gib']:.2f} GiB = {report['peak_memory_gib'] / MEMORY_BUDGET_GIB:.2f}x the 4 GiB budget"
+    )
+    print(
+        "evals (step: held-out / validation solves): "
+        + ", ".join(f"{e['step']}: {e['solved']}/{e['validation_solved']}" for e in report["evals"])
+    )
     paired = report["paired"]
     print(
         f"baseline {report['baseline']['solved']}/64, selected {report['selected']['solved']}/64 "
@@ -131,7 +137,9 @@ def main() -> None:
     print(f"== 2. one GRPO step (median of {new['steps']}), {ref} -> this tree")
     for key in ("step_s", "rollout_s", "update_s", "weight_sync_s", "cpu_s"):
         print(f"  {key:14} {old[key]:7.2f} -> {new[key]:7.2f}   ({new[key] / max(old[key], 1e-9):.2f}x)")
-    print(f"  samples        {old['samples']:7.0f} -> {new['samples']:7.0f} turns, {new['unique_samples']:.0f} distinct trained")
+    print(
+        f"  samples        {old['samples']:7.0f} -> {new['samples']:7.0f} turns, {new['unique_samples']:.0f} distinct trained"
+    )
     print("== profile of one step (this tree)")
     print(new["profile"])
 

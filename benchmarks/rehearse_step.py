@@ -55,8 +55,8 @@ def main() -> None:
     from workload.local.grpo_trainer import GrpoLearner
     from workload.local.policy import Encoder
     from workload.local.rollout import RolloutWorker, attach_lora
-    from workload.model.tiny import load_tiny
     from workload.maze.heldout import training_seed_filter
+    from workload.model.tiny import load_tiny
 
     torch.set_num_threads(1)
     torch.manual_seed(0)

@@ -280,11 +280,17 @@ def validate(cfg: RehearsalConfig) -> RehearsalConfig:
         raise ValueError(f"trainer.algorithm.loss_reduction: only {LOSS_REDUCTIONS} run locally")
     opt = t.policy.optimizer_config
     if opt.scheduler not in SCHEDULERS:
-        raise ValueError(f"trainer.policy.optimizer_config.scheduler must be one of {SCHEDULERS}, got {opt.scheduler!r}")
+        raise ValueError(
+            f"trainer.policy.optimizer_config.scheduler must be one of {SCHEDULERS}, got {opt.scheduler!r}"
+        )
     if opt.num_warmup_steps < 0:
-        raise ValueError(f"trainer.policy.optimizer_config.num_warmup_steps must be >= 0, got {opt.num_warmup_steps}")
+        raise ValueError(
+            f"trainer.policy.optimizer_config.num_warmup_steps must be >= 0, got {opt.num_warmup_steps}"
+        )
     if not 0.0 <= opt.min_lr_ratio <= 1.0:
-        raise ValueError(f"trainer.policy.optimizer_config.min_lr_ratio must be within [0, 1], got {opt.min_lr_ratio}")
+        raise ValueError(
+            f"trainer.policy.optimizer_config.min_lr_ratio must be within [0, 1], got {opt.min_lr_ratio}"
+        )
     if not 0.0 <= t.policy.ema_decay < 1.0:
         raise ValueError(
             f"trainer.policy.ema_decay must be within [0, 1) (0 serves the raw weights), got {t.policy.ema_decay}"

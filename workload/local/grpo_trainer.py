@@ -65,7 +65,9 @@ def turn_samples(
     return contexts, completions, advs, owners
 
 
-def lr_factor(name: str, *, warmup_steps: int, total_steps: int, min_lr_ratio: float) -> Callable[[int], float]:
+def lr_factor(
+    name: str, *, warmup_steps: int, total_steps: int, min_lr_ratio: float
+) -> Callable[[int], float]:
     """The multiplier of the base learning rate after ``n`` optimizer steps.
 
     Linear warmup over ``warmup_steps``, then constant or a half cosine down to ``min_lr_ratio``

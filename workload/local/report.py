@@ -24,7 +24,9 @@ def per_maze(report: dict, seeds: list[int]) -> list[bool]:
     solved = {e["seed"]: bool(e["solved"]) for e in report["episodes"]}
     missing = [s for s in seeds if s not in solved]
     if missing:
-        raise ValueError(f"evaluation lacks mazes {missing[:5]} of the set; it cannot be compared maze by maze")
+        raise ValueError(
+            f"evaluation lacks mazes {missing[:5]} of the set; it cannot be compared maze by maze"
+        )
     return [solved[s] for s in seeds]
 
 
@@ -73,7 +75,11 @@ def summarize(evals: dict[int, dict], validation: dict[int, dict], selected: int
         "baseline": base,
         "selected": chosen,
         "final": final,
-        "paired": {"selected_vs_baseline": vs_selected, "final_vs_baseline": vs_final, "test": "exact McNemar, two-sided"},
+        "paired": {
+            "selected_vs_baseline": vs_selected,
+            "final_vs_baseline": vs_final,
+            "test": "exact McNemar, two-sided",
+        },
         "bar": {
             "significance": SIGNIFICANCE,
             "selected_beats_baseline": beats,
@@ -136,9 +142,19 @@ def eval_curve_png(report: dict, path) -> None:
     fig, ax = plt.subplots(figsize=(6, 3.5), dpi=100)
     ax.axhspan(*base["ci95"], color="0.85", label="baseline 95% CI")
     ax.plot(steps, rates, marker="o", label="held-out strict solve rate")
-    checked = [(e["step"], e["validation_solved"] / e["total"]) for e in report["evals"] if e["validation_solved"] is not None]
+    checked = [
+        (e["step"], e["validation_solved"] / e["total"])
+        for e in report["evals"]
+        if e["validation_solved"] is not None
+    ]
     if checked:
-        ax.plot(*zip(*checked), marker=".", linestyle="--", label="validation (chooses the step)")
+        ax.plot(
+            [step for step, _ in checked],
+            [rate for _, rate in checked],
+            marker=".",
+            linestyle="--",
+            label="validation (chooses the step)",
+        )
     ax.axvline(report["selected"]["step"], color="0.5", linewidth=0.8)
     ax.set_xlabel("GRPO step")
     ax.set_ylabel("strict pass@1")

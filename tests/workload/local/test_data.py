@@ -34,7 +34,9 @@ def test_draws_repeat_for_the_same_step_and_differ_across_steps(accept):
 
 def test_training_and_validation_mazes_never_share_a_held_out_layout(accept):
     held = {layout_hash(e["init_state"]) for e in load_set("rehearsal-7x7-64").entries}
-    seeds = draw_seeds(200, seed=0, phase=1, step=0, accept=accept) + validation_seeds(64, size=7, accept=accept)
+    seeds = draw_seeds(200, seed=0, phase=1, step=0, accept=accept) + validation_seeds(
+        64, size=7, accept=accept
+    )
     assert not {layout_hash(generate_from_seed(s, 7)) for s in seeds} & held
 
 

@@ -6,12 +6,10 @@ import pytest
 import torch
 
 from workload.local.config import load_config
-from workload.local.data import demonstration_batch
+from workload.local.data import demonstration_batch, validation_set
 from workload.local.policy import Encoder
 from workload.local.rundir import RunDir
-from workload.local.data import validation_set
 from workload.local.sft import run_sft, sft_loss
-from workload.maze.generator import generate_from_seed
 
 SMALL = ["sft.batch_size=8", "sft.check_every=2", "sft.validation_size=4", "generator.max_turns=3"]
 
