@@ -94,18 +94,9 @@ def before_tree(ref: str, into: Path) -> Path:
     return into
 
 
-def main() -> None:
-    before_cal = calibrate()
-    with tempfile.TemporaryDirectory(prefix="bench-rehearse-") as tmp:
-        runs = Path(tmp) / "runs"
-        report, wall = full_rehearsal(runs)
-        after_cal = calibrate()
-        load = ((before_cal + after_cal) / 2) / QUIET_SFT_STEP_S
-        sft_model = Path(report["run_dir"]) / "models" / "sft"
-        ref = os.environ.get("BENCH_REHEARSE_BEFORE", BEFORE_REF)
-        old = one_step(before_tree(ref, Path(tmp) / "before"), sft_model, profile=False)
-        new = one_step(ROOT, sft_model, profile=True)
-
+def print_rehearsal(report: dict, wall: float, before_cal: float, after_cal: float) -> None:
+    """Part 1's lines: phases (wall and CPU), the quiet-machine estimates, memory, results."""
+    load = ((before_cal + after_cal) / 2) / QUIET_SFT_STEP_S
     print("== 1. default rehearsal (fresh)")
     print(f"uptime load average at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     print(
@@ -134,6 +125,20 @@ def main() -> None:
         f"final {report['final']['solved']}/64 (p = {paired['final_vs_baseline']['p_value']:.3g}), "
         f"served {report['served'].get('solved')}/64; clears the bar: {report['bar']['clears']}"
     )
+
+
+def main() -> None:
+    before_cal = calibrate()
+    with tempfile.TemporaryDirectory(prefix="bench-rehearse-") as tmp:
+        runs = Path(tmp) / "runs"
+        report, wall = full_rehearsal(runs)
+        after_cal = calibrate()
+        sft_model = Path(report["run_dir"]) / "models" / "sft"
+        ref = os.environ.get("BENCH_REHEARSE_BEFORE", BEFORE_REF)
+        old = one_step(before_tree(ref, Path(tmp) / "before"), sft_model, profile=False)
+        new = one_step(ROOT, sft_model, profile=True)
+
+    print_rehearsal(report, wall, before_cal, after_cal)
     print(f"== 2. one GRPO step (median of {new['steps']}), {ref} -> this tree")
     for key in ("step_s", "rollout_s", "update_s", "weight_sync_s", "cpu_s"):
         print(f"  {key:14} {old[key]:7.2f} -> {new[key]:7.2f}   ({new[key] / max(old[key], 1e-9):.2f}x)")
