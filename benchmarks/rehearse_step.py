@@ -56,7 +56,11 @@ def main() -> None:
     from workload.local.policy import Encoder
     from workload.local.rollout import RolloutWorker, attach_lora
     from workload.maze.heldout import training_seed_filter
-    from workload.model.tiny import load_tiny
+
+    try:
+        from workload.model.tiny import load_tiny
+    except ImportError:  # trees before the model package moved out of workload.local
+        from workload.local.tiny_model import load_tiny
 
     torch.set_num_threads(1)
     torch.manual_seed(0)
