@@ -51,7 +51,7 @@ lint: $(STAMP) ## ruff, cfn-lint, hadolint, shellcheck
 	$(CDK) synth -q -c profile=$(PROFILE)
 	$(VENV)/bin/cfn-lint -r us-west-2 --non-zero-exit-code error cdk.out/*.template.json
 	find containers -name Dockerfile -print0 | xargs -0 -r $(VENV)/bin/hadolint
-	find infra containers -name '*.sh' -print0 | xargs -0 -r shellcheck
+	$(VENV)/bin/shellcheck .ci/run $$(find infra containers -name '*.sh')
 
 bench: $(STAMP) ## benchmarks: figures as ratios against a baseline measured in the same run
 	$(PY) -m pip install -q -r benchmarks/requirements.txt

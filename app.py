@@ -8,6 +8,7 @@ import sys
 
 import aws_cdk as cdk
 
+from infra.constructs.log_groups import ExpiringLogGroups
 from infra.constructs.nag import enable_nag
 from infra.settings import Settings, SettingsError, load_settings
 from infra.stacks.cluster import ClusterStack
@@ -60,7 +61,9 @@ def compose(app: cdk.App, settings: Settings) -> dict[str, cdk.Stack]:
         cluster=cluster.eks,
         file_system=storage.file_system,
         fsx_csi=cluster.fsx_csi,
-        trainer_image_uri=images.trainer.image_uri,
+        trainer_image=images.trainer,
+        hyperpod=cluster.hyperpod,
+        execution_role=cluster.execution_role,
         env=env,
     )
     stacks: dict[str, cdk.Stack] = {
@@ -75,12 +78,13 @@ def compose(app: cdk.App, settings: Settings) -> dict[str, cdk.Stack]:
             cluster=cluster.eks,
             namespace=ray.namespace,
             ray_ready=ray.ready,
-            serve_image_uri=images.serve.image_uri,
+            serve_image=images.serve,
             pod_env=ray.pod_env,
             env=env,
         )
     for stack in stacks.values():
         cdk.Tags.of(stack).add("project", settings.name)
+        cdk.Aspects.of(stack).add(ExpiringLogGroups())
     enable_nag(app)
     return stacks
 

@@ -8,35 +8,33 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Any, Literal, NamedTuple
+from dataclasses import dataclass
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from infra import fit
 
 # Regions where both ml.r5d.16xlarge and ml.g7e.12xlarge HyperPod instances are listed
 # (cfn-lint 1.58 rule E3644 region tables) and where Managed Grafana is offered.
 SUPPORTED_REGIONS = ("us-east-1", "us-east-2", "us-west-2", "eu-central-1", "eu-west-2", "ap-northeast-1")
 
 
-class InstanceSpec(NamedTuple):
-    """What a HyperPod node offers (EC2 instance-type pages); Ray pods are sized from it."""
-
-    vcpus: int
-    memory_gib: int
-    gpus: int
-
-
-# GPU worker types this project sizes its Ray workers for (g7e: 2 x RTX PRO 6000 Blackwell, 96 GB).
-GPU_INSTANCES = {
-    "ml.g7e.12xlarge": InstanceSpec(48, 512, 2),
-    "ml.g7e.24xlarge": InstanceSpec(96, 1024, 4),
-    "ml.g6e.12xlarge": InstanceSpec(48, 384, 4),
-}
+# Instance types a profile or setting can select; their facts and sources are in infra/fit.py.
+GPU_INSTANCES = {name: fit.INSTANCES[name] for name in fit.GPU_TYPES}
 # CPU head types; the observability add-on needs at least one node of 4xlarge or larger.
-HEAD_INSTANCES = {
-    "ml.r5d.16xlarge": InstanceSpec(64, 512, 0),
-    "ml.m5.8xlarge": InstanceSpec(32, 128, 0),
-    "ml.m5.4xlarge": InstanceSpec(16, 64, 0),
-}
+HEAD_INSTANCES = {name: fit.INSTANCES[name] for name in fit.CPU_TYPES}
+# Kubernetes versions the HyperPod EKS prerequisites page lists as supported (1.28-1.34 in its newest
+# copy, https://docs.amazonaws.cn/sagemaker/latest/dg/sagemaker-hyperpod-eks-prerequisites.md),
+# narrowed to those within kubectl's one-minor-version skew of the CDK kubectl layer the cluster
+# stack uses (kubectl 1.35: 1.34, 1.35, 1.36), which leaves 1.34.
+KUBERNETES_VERSIONS = ("1.34",)
+# Smallest Ray heads worth running: the trainer's head also runs the job driver (SkyRL's
+# controller) submitted through the Jobs API; the RayService head runs the Serve controller and proxy.
+MIN_TRAINER_HEAD = (4, 16)  # (CPUs, GiB)
+MIN_SERVE_HEAD = (2, 8)
+# With serving on, the trainer's head takes this share of the head node's free resources.
+TRAINER_HEAD_SHARE_WITH_SERVING = 2 / 3
 # FSx for Lustre SSD capacities: 1200 GiB, 2400 GiB, then 2400 GiB steps (botocore fsx model).
 FSX_FIRST_STEP_GIB = 1200
 FSX_STEP_GIB = 2400
@@ -44,6 +42,15 @@ FSX_THROUGHPUTS_MBPS_PER_TIB = (125, 250, 500, 1000)  # PERSISTENT_2 per-unit th
 # HyperPod dependency chart: g7e GPUs are advertised from sagemaker-hyperpod-cli v3.7.1 on.
 MIN_HYPERPOD_CHART_VERSION = (3, 7, 1)
 PLACEHOLDER_ACCOUNT = "111111111111"  # offline synth; `cdk deploy` passes the real account
+
+
+@dataclass(frozen=True)
+class RayPodSizes:
+    """The requests of every Ray pod the stacks create (the serving head only with serving on)."""
+
+    trainer_head: fit.PodSize
+    serve_head: fit.PodSize | None
+    worker: fit.PodSize
 
 
 def _one_of(value: str, allowed: tuple[str, ...] | list[str]) -> str:
@@ -62,11 +69,20 @@ class Settings(BaseModel):
     region: str = "us-west-2"
     name: str = Field(default="skymaze", pattern=r"^[a-z][a-z0-9-]{1,20}$")
     removal: Literal["dev", "retain"] = "dev"
-    kubernetes_version: Literal["1.35"] = "1.35"
+    kubernetes_version: Literal[KUBERNETES_VERSIONS] = "1.34"
     head_instance_type: str = "ml.r5d.16xlarge"
     head_count: int = Field(default=1, ge=1, le=1)
+    # SMT on the CPU head (2 threads per core: all its vCPUs) and off on the GPU workers (AWS's
+    # HyperPod samples default GPU groups to 1): each worker node then offers half its vCPUs.
+    head_threads_per_core: int = Field(default=2, ge=1, le=2)
     worker_instance_type: str = "ml.g7e.12xlarge"
     worker_count: int = Field(default=3, ge=1, le=16)
+    worker_threads_per_core: int = Field(default=1, ge=1, le=2)
+    # Ray pod sizes; unset, they are derived from the node (infra/fit.py): the largest that fit.
+    worker_pod_cpu: int | None = Field(default=None, ge=1)
+    worker_pod_memory_gib: int | None = Field(default=None, ge=1)
+    head_pod_cpu: int | None = Field(default=None, ge=1)
+    head_pod_memory_gib: int | None = Field(default=None, ge=1)
     # GPU nodes the trainer's RayCluster takes (default: all); leave one free for the RayService.
     trainer_workers: int | None = Field(default=None, ge=1, le=16)
     node_volume_gib: int = Field(default=500, ge=100, le=16384)
@@ -85,7 +101,70 @@ class Settings(BaseModel):
     # Any new value re-imports the Grafana dashboards; `skymaze deploy` passes a fresh one each deploy
     # (synth stays deterministic: the default never changes, and dashboard edits re-import anyway).
     dashboards_revision: str = Field(default="0", pattern=r"^[A-Za-z0-9._:-]{1,64}$")
-    admin_role_arn: str | None = Field(default=None, pattern=r"^arn:aws[a-z-]*:iam::\d{12}:role/.+$")
+    # EKS access entries for people: admins get cluster-wide AmazonEKSClusterAdminPolicy (teardown
+    # deletes Ray objects in every namespace); users get AmazonEKSEditPolicy in the Ray namespace
+    # (submit, port-forward, logs). `skymaze deploy` adds the identity that runs it to the admins.
+    # IAM role or user ARNs, comma-separated on the command line.
+    admin_principal_arns: tuple[str, ...] = ()
+    user_principal_arns: tuple[str, ...] = ()
+    # The artifacts bucket of an earlier deploy, kept by `skymaze teardown --keep-data`: use it
+    # instead of creating one (its fixed name would collide). `skymaze deploy` sets this when it finds it.
+    reuse_artifacts_bucket: bool = False
+    # IAM Identity Center user and group ids given the ADMIN role in the Grafana workspace.
+    grafana_admin_user_ids: tuple[str, ...] = ()
+    grafana_admin_group_ids: tuple[str, ...] = ()
+    # Unattended runs (README "Unattended runs"): the in-cluster run supervisor ...
+    supervisor: bool = True
+    supervise_max_submissions: int = Field(default=8, ge=1, le=100)
+    supervise_max_failures_at_same_step: int = Field(default=3, ge=1, le=100)
+    supervise_node_wait_timeout_s: int = Field(default=5400, ge=60)
+    supervise_release_workers: bool = True
+    # Seconds after a run ends before the HyperPod GPU group is scaled to supervise_group_idle_count
+    # (HyperPod allows 0; 1 keeps a node for the RayService). None: the group stays as deployed.
+    supervise_group_idle_s: int | None = Field(default=None, ge=0)
+    supervise_group_idle_count: int = Field(default=0, ge=0)
+    # ... and the cap on the bill: a monthly AWS Budget, and GPU groups scaled to 0 after N hours deployed.
+    budget_usd_per_month: float | None = Field(default=None, gt=0)
+    alert_emails: tuple[str, ...] = ()
+    max_deployed_hours: float | None = Field(default=None, gt=0)
+    deploy_guard_warn_hours: float = Field(default=2.0, gt=0)
+
+    @field_validator("admin_principal_arns", "user_principal_arns", "grafana_admin_user_ids",
+                     "grafana_admin_group_ids", mode="before")
+    @classmethod
+    def _split(cls, value: Any) -> tuple[str, ...]:
+        if isinstance(value, str):
+            value = value.split(",")
+        return tuple(dict.fromkeys(v.strip() for v in value if v.strip()))
+
+    @field_validator("admin_principal_arns", "user_principal_arns")
+    @classmethod
+    def _principals(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for arn in value:
+            if ":assumed-role/" in arn:
+                raise ValueError(f"{arn!r} is an STS session, which EKS access entries refuse; give the role's ARN "
+                                 "(arn:aws:iam::ACCOUNT:role/[PATH/]NAME)")
+            if not re.fullmatch(r"arn:aws[a-z-]*:iam::\d{12}:(role|user)/.+", arn):
+                raise ValueError(f"{arn!r} is not an IAM role or user ARN (arn:aws:iam::ACCOUNT:role/NAME)")
+        return value
+
+    @field_validator("grafana_admin_user_ids", "grafana_admin_group_ids")
+    @classmethod
+    def _identity_center_ids(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for ident in value:
+            if not re.fullmatch(r"([0-9a-f]{10}-)?[A-Fa-f0-9]{8}-[A-Fa-f0-9]{4}-[A-Fa-f0-9]{4}-[A-Fa-f0-9]{4}-[A-Fa-f0-9]{12}",
+                                ident):
+                raise ValueError(f"{ident!r} is not an IAM Identity Center user or group id "
+                                 "(aws identitystore list-users / list-groups print them)")
+        return value
+
+    @model_validator(mode="after")
+    def _one_entry_per_principal(self) -> Settings:
+        both = sorted(set(self.admin_principal_arns) & set(self.user_principal_arns))
+        if both:
+            raise ValueError(f"user_principal_arns: {both[0]} is also in admin_principal_arns; EKS allows one access "
+                             "entry per principal: keep it in one list")
+        return self
 
     @field_validator("account")
     @classmethod
@@ -138,6 +217,24 @@ class Settings(BaseModel):
                              "the trainer's pods need one GPU node each")
         return self
 
+    @field_validator("alert_emails", mode="before")
+    @classmethod
+    def _emails(cls, value: Any) -> Any:
+        items = [v.strip() for v in value.split(",") if v.strip()] if isinstance(value, str) else value
+        bad = [v for v in items if not re.fullmatch(r"[^@\s]+@[^@\s]+\.[^@\s]+", v)]
+        if bad:
+            raise ValueError(f"{bad[0]!r} is not an e-mail address; give a comma-separated list: a@example.com,b@example.com")
+        return tuple(items)
+
+    @model_validator(mode="after")
+    def _spending_guard(self) -> Settings:
+        if (self.budget_usd_per_month or self.max_deployed_hours) and not self.alert_emails:
+            raise ValueError("budget_usd_per_month / max_deployed_hours alert by e-mail: set alert_emails=you@example.com")
+        if self.max_deployed_hours and self.deploy_guard_warn_hours >= self.max_deployed_hours:
+            raise ValueError(f"deploy_guard_warn_hours={self.deploy_guard_warn_hours} must be below "
+                             f"max_deployed_hours={self.max_deployed_hours}: the warning comes before the scale-down")
+        return self
+
     @model_validator(mode="after")
     def _lora_slots(self) -> Settings:
         if self.max_loras > self.max_adapters_per_replica:
@@ -145,18 +242,74 @@ class Settings(BaseModel):
                              f"{self.max_adapters_per_replica}: a batch mixes only adapters the replica holds")
         return self
 
+    @model_validator(mode="after")
+    def _pods_fit(self) -> Settings:
+        self.cluster_fit()  # raises ValueError naming the key and the numbers
+        return self
+
+    def pod_sizes(self) -> RayPodSizes:
+        """The Ray pods' requests (= limits): explicit settings, else the largest that fit."""
+        worker_facts, head_facts = self.worker_spec, self.head_spec
+        worker_free = fit.free_for_ray(worker_facts, self.worker_threads_per_core)
+        cpu, memory = fit.whole(worker_free)
+        worker = fit.PodSize("ray worker", self.worker_pod_cpu or cpu, self.worker_pod_memory_gib or memory,
+                             worker_facts.gpus, worker_facts.efa)
+        head_cpu, head_memory = fit.whole(fit.free_for_ray(head_facts, self.head_threads_per_core))
+        share = TRAINER_HEAD_SHARE_WITH_SERVING if self.serving else 1.0
+        trainer = fit.PodSize("trainer ray head", self.head_pod_cpu or int(head_cpu * share),
+                              self.head_pod_memory_gib or int(head_memory * share))
+        serve = None
+        if self.serving:
+            serve = fit.PodSize("serve ray head", head_cpu - trainer.cpu, head_memory - trainer.memory_gib)
+        return RayPodSizes(trainer_head=trainer, serve_head=serve, worker=worker)
+
+    def cluster_fit(self) -> tuple[fit.GroupFit, fit.GroupFit]:
+        """(head group, worker group) fits; raises ValueError when a pod cannot be scheduled."""
+        sizes = self.pod_sizes()
+        heads = (sizes.trainer_head,) + ((sizes.serve_head,) if sizes.serve_head else ())
+        head = fit.group_fit("head", self.head_instance_type, self.head_threads_per_core, heads)
+        worker = fit.group_fit("workers", self.worker_instance_type, self.worker_threads_per_core, (sizes.worker,))
+        free = worker.allocatable - worker.system
+        if not worker.fits:
+            raise ValueError(
+                f"worker_pod_cpu={sizes.worker.cpu}, worker_pod_memory_gib={sizes.worker.memory_gib} do not fit "
+                f"{self.worker_instance_type} with worker_threads_per_core={self.worker_threads_per_core}: "
+                f"allocatable {worker.allocatable.describe()} minus system pods {worker.system.describe()} leaves "
+                f"{free.describe()} for Ray; set worker_pod_cpu <= {fit.whole(free)[0]} and worker_pod_memory_gib "
+                f"<= {fit.whole(free)[1]}, or worker_threads_per_core=2 (infra/fit.py has the sources)")
+        if sizes.worker.cpu < sizes.worker.gpus:
+            raise ValueError(f"worker_pod_cpu={sizes.worker.cpu} is below one CPU per GPU "
+                             f"({sizes.worker.gpus} GPUs on {self.worker_instance_type})")
+        head_free = head.allocatable - head.system
+        minimums = [(sizes.trainer_head, MIN_TRAINER_HEAD)] + ([(sizes.serve_head, MIN_SERVE_HEAD)] if sizes.serve_head else [])
+        small = [(pod, low) for pod, low in minimums if pod.cpu < low[0] or pod.memory_gib < low[1]]
+        if not head.fits or small:
+            need = (MIN_TRAINER_HEAD[0] + (MIN_SERVE_HEAD[0] if self.serving else 0),
+                    MIN_TRAINER_HEAD[1] + (MIN_SERVE_HEAD[1] if self.serving else 0))
+            detail = "; ".join(f"{pod.name} gets {pod.cpu} CPU / {pod.memory_gib} GiB, needs >= {low[0]} / {low[1]}"
+                               for pod, low in small) or f"requested {head.requested.describe()}"
+            raise ValueError(
+                f"head_instance_type={self.head_instance_type} with head_threads_per_core={self.head_threads_per_core}"
+                f"{' and serving=true' if self.serving else ''} (head_pod_cpu={sizes.trainer_head.cpu}, "
+                f"head_pod_memory_gib={sizes.trainer_head.memory_gib}) does not fit: allocatable "
+                f"{head.allocatable.describe()} minus system pods {head.system.describe()} leaves "
+                f"{head_free.describe()} for the Ray heads ({detail}); the heads need >= {need[0]} CPU and "
+                f"{need[1]} GiB together: choose a larger head_instance_type, head_threads_per_core=2, smaller "
+                "head_pod_cpu/head_pod_memory_gib, or serving=false")
+        return head, worker
+
     @property
     def trainer_worker_count(self) -> int:
         """GPU worker pods of the trainer's RayCluster (one per node)."""
         return self.worker_count if self.trainer_workers is None else self.trainer_workers
 
     @property
-    def worker_spec(self) -> InstanceSpec:
+    def worker_spec(self) -> fit.InstanceFacts:
         """What one GPU worker node offers."""
         return GPU_INSTANCES[self.worker_instance_type]
 
     @property
-    def head_spec(self) -> InstanceSpec:
+    def head_spec(self) -> fit.InstanceFacts:
         """What the CPU head node offers."""
         return HEAD_INSTANCES[self.head_instance_type]
 

@@ -22,6 +22,19 @@ for _key in ("AWS_PROFILE", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_S
 os.environ.setdefault("AWS_DEFAULT_REGION", "us-west-2")
 
 
+# Session fixtures that make every test using them slow (> ~20 s): a whole tiny rehearsal,
+# a synth of the whole CDK app, a real Ray cluster (a Ray head, Ray Serve). A test that
+# requests one, directly or through another fixture, is marked slow, so `make test-fast`
+# (-m "not slow") never starts them.
+SLOW_FIXTURES = frozenset({"rehearsal_smoke", "synth", "skyrl_ray_head", "serve_endpoints"})
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if SLOW_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
+
+
 @pytest.fixture(scope="session")
 def repo_root() -> pathlib.Path:
     return ROOT

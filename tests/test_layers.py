@@ -25,8 +25,11 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("workload.evaluate", "workload.serve", "workload.skyrl"),  # endpoint scoring, serving, the SkyRL plugin
     ("infra",),  # the CDK app; renders the serve config
     ("workload.local", "workload.ops"),  # the CPU rehearsal; AWS operations
+    ("workload.supervise",),  # the run supervisor: resubmits SkyRL jobs, drills on the rehearsal's run dir
     ("workload.cli", "app"),  # entry points
 )
+
+PICTURE_DOC = "docs/imports.md"
 
 # Third-party packages a layer may not reach, even through the modules it imports.
 MUST_NOT_REACH: dict[str, frozenset[str]] = {
@@ -139,6 +142,28 @@ def layer_of(module: str) -> tuple[int, str]:
     return index, package
 
 
+def package_arrows(graph: ImportGraph) -> set[tuple[str, str]]:
+    """(importer package, imported package) for every import between two packages."""
+    arrows = set()
+    for source, targets in graph.edges.items():
+        for target in targets:
+            if "workload" not in (source, target) and layer_of(source)[1] != layer_of(target)[1]:
+                arrows.add((layer_of(source)[1], layer_of(target)[1]))
+    return arrows
+
+
+def mermaid(graph: ImportGraph) -> str:
+    """The package import picture as a Mermaid flowchart, one row per layer, the top layer first."""
+    lines = ["flowchart TD"]
+    for index in reversed(range(len(LAYERS))):
+        lines.append(f"  subgraph layer{index}[layer {index}]")
+        lines.extend(f"    {name.replace('.', '_')}[{name}]" for name in LAYERS[index])
+        lines.append("  end")
+    for source, target in sorted(package_arrows(graph)):
+        lines.append(f"  {source.replace('.', '_')} --> {target.replace('.', '_')}")
+    return "\n".join(lines) + "\n"
+
+
 def upward_imports(graph: ImportGraph) -> list[str]:
     problems = []
     for source, targets in sorted(graph.edges.items()):
@@ -189,6 +214,11 @@ def test_layers_do_not_reach_the_frameworks_they_must_run_without(graph):
     assert forbidden_reach(graph) == []
 
 
+def test_the_import_picture_in_docs_is_current(graph):
+    doc = (ROOT / PICTURE_DOC).read_text()
+    assert mermaid(graph) in doc, f"regenerate {PICTURE_DOC}: python -m tests.test_layers"
+
+
 def _graph_of(tmp_path: Path, files: dict[str, str]) -> ImportGraph:
     paths = []
     for name, text in files.items():
@@ -226,3 +256,21 @@ def test_a_package_outside_the_layers_is_named(tmp_path, monkeypatch):
     graph = _graph_of(tmp_path, {"workload/__init__.py": "", "workload/extra/__init__.py": ""})
     with pytest.raises(LookupError, match=r"workload\.extra is in no layer: add its package to LAYERS"):
         test_every_module_is_in_a_layer(graph)
+
+
+def write_picture() -> Path:
+    """Rewrite ``PICTURE_DOC`` from the imports as they are now."""
+    picture = mermaid(ImportGraph(source_files()))
+    path = ROOT / PICTURE_DOC
+    path.write_text(
+        "# Imports between packages\n\n"
+        "Each arrow is one package importing another (imports inside functions included); the\n"
+        "layers are `LAYERS` in `tests/test_layers.py`, which fails on an arrow that points up or\n"
+        "sideways. Regenerate with `python -m tests.test_layers`.\n\n"
+        f"```mermaid\n{picture}```\n"
+    )
+    return path
+
+
+if __name__ == "__main__":
+    print(write_picture())

@@ -1,8 +1,18 @@
-"""A custom resource that completes once every HyperPod instance group has its nodes running."""
+"""Custom resources that complete once every HyperPod instance group has its nodes running.
+
+CloudFormation gives a custom resource at most one hour (`ServiceTimeout`: 1-3600 s, default 3600,
+https://docs.aws.amazon.com/AWSCloudFormation/latest/TemplateReference/aws-resource-cloudformation-customresource.html),
+while the CDK provider framework accepts a `total_timeout` of up to two hours, past CloudFormation's
+limit. Node creation plus deep health checks can take longer than an hour, so the wait is a chain
+of stages: each stage is its own custom resource polled by `isComplete` for at most STAGE_LIMIT;
+a stage that runs out hands over to the next (CloudFormation starts it once the previous one
+completes); only the last stage fails when the nodes are still missing.
+"""
 
 from __future__ import annotations
 
 import json
+import math
 
 from aws_cdk import CustomResource, Duration, Stack
 from aws_cdk import aws_iam as iam
@@ -12,13 +22,19 @@ from constructs import Construct
 
 from infra.constructs.lambdas import handler_function
 
+CLOUDFORMATION_CUSTOM_RESOURCE_LIMIT = Duration.hours(1)
 POLL_INTERVAL = Duration.seconds(30)
-# HyperPod creation takes 15-25 min, deep health checks on GPU nodes add up to ~30 min.
+# Each stage polls this long, then hands over; the provider's total timeout adds a margin for
+# the last poll and the framework's own steps, still under CloudFormation's hour.
+STAGE_LIMIT = Duration.minutes(45)
+PROVIDER_TIMEOUT = Duration.minutes(50)
+# HyperPod creation takes 15-25 min, deep health checks on GPU nodes add up to ~30 min; allow 90.
 WAIT_LIMIT = Duration.minutes(90)
 
 
 class HyperPodNodeWaiter(Construct):
-    """Blocks dependents until `ListClusterNodes` shows `expected` running nodes per group."""
+    """Blocks dependents (through `self.resource`, the last stage) until `ListClusterNodes`
+    shows `expected` running nodes per group."""
 
     def __init__(
         self, scope: Construct, construct_id: str, *, hyperpod: sagemaker.CfnCluster, expected: dict[str, int]
@@ -32,17 +48,27 @@ class HyperPodNodeWaiter(Construct):
                                        timeout=Duration.seconds(60), initial_policy=[list_nodes])
         provider = cr.Provider(
             self, "Provider", on_event_handler=on_event, is_complete_handler=is_complete,
-            query_interval=POLL_INTERVAL, total_timeout=WAIT_LIMIT,
+            query_interval=POLL_INTERVAL, total_timeout=PROVIDER_TIMEOUT,
         )
-        self.resource = CustomResource(
-            self,
-            "Nodes",
-            service_token=provider.service_token,
-            resource_type="Custom::HyperPodNodes",
-            properties={
-                "ClusterName": hyperpod.cluster_name,
-                "ClusterArn": hyperpod.attr_cluster_arn,  # also orders this after the cluster
-                "ExpectedNodes": json.dumps(expected, sort_keys=True),
-                "Region": stack.region,
-            },
-        )
+        stages = math.ceil(WAIT_LIMIT.to_seconds() / STAGE_LIMIT.to_seconds())
+        self.stages: list[CustomResource] = []
+        for number in range(1, stages + 1):
+            stage = CustomResource(
+                self,
+                "Nodes" if number == 1 else f"Nodes{number}",
+                service_token=provider.service_token,
+                resource_type="Custom::HyperPodNodes",
+                properties={
+                    "ClusterName": hyperpod.cluster_name,
+                    "ClusterArn": hyperpod.attr_cluster_arn,  # also orders this after the cluster
+                    "ExpectedNodes": json.dumps(expected, sort_keys=True),
+                    "Region": stack.region,
+                    "Stage": f"{number}/{stages}",
+                    "StageSeconds": str(int(STAGE_LIMIT.to_seconds())),
+                    "Final": "true" if number == stages else "false",
+                },
+            )
+            if self.stages:
+                stage.node.add_dependency(self.stages[-1])
+            self.stages.append(stage)
+        self.resource = self.stages[-1]

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from infra.settings import InstanceSpec
+from infra.fit import PodSize
 
 RAY_API = "ray.io/v1"
 SHARED_MOUNT = "/shared"
@@ -19,13 +19,8 @@ INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
 HEALTH_LABEL = "sagemaker.amazonaws.com/node-health-status"
 GPU_RESOURCE = "nvidia.com/gpu"
 EFA_RESOURCE = "vpc.amazonaws.com/efa"
-# Leave room on each node for daemon sets (device plugins, collectors, CNI, CSI).
-POD_SHARE_OF_NODE = 0.75
-# The one CPU node hosts the trainer's head and, with serving on, the RayService's head too
-# (plus the KubeRay operator): together they stay within POD_SHARE_OF_NODE.
-TRAINER_HEAD_SHARE = 0.5
-SERVE_HEAD_SHARE = 0.25
-SHM_GIB = 64  # NCCL and vLLM shared memory
+# Pod sizes come from infra/fit.py (node allocatable minus system pods), through the settings.
+SHM_GIB = 64  # NCCL and vLLM shared memory; memory-backed, so it counts against the pod's memory
 METRICS_PORT = 8080  # Ray's metrics export port, scraped by the observability collectors
 HEAD_PORTS = {"gcs-server": 6379, "dashboard": 8265, "client": 10001, "serve": 8000, "metrics": METRICS_PORT}
 
@@ -61,17 +56,23 @@ def fsx_claim(*, ns: str, size_gib: int) -> dict[str, Any]:
                      "volumeName": FSX_VOLUME, "resources": {"requests": {"storage": f"{size_gib}Gi"}}}}
 
 
-def _resources(spec: InstanceSpec, *, share: float = POD_SHARE_OF_NODE, gpus: int = 0, efa: int = 0) -> dict[str, Any]:
-    amounts: dict[str, Any] = {"cpu": str(int(spec.vcpus * share)), "memory": f"{int(spec.memory_gib * share)}Gi"}
-    if gpus:
-        amounts[GPU_RESOURCE] = gpus
-    if efa:
-        amounts[EFA_RESOURCE] = efa
+def _resources(size: PodSize) -> dict[str, Any]:
+    amounts: dict[str, Any] = {"cpu": str(size.cpu), "memory": f"{size.memory_gib}Gi"}
+    if size.gpus:
+        amounts[GPU_RESOURCE] = size.gpus
+    if size.efa:
+        amounts[EFA_RESOURCE] = size.efa
     return {"requests": dict(amounts), "limits": dict(amounts)}
 
 
-def _pod(*, container: str, image: str, instance_type: str, resources: dict, env: list | None = None,
+def shm_gib(size: PodSize) -> int:
+    """Shared memory of a pod: SHM_GIB, at most half the pod's memory (it counts against it)."""
+    return min(SHM_GIB, max(size.memory_gib // 2, 1))
+
+
+def _pod(*, container: str, image: str, instance_type: str, size: PodSize, env: list | None = None,
          ports: dict[str, int] | None = None) -> dict[str, Any]:
+    resources = _resources(size)
     mounts = [{"name": "shared", "mountPath": SHARED_MOUNT}, {"name": "dshm", "mountPath": "/dev/shm"}]
     body: dict[str, Any] = {
         "name": container, "image": image, "resources": resources, "volumeMounts": mounts,
@@ -86,29 +87,28 @@ def _pod(*, container: str, image: str, instance_type: str, resources: dict, env
         "nodeSelector": {INSTANCE_TYPE_LABEL: instance_type, HEALTH_LABEL: "Schedulable"},
         "containers": [body],
         "volumes": [{"name": "shared", "persistentVolumeClaim": {"claimName": FSX_CLAIM}},
-                    {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": f"{SHM_GIB}Gi"}}],
+                    {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": f"{shm_gib(size)}Gi"}}],
     }}
 
 
-def ray_cluster_spec(*, image: str, head_type: str, head: InstanceSpec, worker_type: str, worker: InstanceSpec,
-                     workers: int, head_share: float = TRAINER_HEAD_SHARE,
-                     env: list[dict] | None = None) -> dict[str, Any]:
-    """A RayCluster spec: CPU head (no GPU, no tasks) taking `head_share` of the CPU node, and
-    one GPU+EFA worker pod per GPU node."""
+def ray_cluster_spec(*, image: str, head_type: str, head: PodSize, worker_type: str, worker: PodSize,
+                     workers: int, env: list[dict] | None = None) -> dict[str, Any]:
+    """A RayCluster spec: CPU head (no GPU, no tasks) of size `head`, and one GPU+EFA worker pod
+    of size `worker` per GPU node (sizes from `Settings.pod_sizes()`, checked to fit at synth)."""
     worker_env = [{"name": "FI_PROVIDER", "value": "efa"}, {"name": "NCCL_SOCKET_IFNAME", "value": "^docker,lo,veth"},
                   *(env or [])]
     return {
         "headGroupSpec": {
             "rayStartParams": {"dashboard-host": "0.0.0.0", "num-cpus": "0", "metrics-export-port": str(METRICS_PORT)},
             "template": _pod(container="ray-head", image=image, instance_type=head_type,
-                             resources=_resources(head, share=head_share), env=env, ports=HEAD_PORTS),
+                             size=head, env=env, ports=HEAD_PORTS),
         },
         "workerGroupSpecs": [{
             "groupName": "gpu",
             "replicas": workers, "minReplicas": workers, "maxReplicas": workers,
             "rayStartParams": {"num-gpus": str(worker.gpus), "metrics-export-port": str(METRICS_PORT)},
             "template": _pod(container="ray-worker", image=image, instance_type=worker_type,
-                             resources=_resources(worker, gpus=worker.gpus, efa=1), env=worker_env,
+                             size=worker, env=worker_env,
                              ports={"metrics": METRICS_PORT}),
         }],
     }

@@ -1,29 +1,118 @@
 #!/usr/bin/env bash
-# Node preparation: put container images on the secondary EBS volume
-# (/opt/sagemaker), whose size the deployment settings choose, and load the Lustre client
-# so that the FSx CSI driver can mount /shared.
+# Node preparation on Amazon Linux 2023 (HyperPod EKS AMI), run once by on_create.sh:
+#   1. wait (bounded) for the secondary EBS volume HyperPod mounts at /opt/sagemaker
+#      (its size is the `node_volume_gib` setting);
+#   2. containerd keeps images there: a copy of the AMI's containerd config with only its
+#      top-level `root` changed, used through a systemd drop-in (no symlinks);
+#   3. kubelet keeps pod volumes and logs there: /var/lib/kubelet bind-mounted from the volume
+#      (fstab entry, so it survives a reboot);
+#   4. the Lustre client modules for the FSx CSI driver.
+# A trainer image is tens of GB: on the root volume it would fill the disk.
+# SKYMAZE_NODE_ROOT prefixes every path (tests run the script against a directory).
 set -euo pipefail
 
-DATA_ROOT=/opt/sagemaker
+ROOT="${SKYMAZE_NODE_ROOT:-}"
+NODE_DATA=/opt/sagemaker                     # the path as the node sees it
+DATA="${ROOT}${NODE_DATA}"
+WAIT_TRIES="${SKYMAZE_VOLUME_WAIT_TRIES:-36}"  # 36 x 5 s = 3 min
+WAIT_INTERVAL_S="${SKYMAZE_VOLUME_WAIT_INTERVAL_S:-5}"
+AMI_CONTAINERD_CONFIG="${ROOT}/etc/containerd/config.toml"
+CONTAINERD_BIN=/usr/bin/containerd
+CONTAINERD_ROOT="${NODE_DATA}/containerd/root"
+CONTAINERD_CONFIG="${NODE_DATA}/containerd/config.toml"
+DROP_IN="${ROOT}/etc/systemd/system/containerd.service.d/50-skymaze-data-root.conf"
+KUBELET_DIR=/var/lib/kubelet
+KUBELET_DATA="${NODE_DATA}/kubelet"
+FSTAB="${ROOT}/etc/fstab"
 
-if mountpoint -q "${DATA_ROOT}"; then
-  echo "on_create_main: moving containerd data to ${DATA_ROOT}"
-  systemctl stop containerd || true
-  mkdir -p "${DATA_ROOT}/containerd"
-  if [ -d /var/lib/containerd ] && [ ! -L /var/lib/containerd ]; then
-    cp -a /var/lib/containerd/. "${DATA_ROOT}/containerd/"
-    rm -rf /var/lib/containerd
-    ln -s "${DATA_ROOT}/containerd" /var/lib/containerd
-  fi
-  systemctl start containerd || true
-else
-  echo "on_create_main: ${DATA_ROOT} is not a mount point; keeping the root volume"
-fi
+log() { echo "on_create_main: $*"; }
 
-for module in lnet lustre; do
-  if modprobe "${module}"; then
-    echo "on_create_main: loaded ${module}"
-  else
-    echo "on_create_main: could not load ${module} (the FSx CSI driver loads it on first mount)"
+wait_for_volume() {
+  local try
+  for ((try = 1; try <= WAIT_TRIES; try++)); do
+    if mountpoint -q "${DATA}"; then
+      log "${NODE_DATA} is mounted (check ${try})"
+      return 0
+    fi
+    log "waiting for ${NODE_DATA} (${try}/${WAIT_TRIES})"
+    sleep "${WAIT_INTERVAL_S}"
+  done
+  log "${NODE_DATA} never mounted after ${WAIT_TRIES} checks: images would fill the root volume" >&2
+  return 1
+}
+
+# The AMI's config with its top-level `root` (keys before the first [table]) set to $1.
+with_root() {
+  awk -v root="$1" '
+    !tables && /^[[:space:]]*\[/ { print "root = \"" root "\""; tables = 1 }
+    !tables && /^[[:space:]]*root[[:space:]]*=/ { next }
+    { print }
+    END { if (!tables) print "root = \"" root "\"" }
+  ' "$2"
+}
+
+service_active() { systemctl is-active --quiet "$1"; }
+
+configure_containerd() {
+  mkdir -p "${ROOT}${CONTAINERD_ROOT}"
+  if [ ! -f "${AMI_CONTAINERD_CONFIG}" ]; then
+    log "${AMI_CONTAINERD_CONFIG} is missing: is this the HyperPod Amazon Linux 2023 AMI?" >&2
+    return 1
   fi
-done
+  with_root "${CONTAINERD_ROOT}" "${AMI_CONTAINERD_CONFIG}" > "${ROOT}${CONTAINERD_CONFIG}.tmp"
+  mv "${ROOT}${CONTAINERD_CONFIG}.tmp" "${ROOT}${CONTAINERD_CONFIG}"
+  # Images the AMI pre-pulled (the pause image) move with the root, once.
+  if [ -d "${ROOT}/var/lib/containerd" ] && [ -z "$(ls -A "${ROOT}${CONTAINERD_ROOT}")" ]; then
+    cp -a "${ROOT}/var/lib/containerd/." "${ROOT}${CONTAINERD_ROOT}/"
+  fi
+  mkdir -p "$(dirname "${DROP_IN}")"
+  printf '[Service]\nExecStart=\nExecStart=%s --config %s\n' "${CONTAINERD_BIN}" "${CONTAINERD_CONFIG}" > "${DROP_IN}"
+  log "containerd root: ${CONTAINERD_ROOT} (config ${CONTAINERD_CONFIG})"
+}
+
+move_kubelet() {
+  mkdir -p "${ROOT}${KUBELET_DATA}" "${ROOT}${KUBELET_DIR}"
+  if mountpoint -q "${ROOT}${KUBELET_DIR}"; then
+    log "${KUBELET_DIR} is already on ${KUBELET_DATA}"
+    return 0
+  fi
+  cp -a "${ROOT}${KUBELET_DIR}/." "${ROOT}${KUBELET_DATA}/"
+  find "${ROOT}${KUBELET_DIR}" -mindepth 1 -delete
+  if ! grep -qs "^${KUBELET_DATA} ${KUBELET_DIR} " "${FSTAB}"; then
+    echo "${KUBELET_DATA} ${KUBELET_DIR} none bind 0 0" >> "${FSTAB}"
+  fi
+  mount --bind "${ROOT}${KUBELET_DATA}" "${ROOT}${KUBELET_DIR}"
+  log "kubelet root: ${KUBELET_DIR} bind-mounted from ${KUBELET_DATA}"
+}
+
+load_lustre() {
+  local module
+  for module in lnet lustre; do
+    if modprobe "${module}"; then
+      log "loaded ${module}"
+    else
+      log "could not load ${module} (the FSx CSI driver loads it on first mount)"
+    fi
+  done
+}
+
+main() {
+  wait_for_volume
+  local kubelet_was_active=false
+  if service_active kubelet; then
+    kubelet_was_active=true
+    systemctl stop kubelet
+  fi
+  configure_containerd
+  move_kubelet
+  systemctl daemon-reload
+  if service_active containerd; then
+    systemctl restart containerd
+  fi
+  if [ "${kubelet_was_active}" = true ]; then
+    systemctl start kubelet
+  fi
+  load_lustre
+}
+
+main "$@"

@@ -10,6 +10,7 @@ from aws_cdk import aws_sagemaker as sagemaker
 from aws_cdk.lambda_layer_kubectl_v35 import KubectlV35Layer
 from constructs import Construct, IDependable
 
+from infra.constructs.budget import SpendingGuard
 from infra.constructs.hyperpod_chart import HyperPodDependencyChart
 from infra.constructs.nag import acknowledge, acknowledge_handlers
 from infra.constructs.node_waiter import HyperPodNodeWaiter
@@ -26,6 +27,22 @@ WORKER_GROUP = "workers"
 # InstanceConnectivity is a multi-node EFA test that g7e.12xlarge (one EFA device) may not support.
 GPU_DEEP_HEALTH_CHECKS = ["InstanceStress"]
 LIFECYCLE_ENTRYPOINT = "on_create.sh"
+# EKS access policies (https://docs.aws.amazon.com/eks/latest/userguide/access-policy-permissions.html):
+# admins need every namespace (teardown deletes Ray objects cluster-wide); users need create/delete
+# of pods' port-forwards, logs and Ray objects in the Ray namespace only.
+ADMIN_ACCESS_POLICY = "AmazonEKSClusterAdminPolicy"
+USER_ACCESS_POLICY = "AmazonEKSEditPolicy"
+# AWS's HyperPod execution role (awsome-distributed-training 7.sagemaker-hyperpod-eks cfn-templates
+# nested-stacks/sagemaker-iam-role-stack.yaml) attaches AmazonEKS_CNI_Policy beside the instance policy:
+# the VPC CNI on HyperPod nodes assigns pod IPs with the node's role.
+EXECUTION_ROLE_MANAGED_POLICIES = ("AmazonSageMakerClusterInstanceRolePolicy", "AmazonEKS_CNI_Policy")
+
+
+def _short_hash(text: str) -> str:
+    """A stable construct-id suffix for an ARN (ids must not change when the list is reordered)."""
+    import hashlib
+
+    return hashlib.sha256(text.encode()).hexdigest()[:8]
 
 
 class ClusterStack(Stack):
@@ -46,7 +63,7 @@ class ClusterStack(Stack):
     ) -> None:
         super().__init__(scope, construct_id, **kwargs)
         self._settings = settings
-        # The kubectl/helm layer matches the Kubernetes minor version (settings allow only 1.35).
+        # kubectl 1.35 from the layer talks to 1.33/1.34 control planes (kubectl's +-1 minor version skew).
         kubectl_layer = KubectlV35Layer(self, "KubectlLayer")
         self.eks = self._eks(vpc=vpc, security_group=security_group, kubectl_layer=kubectl_layer)
         core = [self._addon(name) for name in CORE_ADDONS]
@@ -77,6 +94,12 @@ class ClusterStack(Stack):
             iam.PolicyStatement(actions=["fsx:DescribeFileSystems"], resources=["*"])])
         self.fsx_csi = self._addon(FSX_CSI_ADDON, service_account=FSX_CSI_SERVICE_ACCOUNT, role=self.fsx_csi_role)
         self.fsx_csi.node.add_dependency(self.node_waiter.resource)  # its controller pods need nodes
+        if settings.budget_usd_per_month or settings.max_deployed_hours:
+            SpendingGuard(self, "Spending", name=settings.name, budget_usd_per_month=settings.budget_usd_per_month,
+                          alert_emails=settings.alert_emails, max_deployed_hours=settings.max_deployed_hours,
+                          warn_before_hours=settings.deploy_guard_warn_hours, hyperpod_cluster_name=self.hyperpod.cluster_name,
+                          hyperpod_cluster_arn=self.hyperpod.attr_cluster_arn, execution_role_arn=self.execution_role.role_arn,
+                          gpu_groups=[WORKER_GROUP])
         CfnOutput(self, "EksClusterName", value=self.eks.cluster_name)
         CfnOutput(self, "HyperPodClusterName", value=self.hyperpod.cluster_name)
         CfnOutput(self, "KubeconfigCommand",
@@ -102,9 +125,14 @@ class ClusterStack(Stack):
                              eks.ClusterLoggingTypes.AUTHENTICATOR],
             kubectl_provider_options=eks.KubectlProviderOptions(kubectl_layer=kubectl_layer),
         )
-        if settings.admin_role_arn:
-            cluster.grant_access("Admin", settings.admin_role_arn, [eks.AccessPolicy.from_access_policy_name(
-                "AmazonEKSClusterAdminPolicy", access_scope_type=eks.AccessScopeType.CLUSTER)])
+        # People: CloudFormation's roles are the only other principals with access entries.
+        for arn in settings.admin_principal_arns:
+            cluster.grant_access(f"Admin{_short_hash(arn)}", arn, [eks.AccessPolicy.from_access_policy_name(
+                ADMIN_ACCESS_POLICY, access_scope_type=eks.AccessScopeType.CLUSTER)])
+        for arn in settings.user_principal_arns:
+            cluster.grant_access(f"User{_short_hash(arn)}", arn, [eks.AccessPolicy.from_access_policy_name(
+                USER_ACCESS_POLICY, access_scope_type=eks.AccessScopeType.NAMESPACE,
+                namespaces=[settings.ray_namespace])])
         return cluster
 
     def _addon(self, name: str, *, service_account: str | None = None, role: iam.IRole | None = None) -> eks.CfnAddon:
@@ -126,7 +154,8 @@ class ClusterStack(Stack):
             self,
             "HyperPodExecutionRole",
             assumed_by=iam.ServicePrincipal("sagemaker.amazonaws.com"),
-            managed_policies=[iam.ManagedPolicy.from_aws_managed_policy_name("AmazonSageMakerClusterInstanceRolePolicy")],
+            managed_policies=[iam.ManagedPolicy.from_aws_managed_policy_name(name)
+                              for name in EXECUTION_ROLE_MANAGED_POLICIES],
             description="HyperPod nodes: ENIs in the VPC, image pulls, lifecycle scripts",
         )
         # HyperPod (EKS) execution-role permissions from the HyperPod prerequisites page.
@@ -200,6 +229,8 @@ class ClusterStack(Stack):
         acknowledge(self.execution_role, {
             "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/AmazonSageMakerClusterInstanceRolePolicy]":
                 "HyperPod's documented baseline policy for node instances",
+            "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/AmazonEKS_CNI_Policy]":
+                "the VPC CNI on HyperPod nodes manages pod IPs with the node role, as AWS's HyperPod template does",
             "AwsSolutions-IAM5[Resource::*]": "ENI, describe and ECR token actions have no resource-level scoping",
             f"AwsSolutions-IAM5[Resource::arn:{self.partition}:ec2:{self.region}:{self.account}:network-interface/*]":
                 "HyperPod tags the ENIs it creates; their ids are not known in advance",

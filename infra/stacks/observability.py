@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
+
 from aws_cdk import CfnOutput, Stack
 from aws_cdk import aws_aps as aps
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_grafana as grafana
 from aws_cdk import aws_iam as iam
+from aws_cdk import custom_resources as cr
 from constructs import Construct, IDependable
 
 from infra.constructs.grafana_dashboards import GrafanaDashboards
@@ -27,6 +30,11 @@ METRIC_LEVELS = {
     "acceleratedComputeMetrics": "BASIC", "networkMetrics": "BASIC",
 }
 HYPERPOD_LOG_GROUPS = "log-group:/aws/sagemaker/Clusters/*"
+# Grafana sign-in needs an Identity Center user or group assigned to the workspace
+# (UpdatePermissions, https://docs.aws.amazon.com/grafana/latest/APIReference/API_UpdatePermissions.html);
+# CloudFormation has no resource for it. The managed policy holds the sso/sso-directory calls it makes.
+GRAFANA_PERMISSIONS_POLICY = "AWSGrafanaWorkspacePermissionManagementV2"
+GRAFANA_ROLE = "ADMIN"
 
 
 class ObservabilityStack(Stack):
@@ -63,9 +71,43 @@ class ObservabilityStack(Stack):
             self, "Dashboards", workspace=self.grafana, prometheus_url=self.prometheus.attr_prometheus_endpoint,
             revision=settings.dashboards_revision,
         )
+        self.grafana_access = self._grafana_access(settings)
         CfnOutput(self, "GrafanaUrl", value=f"https://{self.grafana.attr_endpoint}")
         CfnOutput(self, "PrometheusEndpoint", value=self.prometheus.attr_prometheus_endpoint)
         self._acknowledge()
+
+    def _grafana_access(self, settings: Settings) -> cr.AwsCustomResource | None:
+        """Give the configured Identity Center users and groups the ADMIN role in the workspace."""
+        principals = ([{"id": i, "type": "SSO_USER"} for i in settings.grafana_admin_user_ids]
+                      + [{"id": i, "type": "SSO_GROUP"} for i in settings.grafana_admin_group_ids])
+        if not principals:
+            return None
+        workspace_arn = f"arn:{self.partition}:grafana:{self.region}:{self.account}:/workspaces/{self.grafana.attr_id}"
+        role = iam.Role(self, "GrafanaAccessRole", assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+                        description="Assigns Identity Center users and groups to the Grafana workspace",
+                        managed_policies=[iam.ManagedPolicy.from_aws_managed_policy_name(GRAFANA_PERMISSIONS_POLICY),
+                                          iam.ManagedPolicy.from_aws_managed_policy_name(
+                                              "service-role/AWSLambdaBasicExecutionRole")])
+        role.add_to_policy(iam.PolicyStatement(actions=["grafana:UpdatePermissions"], resources=[workspace_arn]))
+
+        def call(action: str) -> cr.AwsSdkCall:
+            return cr.AwsSdkCall(
+                service="grafana", action="UpdatePermissions",
+                parameters={"workspaceId": self.grafana.attr_id, "updateInstructionBatch": [
+                    {"action": action, "role": GRAFANA_ROLE, "users": principals}]},
+                physical_resource_id=cr.PhysicalResourceId.of(f"grafana-admins-{json.dumps(principals, sort_keys=True)}"[:200]),
+            )
+
+        access = cr.AwsCustomResource(self, "GrafanaAccess", on_create=call("ADD"), on_update=call("ADD"),
+                                      role=role, install_latest_aws_sdk=False)
+        acknowledge(role, {
+            f"AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/{GRAFANA_PERMISSIONS_POLICY}]":
+                "AWS's policy for Grafana workspace permission management (the Identity Center calls it makes)",
+            "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole]":
+                "the assignment Lambda writes only its own logs",
+        })
+        acknowledge(self, {"AwsSolutions-L1": "the AwsCustomResource runtime follows the aws-cdk-lib release"})
+        return access
 
     def _grafana_role(self) -> iam.Role:
         role = iam.Role(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from aws_cdk import CfnOutput, Stack
+from aws_cdk import aws_ecr_assets as ecr_assets
 from aws_cdk import aws_eks_v2 as eks
 from constructs import Construct, IDependable
 
@@ -41,16 +42,20 @@ class ServingStack(Stack):
         cluster: eks.ICluster,
         namespace: str,
         ray_ready: list[IDependable],
-        serve_image_uri: str,
+        serve_image: ecr_assets.DockerImageAsset,
         pod_env: list[dict],
         **kwargs,
     ) -> None:
         super().__init__(scope, construct_id, **kwargs)
+        # The image is an asset of the images stack: deploying this stack alone must push it first.
+        self.add_stack_dependency(Stack.of(serve_image))
         self.service_name = f"{settings.name}-serve"
+        sizes = settings.pod_sizes()
+        assert sizes.serve_head is not None, "the serving stack exists only with serving on"
         spec = rm.ray_cluster_spec(
-            image=serve_image_uri, head_type=settings.head_instance_type, head=settings.head_spec,
-            worker_type=settings.worker_instance_type, worker=settings.worker_spec, workers=SERVE_REPLICAS,
-            head_share=rm.SERVE_HEAD_SHARE, env=pod_env,
+            image=serve_image.image_uri, head_type=settings.head_instance_type, head=sizes.serve_head,
+            worker_type=settings.worker_instance_type, worker=sizes.worker, workers=SERVE_REPLICAS,
+            env=pod_env,
         )
         document = serve_config(settings, region=self.region)
         self.manifest = eks.KubernetesManifest(

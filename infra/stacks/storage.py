@@ -7,6 +7,7 @@ from pathlib import Path
 from aws_cdk import CfnOutput, Duration, RemovalPolicy, Stack
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_fsx as fsx
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_s3_deployment as s3deploy
 from constructs import Construct
@@ -39,9 +40,19 @@ class StorageStack(Stack):
         super().__init__(scope, construct_id, **kwargs)
         self._settings = settings
         self.access_logs = self._bucket("AccessLogs", access_logs=None)
-        self.artifacts = self._bucket(
-            "Artifacts", access_logs=self.access_logs, versioned=True, bucket_name=settings.artifacts_bucket_name
-        )
+        if settings.reuse_artifacts_bucket:
+            # Kept by an earlier `teardown --keep-data`: adopt it by name, re-assert TLS-only access.
+            self.artifacts = s3.Bucket.from_bucket_name(self, "Artifacts", settings.artifacts_bucket_name)
+            policy = s3.BucketPolicy(self, "ArtifactsPolicy", bucket=self.artifacts,
+                                     removal_policy=RemovalPolicy.RETAIN)
+            policy.document.add_statements(iam.PolicyStatement(
+                effect=iam.Effect.DENY, principals=[iam.AnyPrincipal()], actions=["s3:*"],
+                resources=[self.artifacts.bucket_arn, self.artifacts.arn_for_objects("*")],
+                conditions={"Bool": {"aws:SecureTransport": "false"}}))
+        else:
+            self.artifacts = self._bucket(
+                "Artifacts", access_logs=self.access_logs, versioned=True, bucket_name=settings.artifacts_bucket_name
+            )
         # The managed AmazonSageMakerClusterInstanceRolePolicy reads only buckets named sagemaker-*.
         self.lifecycle_bucket = self._bucket(
             "LifecycleScripts",
@@ -123,8 +134,9 @@ class StorageStack(Stack):
                 per_unit_storage_throughput=settings.fsx_throughput_mbps_per_tib,
                 data_compression_type=fsx.LustreDataCompressionType.LZ4,
             ),
-            # CloudFormation cannot snapshot FSx on delete: `retain` keeps the file system (and its backups).
-            removal_policy=RemovalPolicy.DESTROY if settings.destroy_data else RemovalPolicy.RETAIN,
+            # Always deleted with the stack: what lasts is exported to s3://<artifacts>/runs/ (below), and a
+            # retained 1.2 TB file system bills until someone notices. `removal=retain` keeps the bucket only.
+            removal_policy=RemovalPolicy.DESTROY,
         )
         export = fsx.CfnDataRepositoryAssociation(
             self,
@@ -137,5 +149,6 @@ class StorageStack(Stack):
                 auto_export_policy=fsx.CfnDataRepositoryAssociation.AutoExportPolicyProperty(events=EXPORT_EVENTS),
             ),
         )
-        export.node.add_dependency(self.artifacts)
+        if not settings.reuse_artifacts_bucket:
+            export.node.add_dependency(self.artifacts)
         return file_system

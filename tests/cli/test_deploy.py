@@ -5,12 +5,31 @@ from __future__ import annotations
 import json
 import re
 
+import pytest
 from typer.testing import CliRunner
 
 from tests.workload.ops.fakes import install_fakes
 from workload.cli.main import app
 
 runner = CliRunner()
+DEPLOYER = "arn:aws:iam::123456789012:role/deployer"
+
+
+@pytest.fixture
+def deployer(monkeypatch):
+    """AWS (moto) as a deployer who assumed the role `deployer` sees it."""
+    import boto3
+    from moto import mock_aws
+
+    with mock_aws():
+        root = boto3.Session(region_name="us-west-2", aws_access_key_id="a", aws_secret_access_key="b")
+        trust = '{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"AWS":"*"},"Action":"sts:AssumeRole"}]}'
+        arn = root.client("iam").create_role(RoleName="deployer", AssumeRolePolicyDocument=trust)["Role"]["Arn"]
+        creds = root.client("sts").assume_role(RoleArn=arn, RoleSessionName="me")["Credentials"]
+        monkeypatch.setenv("AWS_ACCESS_KEY_ID", creds["AccessKeyId"])
+        monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", creds["SecretAccessKey"])
+        monkeypatch.setenv("AWS_SESSION_TOKEN", creds["SessionToken"])
+        yield arn
 
 
 def test_dry_run_prints_the_cdk_command():
@@ -18,9 +37,21 @@ def test_dry_run_prints_the_cdk_command():
     assert result.exit_code == 0, result.output
     assert "would run: cdk deploy --all --require-approval never -c profile=small -c worker_count=2" in result.output
     assert re.search(r"-c dashboards_revision=\d{8}T\d{6}Z --outputs-file", result.output), result.output
+    assert "-c admin_principal_arns=<your IAM role" in result.output
 
 
-def test_deploy_runs_cdk_and_prints_next_steps_from_the_outputs(tmp_path, monkeypatch):
+def test_without_credentials_the_deploy_fails_before_cdk_saying_what_to_check(tmp_path, monkeypatch):
+    from moto import mock_aws
+
+    tools = install_fakes(tmp_path, monkeypatch, server=None, kinds={})
+    with mock_aws():  # moto's default identity is an STS "user", not an IAM role or user
+        result = runner.invoke(app, ["deploy", "--profile", "blog", "--cdk-bin", tools.cdk,
+                                     "--outputs-file", str(tmp_path / "o.json")])
+    assert result.exit_code == 1 and tools.calls() == []
+    assert "cannot read the deploying identity" in result.output
+
+
+def test_deploy_runs_cdk_and_prints_next_steps_from_the_outputs(tmp_path, monkeypatch, deployer):
     tools = install_fakes(tmp_path, monkeypatch, server=None, kinds={})
     monkeypatch.setenv("FAKE_CDK_OUTPUTS", json.dumps({
         "SkymazeCluster": {"EksClusterName": "skymaze-eks"},
@@ -31,13 +62,15 @@ def test_deploy_runs_cdk_and_prints_next_steps_from_the_outputs(tmp_path, monkey
     assert result.exit_code == 0, result.output
     (call,) = tools.calls()
     assert re.fullmatch(rf"cdk deploy --all --require-approval never -c profile=blog "
-                        rf"-c dashboards_revision=\d{{8}}T\d{{6}}Z --outputs-file {re.escape(str(outputs))}", call), call
+                        rf"-c dashboards_revision=\d{{8}}T\d{{6}}Z --outputs-file {re.escape(str(outputs))} "
+                        rf"-c admin_principal_arns={re.escape(DEPLOYER)}", call), call
+    assert deployer == DEPLOYER
     assert "aws eks update-kubeconfig --name skymaze-eks --region us-west-2" in result.output
     assert "https://g-1.grafana-workspace.us-west-2.amazonaws.com" in result.output
     assert result.output.rstrip().endswith("skymaze teardown --profile blog   # when done: stops the billing")
 
 
-def test_cdk_failure_exits_1_and_says_how_to_resume(tmp_path, monkeypatch):
+def test_cdk_failure_exits_1_and_says_how_to_resume(tmp_path, monkeypatch, deployer):
     tools = install_fakes(tmp_path, monkeypatch, server=None, kinds={})
     monkeypatch.setenv("FAKE_FAIL_ONCE", "cdk deploy")
     result = runner.invoke(app, ["deploy", "--profile", "blog", "--cdk-bin", tools.cdk,
@@ -52,7 +85,7 @@ def test_malformed_override_is_a_usage_error():
     assert "expected KEY=VALUE" in result.output
 
 
-def test_bootstrap_runs_before_deploy(tmp_path, monkeypatch):
+def test_bootstrap_runs_before_deploy(tmp_path, monkeypatch, deployer):
     tools = install_fakes(tmp_path, monkeypatch, server=None, kinds={})
     outputs = tmp_path / "o.json"
     result = runner.invoke(app, ["deploy", "--profile", "small", "--bootstrap", "--cdk-bin", tools.cdk,

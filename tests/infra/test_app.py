@@ -130,6 +130,13 @@ def test_app_main_synthesizes_the_small_profile_offline_as_the_cli_runs_it(tmp_p
     workers = [g for g in cluster["Properties"]["InstanceGroups"] if g["InstanceGroupName"] == "workers"]
     assert workers[0]["InstanceCount"] == 1
     assert "missing" not in json.loads((tmp_path / "manifest.json").read_text())
+    # Every Ray pod of `small` fits the node it selects, at the ThreadsPerCore HyperPod runs.
+    from tests.infra.test_limits import check_every_ray_pod_fits, ray_pods_by_instance_type
+
+    templates = {p.name.removesuffix(".template.json").removeprefix("Skymaze").lower(): json.loads(p.read_text())
+                 for p in tmp_path.glob("*.template.json")}
+    assert set(ray_pods_by_instance_type(templates)) == {"ml.m5.4xlarge", "ml.g7e.12xlarge"}
+    assert check_every_ray_pod_fits(templates) == []
 
 
 def test_app_main_refuses_bad_settings_naming_the_key(tmp_path):
@@ -143,6 +150,21 @@ def test_app_main_refuses_bad_settings_naming_the_key(tmp_path):
                             check=False, timeout=300)
     assert result.returncode == 1 and "Traceback" not in result.stderr
     assert "fsx_storage_gib: Value error, 1000 is not allowed; allowed values: 1200, 2400" in result.stderr
+
+
+def test_app_main_refuses_a_profile_whose_pods_cannot_fit_naming_the_key_and_the_numbers(tmp_path):
+    import os
+
+    from tests.infra.conftest import ROOT, cli_context
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "CDK_"))}
+    env.update(CDK_OUTDIR=str(tmp_path), CDK_CONTEXT_JSON=json.dumps(cli_context(profile="blog", worker_pod_cpu="36")))
+    result = subprocess.run([sys.executable, "app.py"], cwd=ROOT, env=env, capture_output=True, text=True,
+                            check=False, timeout=300)
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert "worker_pod_cpu=36" in result.stderr and "worker_threads_per_core=1" in result.stderr
+    assert "allocatable 23.87 CPU" in result.stderr
+    assert not list(tmp_path.glob("*.template.json"))
 
 
 def test_the_cdk_app_never_imports_torch_or_ray():

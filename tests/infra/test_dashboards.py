@@ -9,9 +9,12 @@ from tests.conftest import ROOT
 DASHBOARDS = sorted((ROOT / "infra" / "dashboards").glob("*.json"))
 
 
-def test_the_four_ray_dashboards_are_there():
-    names = {p.name for p in DASHBOARDS}
-    assert {"ray-core.json", "ray-data.json", "ray-train.json", "ray-serve.json"} <= names
+def test_no_dashboard_duplicates_the_ray_dashboards_of_the_observability_add_on():
+    # The add-on (>= 1.0.6, Ray metrics on) provisions Ray Core, Ray Data, Ray Train and Ray Serve
+    # in a "Ray" folder: https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-ray-observability-dashboards.html
+    titles = {json.loads(p.read_text())["title"].lower() for p in DASHBOARDS}
+    assert not titles & {"ray core", "ray data", "ray train", "ray serve"}
+    assert {p.name for p in DASHBOARDS} == {"maze-training.json"}
 
 
 def test_each_dashboard_has_a_unique_uid_a_title_and_panels():

@@ -92,9 +92,15 @@ def test_bad_account_is_rejected():
         load_settings({"profile": "blog", "account": "12345"})
 
 
-def test_kubernetes_version_hyperpod_does_not_support_is_rejected():
-    with pytest.raises(SettingsError, match=r"kubernetes_version: Input should be '1.35'"):
-        load_settings({"profile": "blog", "kubernetes_version": "1.29"})
+@pytest.mark.parametrize("version", ["1.29", "1.35"])
+def test_kubernetes_version_hyperpod_does_not_document_is_rejected(version):
+    # The HyperPod EKS prerequisites page lists 1.28-1.34; the kubectl 1.35 layer reaches 1.34-1.36.
+    with pytest.raises(SettingsError, match=r"kubernetes_version: Input should be '1.34'"):
+        load_settings({"profile": "blog", "kubernetes_version": version})
+
+
+def test_default_kubernetes_version_is_one_hyperpod_documents():
+    assert load_settings({"profile": "blog"}).kubernetes_version == "1.34"
 
 
 def test_lora_rank_vllm_cannot_serve_is_rejected():
@@ -117,9 +123,28 @@ def test_a_bad_name_is_rejected():
         load_settings({"profile": "blog", "name": "Bad_Name"})
 
 
-def test_admin_role_must_be_a_role_arn():
-    with pytest.raises(SettingsError, match=r"admin_role_arn: String should match pattern"):
-        load_settings({"profile": "blog", "admin_role_arn": "arn:aws:iam::123456789012:user/me"})
+def test_access_principals_are_iam_roles_or_users_given_comma_separated():
+    s = load_settings({"profile": "blog", "admin_principal_arns": "arn:aws:iam::123456789012:role/a, "
+                       "arn:aws:iam::123456789012:user/b,arn:aws:iam::123456789012:role/a"})
+    assert s.admin_principal_arns == ("arn:aws:iam::123456789012:role/a", "arn:aws:iam::123456789012:user/b")
+
+
+def test_an_sts_session_is_not_an_access_principal():
+    with pytest.raises(SettingsError, match=r"admin_principal_arns: .*STS session.*give the role's ARN"):
+        load_settings({"profile": "blog", "admin_principal_arns": "arn:aws:sts::123456789012:assumed-role/r/s"})
+
+
+def test_one_principal_cannot_be_admin_and_user():
+    arn = "arn:aws:iam::123456789012:role/a"
+    with pytest.raises(SettingsError, match=r"user_principal_arns: .* also in admin_principal_arns"):
+        load_settings({"profile": "blog", "admin_principal_arns": arn, "user_principal_arns": arn})
+
+
+def test_grafana_admins_are_identity_center_ids():
+    with pytest.raises(SettingsError, match=r"grafana_admin_user_ids: .*Identity Center"):
+        load_settings({"profile": "blog", "grafana_admin_user_ids": "alice"})
+    ok = "9067c7b8a1-1b2c3d4e-aaaa-bbbb-cccc-0123456789ab"
+    assert load_settings({"profile": "blog", "grafana_admin_group_ids": ok}).grafana_admin_group_ids == (ok,)
 
 
 def test_dashboards_revision_is_a_short_token():

@@ -33,13 +33,18 @@ def deploy(
 
     try:
         overrides = parse_overrides(context)
-        target = target_for(settings_for(profile, overrides), overrides=overrides)
+        settings = settings_for(profile, overrides)
+        target = target_for(settings, overrides=overrides)
     except SettingsError as exc:
         fail(str(exc), code=EXIT_USAGE)
     outputs = (outputs_file or PROJECT_ROOT / outputs_path(profile)).resolve()
-    commands = ([["bootstrap", *target.cdk_context]] if bootstrap else []) + [
-        deploy_args(target, outputs, dashboards_revision=datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ"))
-    ]
+    deploy = deploy_args(target, outputs, dashboards_revision=datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ"))
+    if dry_run:
+        # Without AWS calls: the real deploy adds the caller's IAM principal as a cluster admin.
+        deploy += ["-c", "admin_principal_arns=<your IAM role, from sts get-caller-identity>"]
+    else:
+        deploy += _account_context(settings, target.region)
+    commands = ([["bootstrap", *target.cdk_context]] if bootstrap else []) + [deploy]
     if dry_run:
         for args in commands:
             typer.echo(f"would run: cdk {' '.join(args)}")
@@ -54,6 +59,22 @@ def deploy(
              f"(CloudFormation resumes; `skymaze teardown --profile {profile}` removes a half-built deploy)")
     typer.echo(f"deployed profile {profile!r}; stack outputs in {outputs}")
     next_step(*next_steps(target, read_outputs(outputs)))
+
+
+def _account_context(settings, region: str) -> list[str]:
+    import boto3
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    from workload.ops.deploy import deploy_context
+
+    try:
+        extra = deploy_context(boto3.Session(region_name=region), settings)
+    except (BotoCoreError, ClientError, ValueError) as exc:
+        fail(f"cannot read the deploying identity or the artifacts bucket: {exc}; check your AWS credentials "
+             "(aws sts get-caller-identity)")
+    for key_value in extra[1::2]:
+        typer.echo(f"setting {key_value}")
+    return extra
 
 
 def register(app: typer.Typer) -> None:

@@ -13,18 +13,22 @@ def plan(
     sets: list[str] = typer.Option(None, "--set", help=SET_HELP),
     profile: str = typer.Option("blog", "--profile", help="Deploy profile whose FSx size applies."),
     fsx_gib: int = typer.Option(None, "--fsx-gib", help="FSx capacity to plan against (default: the profile's)."),
+    context: list[str] = typer.Option([], "--context", "-c", help="deploy setting override KEY=VALUE (as for deploy)"),
 ) -> None:
-    """Print GPUs, steps, rollouts, evaluations, checkpoint/export sizes and FSx space over the run.
+    """Print GPUs, steps, rollouts, evaluations, checkpoint/export sizes and FSx space over the run,
+    and how the Ray pods fit the profile's nodes (allocatable vs requested per instance group).
 
-    Exit 1 when the run would not fit on FSx.
+    Exit 1 when the run would not fit on FSx; exit 2 when the deploy settings cannot fit their nodes.
 
-    Example:  skymaze plan --recipe blog
+    Example:  skymaze plan --recipe blog --profile small -c worker_threads_per_core=2
     """
     from workload.skyrl.plan import build_plan, plan_warnings, render_plan
 
     recipe = load_or_exit(recipe_name, sets)
+    fit_lines = _cluster_fit(profile, context)
     if fsx_gib is None:
-        fsx_gib = deploy_setting(profile, "fsx_storage_gib")
+        fsx_gib = fit_lines[0] if fit_lines else deploy_setting(profile, "fsx_storage_gib")
+        fit_lines = fit_lines[1:]
     try:
         result = build_plan(recipe.resolved(), train_rows=recipe.train_rows(), fsx_gib=fsx_gib)
     except (KeyError, ValueError) as err:
@@ -32,12 +36,30 @@ def plan(
     typer.echo(f"recipe {recipe_name} (run {recipe.run_id})")
     for line in render_plan(result):
         typer.echo(line)
+    for line in fit_lines:
+        typer.echo(line)
     warnings = plan_warnings(result)
     for line in warnings:
         typer.echo(f"warning: {line}", err=True)
     if result.peak_bytes > result.fsx_bytes:
         fail("the run does not fit on FSx")
     next_step(f"skymaze submit --recipe {recipe_name}")
+
+
+def _cluster_fit(profile: str, context: list[str]) -> list:
+    """[fsx_gib, lines...] of the profile's cluster fit; [] where the deploy settings are not installed."""
+    try:
+        from workload.ops.profiles import SettingsError, parse_overrides, settings_for
+    except ImportError:  # inside the trainer image: no deploy settings
+        return []
+    try:
+        settings = settings_for(profile, parse_overrides(context))
+    except SettingsError as err:
+        fail(f"{err}\n(infra/fit.py: instance facts, kubelet reservation, system pods)", code=EXIT_USAGE)
+    lines = [f"cluster fit (profile {profile}; kubelet reservation and system pods from infra/fit.py):"]
+    for group in settings.cluster_fit():
+        lines += [f"  {row}" for row in group.rows()]
+    return [settings.fsx_storage_gib, *lines]
 
 
 def register(app: typer.Typer) -> None:

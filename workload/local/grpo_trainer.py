@@ -33,7 +33,7 @@ from workload.local.policy import Context, Encoder, completion_logprobs, turn_co
 from workload.local.rundir import LATEST_FILE, RunDir, torch_save_atomic
 from workload.maze.generator import generate_from_seed
 
-MICRO_BATCH_SAMPLES = 256  # bounds activation memory of one forward/backward (rehearsal-feasibility §4)
+MICRO_BATCH_SAMPLES = 256  # bounds one forward/backward: 256 samples x 41 tokens peaked at 1.0-1.2 GB RSS
 
 
 def usable(completion: list[int], skip_tokens: frozenset[int]) -> bool:

@@ -2,7 +2,7 @@
 
 Honest selection: the adapter to serve is the exported step with the most greedy solves on
 the validation set (layouts excluded from training and from the held-out set); the
-held-out set only scores it. The bar (issue "Goal"): the selected adapter beats the SFT
+held-out set only scores it. The bar GRPO must clear: the selected adapter beats the SFT
 baseline on the held-out set with an exact paired McNemar p < 0.05, and the final step
 is not below the baseline. Every held-out evaluation is still reported, as a curve.
 """

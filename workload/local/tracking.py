@@ -6,7 +6,8 @@ import json
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 PAGE_KIB = os.sysconf("SC_PAGE_SIZE") // 1024
@@ -154,27 +155,22 @@ class PeakMemory:
 
 
 class PhaseTimer:
-    """Wall seconds per phase and, given a ``cpu`` clock, CPU seconds per phase."""
+    """Wall seconds per phase, added up over every ``run(name)`` block in ``seconds``, and,
+    given a ``cpu`` clock, CPU seconds per phase in ``cpu_seconds``; it prints nothing (the
+    run report shows the sums)."""
 
-    def __init__(self, echo: Callable[[str], None] = print, cpu: Callable[[], float] | None = None):
+    def __init__(self, cpu: Callable[[], float] | None = None) -> None:
         self.seconds: dict[str, float] = {}
         self.cpu_seconds: dict[str, float] = {}
-        self.echo = echo
         self.cpu = cpu
 
-    def run(self, name: str):
-        timer = self
-
-        class _Phase:
-            def __enter__(self):
-                self.start = time.perf_counter()
-                self.cpu_start = timer.cpu() if timer.cpu else 0.0
-                return self
-
-            def __exit__(self, *exc: object) -> None:
-                timer.seconds[name] = timer.seconds.get(name, 0.0) + time.perf_counter() - self.start
-                if timer.cpu:
-                    used = timer.cpu() - self.cpu_start
-                    timer.cpu_seconds[name] = timer.cpu_seconds.get(name, 0.0) + used
-
-        return _Phase()
+    @contextmanager
+    def run(self, name: str) -> Iterator[None]:
+        start = time.perf_counter()
+        cpu_start = self.cpu() if self.cpu else 0.0
+        try:
+            yield
+        finally:
+            self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - start
+            if self.cpu:
+                self.cpu_seconds[name] = self.cpu_seconds.get(name, 0.0) + self.cpu() - cpu_start

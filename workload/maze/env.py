@@ -79,7 +79,12 @@ def _is_stop_payload(payload: object) -> bool:
 
 
 class Maze2D:
-    """VisGym ``maze_2d`` with the gymnasium API; see the module docstring."""
+    """VisGym ``maze_2d``; see the module docstring.
+
+    ``reset``, ``step``, ``render`` and ``close`` keep the call and return shapes of VisGym's
+    gymnasium env (``reset`` -> ``(obs, info)``, ``step`` -> ``(obs, reward, terminated,
+    truncated, info)``), but this is not a ``gymnasium.Env``: the package needs no gymnasium.
+    """
 
     metadata: ClassVar[dict] = {"render_modes": ["rgb_array", "ansi"]}
 
@@ -94,7 +99,7 @@ class Maze2D:
         self._previous: tuple[int, int] | None = None
         self.env_feedback = ""
 
-    # -- gymnasium API ------------------------------------------------------------------
+    # -- VisGym's env methods ----------------------------------------------------------
     def reset(self, seed: int | None = None, init_state: dict | None = None, options: dict | None = None):
         """Draw a new maze (from ``seed`` or the env's RNG) or load ``init_state``; return (obs, info)."""
         if seed is not None:
@@ -146,7 +151,7 @@ class Maze2D:
         return visgym_prompt(self.size)
 
     def close(self) -> None:
-        """Nothing to release (no window); kept for the gymnasium API."""
+        """Nothing to release (no window); VisGym's env has it."""
 
     # -- rules ----------------------------------------------------------------------------
     def _apply(self, action_text: object) -> str | None:

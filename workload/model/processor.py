@@ -11,12 +11,14 @@ from __future__ import annotations
 
 from typing import Any
 
-PATCH_SIZE = 16  # Qwen3-VL vision patch (ml-toolchain.md §2)
-MERGE_SIZE = 2
+from workload.maze.render import WALL_RGB
+
+PATCH_SIZE = 16  # px per side of a Qwen3-VL vision patch (its vision_config.patch_size)
+MERGE_SIZE = 2  # 2x2 patches merge into one image token (vision_config.spatial_merge_size)
 TEMPORAL_PATCH_SIZE = 2
 MIN_PIXELS = (PATCH_SIZE * MERGE_SIZE) ** 2  # one merged token: 32x32 px, never upscale small frames
 MAX_PIXELS = 256 * 256
-PAD_RGB = (169, 169, 169)  # VisGym's wall gray: padding reads as more wall (rehearsal-feasibility §1)
+PAD_RGB = WALL_RGB  # padding reads as more wall
 
 # Qwen-format chat template: string or list content; image parts become the vision span.
 CHAT_TEMPLATE = (

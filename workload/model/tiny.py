@@ -9,7 +9,9 @@ checkpoint (``load_tiny(out_dir)`` or ``Qwen3VLForConditionalGeneration.from_pre
 - ``ImageOnlyQwen3VLProcessor`` (``workload.model.processor``): Qwen3-VL's processor
   without the video slot and with a small minimum pixel count;
 - ``Qwen3VLForConditionalGeneration`` at tiny sizes with ``initializer_range`` 0.1: at
-  Qwen's 0.02 the model never learns to look at the image (rehearsal-feasibility §2).
+  Qwen's 0.02 the model never learns to look at the image (measured: SFT stayed at 0/64
+  held-out solves with the loss flat at the action marginal; with 0.1 it overfits 32
+  frames to accuracy 1.0 in 100 steps).
 
 Everything is a pure function of ``seed`` and ``preset``: two builds are byte-identical.
 """
@@ -42,8 +44,8 @@ SPECIAL_TOKENS = (
 )
 PAD_TOKEN = "<|endoftext|>"
 EOS_TOKEN = "<|im_end|>"
-BPE_VOCAB_SIZE = 512  # upper bound; the maze corpus saturates at ~350 merges (ml-toolchain.md §2)
-INITIALIZER_RANGE = 0.1  # 0.02 (Qwen's default) never learns from pixels: rehearsal-feasibility §2
+BPE_VOCAB_SIZE = 512  # special tokens + 256 bytes + merges; the maze corpus fills it (the actions come on top)
+INITIALIZER_RANGE = 0.1  # at 0.02 (Qwen's default) maze frames barely move the logits: 0/64 solves
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,8 +62,8 @@ class ModelPreset:
     vision_heads: int
 
 
-# "tiny" is model A of rehearsal-feasibility §1 (0.72 M params, best solve rate per CPU minute);
-# "small" is model B (3.8 M); "base" is for a GPU run.
+# "tiny" (0.72 M parameters) learned the most per CPU minute of SFT: 34/64 held-out solves after
+# 1 min against 24/64 after 2 min for "small" (3.8 M) (measured on 2 cores); "base" is for a GPU run.
 PRESETS: dict[str, ModelPreset] = {
     "tiny": ModelPreset(128, 2, 4, 2, 256, 1, 64, 2),
     "small": ModelPreset(256, 4, 4, 2, 512, 2, 128, 2),

@@ -7,6 +7,7 @@ teardown executor decides when to call them. Tests run them against moto.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 
 from botocore.exceptions import ClientError
@@ -155,3 +156,85 @@ def empty_and_delete_bucket(session, name: str) -> bool:
             s3.delete_objects(Bucket=name, Delete={"Objects": keys, "Quiet": True})
     s3.delete_bucket(Bucket=name)
     return True
+
+
+def iam_principal_arn(caller_arn: str, iam_client=None) -> str:
+    """The IAM principal behind `sts get-caller-identity`'s ARN, as EKS access entries want it.
+
+    An assumed-role session (`arn:aws:sts::ACCOUNT:assumed-role/NAME/SESSION`) becomes its role;
+    the role's real ARN (with its path, e.g. Identity Center's `aws-reserved/sso.amazonaws.com/`)
+    comes from `iam:GetRole` when allowed, else the path-less form. Users and roles pass through.
+    """
+    match = re.fullmatch(r"arn:(aws[a-z-]*):sts::(\d{12}):assumed-role/([^/]+)/.+", caller_arn)
+    if not match:
+        if re.fullmatch(r"arn:aws[a-z-]*:iam::\d{12}:(user|role)/.+", caller_arn):
+            return caller_arn
+        raise ValueError(f"{caller_arn} is neither an IAM user nor an assumed role: EKS access entries need one "
+                         "(pass -c admin_principal_arns=arn:aws:iam::ACCOUNT:role/NAME)")
+    partition, account, name = match.groups()
+    if iam_client is not None:
+        try:
+            return iam_client.get_role(RoleName=name)["Role"]["Arn"]
+        except ClientError:
+            pass
+    return f"arn:{partition}:iam::{account}:role/{name}"
+
+
+def caller_principal_arn(session) -> str:
+    """The IAM role or user running this command (the deployer gets an EKS access entry)."""
+    caller = session.client("sts").get_caller_identity()["Arn"]
+    return iam_principal_arn(caller, session.client("iam"))
+
+
+def bucket_exists(session, name: str) -> bool:
+    """Whether bucket `name` exists (in any account this session can see)."""
+    try:
+        session.client("s3").head_bucket(Bucket=name)
+    except ClientError as exc:
+        if exc.response["Error"]["Code"] in ("404", "NoSuchBucket", "NotFound"):
+            return False
+        raise
+    return True
+
+
+def stack_output(session, stacks: list[str], key: str) -> str | None:
+    """The value of output `key` in the first of `stacks` that has it; None when none does."""
+    cfn = session.client("cloudformation")
+    for stack in stacks:
+        try:
+            described = cfn.describe_stacks(StackName=stack)["Stacks"]
+        except ClientError as exc:
+            if "does not exist" in str(exc):
+                continue
+            raise
+        for output in described[0].get("Outputs", []):
+            if output["OutputKey"] == key:
+                return output["OutputValue"]
+    return None
+
+
+def delete_file_system(session, file_system_id: str) -> bool:
+    """Delete an FSx file system without a final backup; False when it is already gone."""
+    fsx = session.client("fsx")
+    try:
+        found = fsx.describe_file_systems(FileSystemIds=[file_system_id])["FileSystems"]
+        if not found or found[0].get("Lifecycle") == "DELETING":
+            return False
+        fsx.delete_file_system(FileSystemId=file_system_id, LustreConfiguration={"SkipFinalBackup": True})
+    except ClientError as exc:
+        if exc.response["Error"]["Code"] == "FileSystemNotFound":
+            return False
+        raise
+    return True
+
+
+def delete_log_groups(session, prefixes: list[str]) -> list[str]:
+    """Delete every CloudWatch log group whose name starts with one of `prefixes`; returns their names."""
+    logs = session.client("logs")
+    deleted = []
+    for prefix in prefixes:
+        for page in logs.get_paginator("describe_log_groups").paginate(logGroupNamePrefix=prefix):
+            for group in page["logGroups"]:
+                logs.delete_log_group(logGroupName=group["logGroupName"])
+                deleted.append(group["logGroupName"])
+    return sorted(deleted)

@@ -63,3 +63,25 @@ def next_steps(target: TeardownTarget, outputs: dict[str, str]) -> list[str]:
         f"skymaze teardown --profile {target.profile}   # when done: stops the billing",
     ]
     return steps
+
+
+def deploy_context(session, settings) -> list[str]:
+    """The `-c` settings a deploy adds from the account it runs in (boto3 `session`).
+
+    - `admin_principal_arns`: the identity running the deploy (an assumed-role session becomes
+      its role), then the configured ones, so that whoever deploys can use kubectl afterwards.
+    - `reuse_artifacts_bucket=true` when the artifacts bucket exists but no live storage stack
+      owns it: an earlier `teardown --keep-data` kept it, and creating it again would fail.
+    """
+    from workload.ops import aws
+
+    admins = list(dict.fromkeys([aws.caller_principal_arn(session), *settings.admin_principal_arns]))
+    admins = [arn for arn in admins if arn not in settings.user_principal_arns]
+    args = ["-c", f"admin_principal_arns={','.join(admins)}"]
+    account = session.client("sts").get_caller_identity()["Account"]
+    bucket = settings.model_copy(update={"account": account}).artifacts_bucket_name
+    storage_stack = f"{settings.name.capitalize()}Storage"
+    owned = {r.physical_id for r in aws.stack_resources(session, [storage_stack], "AWS::S3::Bucket")}
+    if not settings.reuse_artifacts_bucket and bucket not in owned and aws.bucket_exists(session, bucket):
+        args += ["-c", "reuse_artifacts_bucket=true"]
+    return args

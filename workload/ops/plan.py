@@ -19,6 +19,7 @@ KUBE_KINDS = (
     ("rayclusters.ray.io", "RayClusters (head and worker pods)"),
 )
 EKS_CLUSTER_SUFFIX = "-eks"  # infra/stacks/cluster.py: cluster_name=f"{settings.name}-eks"
+HYPERPOD_CLUSTER_SUFFIX = "-hyperpod"  # infra/stacks/cluster.py: cluster_name=f"{settings.name}-hyperpod"
 # Defaults of the waits; a teardown that times out says so and can simply be rerun.
 DEFAULT_KUBE_TIMEOUT_S = 600
 DEFAULT_AWS_TIMEOUT_S = 900
@@ -40,6 +41,17 @@ class TeardownTarget:
     def eks_cluster_name(self) -> str:
         """The EKS cluster's name as the cluster stack sets it."""
         return f"{self.app_name}{EKS_CLUSTER_SUFFIX}"
+
+    @property
+    def log_group_prefixes(self) -> tuple[str, ...]:
+        """Log groups AWS services create for this app outside CloudFormation: Lambda functions
+        without their own log group (named `<stack>-...` by CloudFormation), the EKS control plane
+        and the HyperPod cluster's nodes. Lambda prefixes need the exact stack names (a shared name
+        prefix must never reach another deployment's logs): without `stacks`, the executor adds them
+        from the stacks it discovered."""
+        lambdas = tuple(f"/aws/lambda/{stack}-" for stack in self.stacks)
+        return (*lambdas, f"/aws/eks/{self.eks_cluster_name}/",
+                f"/aws/sagemaker/Clusters/{self.app_name}{HYPERPOD_CLUSTER_SUFFIX}/")
 
     @property
     def rerun_command(self) -> str:
@@ -113,6 +125,13 @@ def build_teardown_plan(target: TeardownTarget) -> list[Step]:
     steps.append(Step("cdk-destroy", "cdk_destroy", f"`cdk destroy {stacks} --force {context}` (CloudFormation "
                       "deletes in reverse dependency order: serving, Ray, observability, HyperPod, EKS, storage, "
                       "network)"))
+    steps.append(Step("delete-retained-file-systems", "delete_retained_file_systems",
+                      "delete the FSx file systems of the storage stack that survived `cdk destroy` (deployed "
+                      "with removal=retain before FSx was always deleted): each bills until deleted; /shared/runs "
+                      "is already exported to the artifacts bucket"))
+    steps.append(Step("delete-log-groups", "delete_log_groups",
+                      "delete the log groups AWS created outside CloudFormation: Lambda functions of the app's "
+                      "stacks, the EKS control plane, the HyperPod cluster's nodes"))
     if not target.keep_data:
         steps.append(Step("delete-retained-buckets", "delete_retained_buckets",
                           "empty and delete the app's buckets (artifacts, access logs) that survived `cdk destroy` "

@@ -38,6 +38,7 @@ from workload.ops.plan import (
 )
 
 ARTIFACTS_LOGICAL_ID = re.compile(r"artifact", re.IGNORECASE)
+ARTIFACTS_OUTPUT = "ArtifactsBucket"  # infra/stacks/storage.py
 
 
 class TeardownError(RuntimeError):
@@ -64,6 +65,7 @@ class Discovered:
     buckets: list[str] = field(default_factory=list)
     artifacts_stack: str | None = None
     artifacts_logical_id: str | None = None
+    file_systems: list[str] = field(default_factory=list)
 
     @classmethod
     def load(cls, path: Path) -> Discovered:
@@ -107,6 +109,10 @@ def discover(stacks: list[str], session, saved: Discovered) -> Discovered:
     if buckets:
         found.artifacts_bucket = buckets[0].physical_id
         found.artifacts_stack, found.artifacts_logical_id = buckets[0].stack, buckets[0].logical_id
+    elif not found.artifacts_bucket:  # adopted from an earlier deploy (reuse_artifacts_bucket): only an output
+        found.artifacts_bucket = aws.stack_output(session, stacks, ARTIFACTS_OUTPUT)
+    file_systems = aws.stack_resources(session, stacks, "AWS::FSx::FileSystem")
+    found.file_systems = sorted({f.physical_id for f in file_systems} | set(saved.file_systems))
     return found
 
 
@@ -250,6 +256,21 @@ class TeardownExecutor:
             raise TeardownError(f"{exc}; network interfaces still in {self.found.vpc_id}: {', '.join(left[:10])}; "
                                 "AWS releases HyperPod, FSx and Lambda interfaces minutes after their owner is "
                                 "deleted: wait a few minutes") from exc
+
+    def delete_retained_file_systems(self, step: Step) -> None:
+        if not self.found.file_systems:
+            self._echo("  no file system recorded: nothing to delete")
+        for file_system in self.found.file_systems:
+            deleted = aws.delete_file_system(self._session, file_system)
+            self._echo(f"  {file_system}: {'deleting (no final backup)' if deleted else 'already gone'}")
+
+    def delete_log_groups(self, step: Step) -> None:
+        target = self.target
+        prefixes = list(target.log_group_prefixes)
+        if not target.stacks:  # `cdk destroy --all`: the Lambda prefixes of the stacks discovery found
+            prefixes = [f"/aws/lambda/{stack}-" for stack in self.found.stacks] + prefixes
+        deleted = aws.delete_log_groups(self._session, prefixes)
+        self._echo(f"  deleted {len(deleted)} log groups" + (f": {', '.join(deleted[:10])}" if deleted else ""))
 
     def delete_retained_buckets(self, step: Step) -> None:
         buckets = sorted(set(self.found.buckets) | ({self.found.artifacts_bucket} - {None}))

@@ -83,7 +83,8 @@ def entrypoint_command(*, preflight: bool) -> str:
     return shlex.join([*command, "--preflight"] if preflight else command)
 
 
-def submit(client: Any, spec: JobSpec, *, preflight: bool = False, submission_id: str | None = None) -> str:
+def submit(client: Any, spec: JobSpec, *, preflight: bool = False, submission_id: str | None = None,
+           extra_metadata: dict[str, str] | None = None) -> str:
     """Upload job.json as the job's working dir and start the entrypoint; returns the job id."""
     with tempfile.TemporaryDirectory(prefix="skymaze-job-") as folder:
         (Path(folder) / JOB_SPEC_FILE).write_text(spec.to_json())
@@ -92,7 +93,7 @@ def submit(client: Any, spec: JobSpec, *, preflight: bool = False, submission_id
                 entrypoint=entrypoint_command(preflight=preflight),
                 runtime_env={"working_dir": folder},
                 submission_id=submission_id,
-                metadata={"skymaze_recipe": spec.recipe, "skymaze_run_id": spec.run_id},
+                metadata={"skymaze_recipe": spec.recipe, "skymaze_run_id": spec.run_id, **(extra_metadata or {})},
             )
         except RuntimeError as err:
             raise JobsError(f"the cluster refused the job: {err}") from None

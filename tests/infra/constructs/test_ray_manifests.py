@@ -6,20 +6,28 @@ import jsonschema
 import pytest
 
 from infra.constructs import ray_manifests as rm
-from infra.settings import GPU_INSTANCES, HEAD_INSTANCES
+from infra.fit import PodSize
+from infra.settings import load_settings
 from tests.infra import kuberay
 
 
 def _spec(worker_type: str = "ml.g7e.12xlarge", workers: int = 3) -> dict:
-    return rm.ray_cluster_spec(image="img:1", head_type="ml.r5d.16xlarge", head=HEAD_INSTANCES["ml.r5d.16xlarge"],
-                               worker_type=worker_type, worker=GPU_INSTANCES[worker_type], workers=workers)
+    sizes = load_settings({"profile": "blog", "worker_instance_type": worker_type}).pod_sizes()
+    return rm.ray_cluster_spec(image="img:1", head_type="ml.r5d.16xlarge", head=sizes.trainer_head,
+                               worker_type=worker_type, worker=sizes.worker, workers=workers)
 
 
-def test_worker_requests_all_gpus_of_its_node_and_fits_beside_daemonsets():
+def test_worker_requests_every_gpu_and_efa_interface_of_its_node():
     spec = _spec("ml.g7e.24xlarge", workers=2)
     limits = spec["workerGroupSpecs"][0]["template"]["spec"]["containers"][0]["resources"]["limits"]
-    assert limits["nvidia.com/gpu"] == 4
-    assert int(limits["cpu"]) < 96 and limits["memory"] == "768Gi"
+    assert (limits["nvidia.com/gpu"], limits["vpc.amazonaws.com/efa"]) == (4, 2)
+    assert int(limits["cpu"]) < 48  # ThreadsPerCore=1: half the 96 vCPUs
+
+
+def test_shared_memory_stays_within_the_pods_memory():
+    small = rm._pod(container="c", image="i", instance_type="t", size=PodSize("p", 2, 16))
+    (dshm,) = [v for v in small["spec"]["volumes"] if v["name"] == "dshm"]
+    assert dshm["emptyDir"]["sizeLimit"] == "8Gi"
 
 
 def test_requests_equal_limits_for_guaranteed_pods():
@@ -46,13 +54,3 @@ def test_the_crd_check_can_fail(shared_dir):
     broken["spec"]["workerGroupSpecs"][0]["replicas"] = "three"
     with pytest.raises(jsonschema.ValidationError, match="'three' is not of type 'integer'"):
         kuberay.validate(shared_dir, broken)
-
-
-def test_trainer_and_serving_heads_fit_on_the_one_cpu_node_together():
-    node = HEAD_INSTANCES["ml.r5d.16xlarge"]
-    heads = [rm.ray_cluster_spec(image="i", head_type="h", head=node, worker_type="ml.g7e.12xlarge",
-                                 worker=GPU_INSTANCES["ml.g7e.12xlarge"], workers=1, head_share=share)
-             for share in (rm.TRAINER_HEAD_SHARE, rm.SERVE_HEAD_SHARE)]
-    requests = [h["headGroupSpec"]["template"]["spec"]["containers"][0]["resources"]["requests"] for h in heads]
-    assert sum(int(r["cpu"]) for r in requests) <= node.vcpus * rm.POD_SHARE_OF_NODE
-    assert sum(int(r["memory"].removesuffix("Gi")) for r in requests) <= node.memory_gib * rm.POD_SHARE_OF_NODE

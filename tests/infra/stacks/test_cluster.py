@@ -23,7 +23,7 @@ def _addons(template) -> dict[str, dict]:
 def test_eks_uses_api_auth_no_auto_mode_and_a_hyperpod_kubernetes_version(cluster):
     _, eks = one(cluster, "AWS::EKS::Cluster")
     props = eks["Properties"]
-    assert props["Version"] == "1.35"
+    assert props["Version"] == "1.34"
     assert props["AccessConfig"]["AuthenticationMode"] == "API"
     assert props["ComputeConfig"] == {"Enabled": False}
     assert not resources(cluster, "AWS::EKS::Nodegroup")
@@ -82,7 +82,8 @@ def test_execution_role_is_sagemaker_only_and_reads_just_the_lifecycle_bucket(cl
 def test_creation_order_chart_then_hyperpod_then_node_waiter_then_node_addons(cluster, synth):
     chart_id, _ = one(cluster, "Custom::HyperPodDependencyChart")
     hp_id, hp = one(cluster, "AWS::SageMaker::Cluster")
-    waiter_id, waiter = one(cluster, "Custom::HyperPodNodes")
+    stages = resources(cluster, "Custom::HyperPodNodes")
+    waiter_id, waiter = next((k, v) for k, v in stages.items() if v["Properties"]["Final"] == "true")
     assert chart_id in hp["DependsOn"]
     assert waiter["Properties"]["ClusterArn"] == {"Fn::GetAtt": [hp_id, "ClusterArn"]}
     assert json.loads(waiter["Properties"]["ExpectedNodes"]) == {"head": 1, "workers": 3}
@@ -110,7 +111,9 @@ def test_outputs_name_the_clusters(cluster):
     assert {"EksClusterName", "HyperPodClusterName", "KubeconfigCommand"} <= set(cluster["Outputs"])
 
 
-def test_admin_role_gets_a_cluster_admin_access_entry(synth):
+@pytest.fixture(scope="module")
+def small_with_people():
+    """`small` with people configured: admins, users, Grafana admins, a kept artifacts bucket."""
     import aws_cdk as cdk
     from aws_cdk.assertions import Template
 
@@ -118,12 +121,66 @@ def test_admin_role_gets_a_cluster_admin_access_entry(synth):
     from infra.settings import load_settings
     from tests.infra.conftest import cli_context
 
-    admin = "arn:aws:iam::111111111111:role/ml-admin"
-    context = cli_context(profile="small", admin_role_arn=admin)
+    context = cli_context(profile="small", admin_principal_arns=ADMIN, user_principal_arns=USER,
+                          grafana_admin_group_ids=GRAFANA_GROUP, reuse_artifacts_bucket="true")
     stacks = cdk_app.compose(cdk.App(context=context), load_settings(context))
-    template = Template.from_stack(stacks["cluster"]).to_json()
-    entries = [e["Properties"] for e in resources(template, "AWS::EKS::AccessEntry").values()]
-    (entry,) = [p for p in entries if p["PrincipalArn"] == admin]
-    assert "AmazonEKSClusterAdminPolicy" in json.dumps(entry["AccessPolicies"])
-    assert not any(p["PrincipalArn"] == admin for p in
-                   (e["Properties"] for e in resources(synth.templates["cluster"], "AWS::EKS::AccessEntry").values()))
+    return {role: Template.from_stack(stack).to_json() for role, stack in stacks.items()}
+
+
+ADMIN = "arn:aws:iam::111111111111:role/aws-reserved/sso.amazonaws.com/AWSReservedSSO_Admin_0123"
+USER = "arn:aws:iam::111111111111:role/ml-scientist"
+GRAFANA_GROUP = "9067c7b8a1-1b2c3d4e-aaaa-bbbb-cccc-0123456789ab"
+
+
+def _entries(template) -> dict[str, dict]:
+    return {e["Properties"]["PrincipalArn"]: e["Properties"]
+            for e in resources(template, "AWS::EKS::AccessEntry").values()
+            if isinstance(e["Properties"]["PrincipalArn"], str)}  # CDK's own roles are references
+
+
+def test_admins_get_cluster_admin_and_users_edit_in_the_ray_namespace(small_with_people, synth):
+    entries = _entries(small_with_people["cluster"])
+    (admin_policy,) = entries[ADMIN]["AccessPolicies"]
+    assert json.dumps(admin_policy["PolicyArn"]).endswith(":cluster-access-policy/AmazonEKSClusterAdminPolicy\"]]}")
+    assert admin_policy["AccessScope"] == {"Type": "cluster"}
+    (user_policy,) = entries[USER]["AccessPolicies"]
+    assert json.dumps(user_policy["PolicyArn"]).endswith(":cluster-access-policy/AmazonEKSEditPolicy\"]]}")
+    assert user_policy["AccessScope"] == {"Type": "namespace", "Namespaces": ["ray"]}
+    # The default synth names nobody: `skymaze deploy` passes the deployer (tests/cli/test_deploy.py).
+    assert ADMIN not in _entries(synth.templates["cluster"])
+
+
+def test_grafana_admins_are_assigned_to_the_workspace(small_with_people, synth):
+    (assignment,) = resources(small_with_people["observability"], "Custom::AWS").values()
+    create = json.dumps(assignment["Properties"]["Create"])
+    assert "ADD" in create and "ADMIN" in create
+    assert GRAFANA_GROUP in create and "SSO_GROUP" in create and "UpdatePermissions" in create
+    assert not resources(synth.templates["observability"], "Custom::AWS")
+
+
+def test_a_kept_artifacts_bucket_is_adopted_not_created(small_with_people, synth):
+    storage = small_with_people["storage"]
+    names = [b["Properties"].get("BucketName") for b in resources(storage, "AWS::S3::Bucket").values()]
+    assert "skymaze-artifacts-111111111111-us-west-2" not in names
+    (policy,) = [p for p in resources(storage, "AWS::S3::BucketPolicy").values()
+                 if p["Properties"]["Bucket"] == "skymaze-artifacts-111111111111-us-west-2"]
+    assert policy["DeletionPolicy"] == "Retain"
+    assert "aws:SecureTransport" in json.dumps(policy["Properties"]["PolicyDocument"])
+    created = [b["Properties"].get("BucketName") for b in resources(synth.templates["storage"], "AWS::S3::Bucket").values()]
+    assert "skymaze-artifacts-111111111111-us-west-2" in created
+
+
+def test_execution_role_attaches_the_cni_policy_as_aws_reference_does(cluster):
+    role_id = one(cluster, "AWS::SageMaker::Cluster")[1]["Properties"]["InstanceGroups"][0]["ExecutionRole"]["Fn::GetAtt"][0]
+    managed = json.dumps(cluster["Resources"][role_id]["Properties"]["ManagedPolicyArns"])
+    assert "policy/AmazonEKS_CNI_Policy" in managed and "policy/AmazonSageMakerClusterInstanceRolePolicy" in managed
+
+
+def test_node_wait_is_a_chain_of_stages_each_under_an_hour(cluster):
+    stages = resources(cluster, "Custom::HyperPodNodes")
+    assert len(stages) == 2
+    first, last = sorted(stages.items(), key=lambda item: item[1]["Properties"]["Stage"])
+    assert (first[1]["Properties"]["Final"], last[1]["Properties"]["Final"]) == ("false", "true")
+    assert first[0] in last[1]["DependsOn"]
+    # What waits on nodes waits on the last stage.
+    assert last[0] in _addons(cluster)["aws-fsx-csi-driver"]["DependsOn"]

@@ -81,6 +81,7 @@ def test_every_turn_becomes_a_sample_carrying_its_episode_advantage(episodes):
     assert completions[0] == episodes[0].completions[0]
 
 
+@pytest.mark.slow  # trains: optimizer steps on the tiny model
 def test_update_moves_lora_weights_only_and_toward_positive_advantages(tiny_model_dir, tmp_path, episodes):
     learner = _learner(tiny_model_dir, tmp_path, ["trainer.policy.optimizer_config.lr=0.01"])
     named = dict(learner.model.named_parameters())
@@ -101,6 +102,7 @@ def test_update_moves_lora_weights_only_and_toward_positive_advantages(tiny_mode
     assert {"policy/loss", "policy/grad_norm", "policy/clip_ratio"} <= set(metrics)
 
 
+@pytest.mark.slow  # trains: optimizer steps on the tiny model
 def test_kl_term_is_computed_against_the_adapter_free_model(tiny_model_dir, tmp_path, episodes):
     learner = _learner(tiny_model_dir, tmp_path, ["trainer.algorithm.use_kl_loss=true"])
     metrics = learner.update(*_samples(episodes))
@@ -109,6 +111,7 @@ def test_kl_term_is_computed_against_the_adapter_free_model(tiny_model_dir, tmp_
     assert metrics["policy/kl"] > 0.0
 
 
+@pytest.mark.slow  # trains: optimizer steps on the tiny model
 def test_mini_batches_split_the_step_into_several_updates(tiny_model_dir, tmp_path, episodes):
     learner = _learner(tiny_model_dir, tmp_path, ["trainer.policy_mini_batch_size=1"])
     learner.update(*_samples(episodes))
@@ -116,6 +119,7 @@ def test_mini_batches_split_the_step_into_several_updates(tiny_model_dir, tmp_pa
     assert int(state["step"]) == 2
 
 
+@pytest.mark.slow  # trains: optimizer steps on the tiny model
 def test_checkpoint_round_trip_restores_lora_and_optimizer_and_prunes(tiny_model_dir, tmp_path, episodes):
     learner = _learner(tiny_model_dir, tmp_path, ["trainer.max_ckpts_to_keep=2"])
     for step in (1, 2, 3):
@@ -133,6 +137,7 @@ def test_checkpoint_round_trip_restores_lora_and_optimizer_and_prunes(tiny_model
     assert not list(tmp_path.glob("ckpts/.global_step_*"))  # no temp folders left behind
 
 
+@pytest.mark.slow  # trains: optimizer steps on the tiny model
 def test_export_is_a_loadable_peft_adapter_with_the_config_beside(tiny_model_dir, tmp_path, episodes):
     from peft import PeftModel
 

@@ -224,3 +224,19 @@ def test_memory_of_the_process_tree_is_measured():
     with PeakMemory() as memory:
         pass
     assert memory.peak_gib > 0.01
+
+
+def test_phase_timer_adds_up_each_phase_even_when_it_fails_and_prints_nothing(monkeypatch, capsys):
+    from workload.local import tracking
+
+    clock = iter([10.0, 12.5, 20.0, 21.0, 30.0, 34.0])
+    monkeypatch.setattr(tracking.time, "perf_counter", lambda: next(clock))
+    timer = tracking.PhaseTimer()
+    with timer.run("sft"):
+        pass
+    with timer.run("grpo"):
+        pass
+    with pytest.raises(RuntimeError), timer.run("sft"):
+        raise RuntimeError("interrupted")
+    assert timer.seconds == {"sft": 6.5, "grpo": 1.0}
+    assert capsys.readouterr() == ("", "")

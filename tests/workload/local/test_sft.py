@@ -11,6 +11,8 @@ from workload.local.policy import Encoder
 from workload.local.rundir import RunDir
 from workload.local.sft import run_sft, sft_loss
 
+pytestmark = pytest.mark.slow  # every test here trains the tiny model
+
 SMALL = ["sft.batch_size=8", "sft.check_every=2", "sft.validation_size=4", "generator.max_turns=3"]
 
 
@@ -72,7 +74,6 @@ def test_unreachable_target_runs_to_max_steps_checking_on_schedule(tiny_model_di
     assert [step for _, step, _ in logged] == [2, 4, 5]
 
 
-@pytest.mark.slow
 def test_resume_from_the_sft_checkpoint_matches_an_uninterrupted_run(tiny_model_dir, tmp_path):
     overrides = ["sft.target_solved=4", "sft.max_steps=4"]
     _, straight = _run(tiny_model_dir, tmp_path / "a", overrides, [])

@@ -61,3 +61,44 @@ def test_versioned_bucket_is_emptied_and_deleted_once(world):
     s3.delete_object(Bucket=world.artifacts_bucket, Key="adapters/maze/adapter_model.safetensors")
     assert aws.empty_and_delete_bucket(world.session, world.artifacts_bucket) is True
     assert aws.empty_and_delete_bucket(world.session, world.artifacts_bucket) is False
+
+
+@mock_aws
+def test_the_deployers_assumed_role_session_becomes_its_role_arn_with_its_path():
+    session = boto3.Session(region_name="us-west-2", aws_access_key_id="a", aws_secret_access_key="b")
+    trust = '{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"AWS":"*"},"Action":"sts:AssumeRole"}]}'
+    role = session.client("iam").create_role(RoleName="AWSReservedSSO_Admin_0123", AssumeRolePolicyDocument=trust,
+                                             Path="/aws-reserved/sso.amazonaws.com/")["Role"]
+    creds = session.client("sts").assume_role(RoleArn=role["Arn"], RoleSessionName="alice@example.com")["Credentials"]
+    assumed = boto3.Session(region_name="us-west-2", aws_access_key_id=creds["AccessKeyId"],
+                            aws_secret_access_key=creds["SecretAccessKey"], aws_session_token=creds["SessionToken"])
+    caller = assumed.client("sts").get_caller_identity()["Arn"]
+    assert ":assumed-role/AWSReservedSSO_Admin_0123/alice@example.com" in caller
+    assert aws.caller_principal_arn(assumed) == role["Arn"]
+    assert role["Arn"].endswith(":role/aws-reserved/sso.amazonaws.com/AWSReservedSSO_Admin_0123")
+
+
+def test_without_iam_get_role_the_role_arn_has_no_path():
+    arn = "arn:aws:sts::123456789012:assumed-role/deployer/session-1"
+    assert aws.iam_principal_arn(arn) == "arn:aws:iam::123456789012:role/deployer"
+    assert aws.iam_principal_arn("arn:aws:iam::123456789012:user/bob") == "arn:aws:iam::123456789012:user/bob"
+    with pytest.raises(ValueError, match="neither an IAM user nor an assumed role"):
+        aws.iam_principal_arn("arn:aws:sts::123456789012:federated-user/bob")
+
+
+def test_log_groups_are_deleted_by_prefix_only(world):
+    logs = world.session.client("logs")
+    for name in ("/aws/lambda/SkymazeCluster-Handler-1", "/aws/eks/skymaze-eks/cluster", "/aws/lambda/Other-x"):
+        logs.create_log_group(logGroupName=name)
+    deleted = aws.delete_log_groups(world.session, ["/aws/lambda/SkymazeCluster-", "/aws/eks/skymaze-eks/"])
+    assert deleted == ["/aws/eks/skymaze-eks/cluster", "/aws/lambda/SkymazeCluster-Handler-1"]
+    assert [g["logGroupName"] for g in logs.describe_log_groups()["logGroups"]] == ["/aws/lambda/Other-x"]
+
+
+def test_a_retained_file_system_is_deleted_once(world):
+    fsx = world.session.client("fsx")
+    fs_id = fsx.create_file_system(FileSystemType="LUSTRE", StorageCapacity=1200, SubnetIds=[world.subnet_id],
+                                   LustreConfiguration={"DeploymentType": "PERSISTENT_2",
+                                                        "PerUnitStorageThroughput": 250})["FileSystem"]["FileSystemId"]
+    assert aws.delete_file_system(world.session, fs_id) is True
+    assert aws.delete_file_system(world.session, fs_id) is False

@@ -42,3 +42,27 @@ def test_next_steps_without_outputs_fall_back_to_the_settings(tmp_path):
     steps = next_steps(TARGET, read_outputs(tmp_path / "missing.json"))
     assert steps[0] == "aws eks update-kubeconfig --name skymaze-eks --region us-west-2"
     assert any("Grafana URL" in step for step in steps)
+
+
+def test_the_deployer_becomes_a_cluster_admin_and_a_kept_bucket_is_reused():
+    import boto3
+    from moto import mock_aws
+
+    from infra.settings import load_settings
+    from workload.ops.deploy import deploy_context
+
+    with mock_aws():
+        root = boto3.Session(region_name="us-west-2", aws_access_key_id="a", aws_secret_access_key="b")
+        trust = '{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"AWS":"*"},"Action":"sts:AssumeRole"}]}'
+        role = root.client("iam").create_role(RoleName="deployer", AssumeRolePolicyDocument=trust)["Role"]
+        creds = root.client("sts").assume_role(RoleArn=role["Arn"], RoleSessionName="ci")["Credentials"]
+        session = boto3.Session(region_name="us-west-2", aws_access_key_id=creds["AccessKeyId"],
+                                aws_secret_access_key=creds["SecretAccessKey"], aws_session_token=creds["SessionToken"])
+        settings = load_settings({"profile": "blog", "admin_principal_arns": "arn:aws:iam::123456789012:role/ops"})
+        caller = session.client("sts").get_caller_identity()
+        args = deploy_context(session, settings)
+        assert args == ["-c", f"admin_principal_arns={role['Arn']},arn:aws:iam::123456789012:role/ops"]
+        # `teardown --keep-data` left the bucket; no storage stack owns it any more.
+        session.client("s3").create_bucket(Bucket=f"skymaze-artifacts-{caller['Account']}-us-west-2",
+                                           CreateBucketConfiguration={"LocationConstraint": "us-west-2"})
+        assert deploy_context(session, settings)[2:] == ["-c", "reuse_artifacts_bucket=true"]

@@ -15,7 +15,8 @@ def test_kubernetes_objects_go_before_the_aws_waits_and_the_stacks():
     assert keys == [
         "kube-context", "delete-rayjobs", "delete-rayservices", "delete-rayclusters", "delete-lb-services",
         "delete-ingresses", "delete-dynamic-pvcs", "wait-load-balancers", "wait-lb-enis",
-        "delete-guardduty-endpoints", "cdk-destroy", "delete-retained-buckets",
+        "delete-guardduty-endpoints", "cdk-destroy", "delete-retained-file-systems", "delete-log-groups",
+        "delete-retained-buckets",
     ]
 
 

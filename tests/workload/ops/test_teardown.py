@@ -85,7 +85,7 @@ def test_failure_in_the_middle_names_the_step_and_a_rerun_finishes(world, tmp_pa
     monkeypatch.setenv("FAKE_FAIL_ONCE", "kubectl delete services")
     steps = build_teardown_plan(_target())
 
-    with pytest.raises(TeardownError, match=r"step 5/12 `delete-lb-services` failed: .*connection refused.*rerun"):
+    with pytest.raises(TeardownError, match=r"step 5/14 `delete-lb-services` failed: .*connection refused.*rerun"):
         _executor(world, tools, tmp_path).run(steps)
     assert not _cdk_changes(tools.calls()), "nothing after the failed step ran"
     assert tools.objects("rayjobs.ray.io") == []  # the steps before it are done
@@ -104,7 +104,7 @@ def test_cdk_failure_is_reported_and_the_rerun_uses_the_saved_state(world, tmp_p
     steps = build_teardown_plan(_target())
     hyperpod_eni = world.session.client("ec2").create_network_interface(
         SubnetId=world.subnet_id, Description="SageMaker HyperPod node")["NetworkInterface"]["NetworkInterfaceId"]
-    with pytest.raises(TeardownError, match=rf"step 11/12 `cdk-destroy` failed: .*exited with status 1; network "
+    with pytest.raises(TeardownError, match=rf"step 11/14 `cdk-destroy` failed: .*exited with status 1; network "
                                             rf"interfaces still in vpc-\w+: {hyperpod_eni} \(SageMaker HyperPod"):
         _executor(world, tools, tmp_path).run(steps)
     assert _bucket_exists(world, world.artifacts_bucket)
@@ -206,3 +206,39 @@ def test_only_the_apps_own_stacks_are_read_and_their_buckets_deleted(world, tmp_
     assert tools.calls()[0] == "cdk list -c profile=blog"
     assert not _bucket_exists(world, world.artifacts_bucket)
     assert _bucket_exists(world, other_bucket), "a stack of another deployment sharing the prefix is untouched"
+
+
+def test_a_retained_file_system_and_the_apps_log_groups_are_deleted_after_cdk_destroy(world, tmp_path, monkeypatch):
+    from workload.ops.teardown import Discovered
+
+    fs_id = world.session.client("fsx").create_file_system(
+        FileSystemType="LUSTRE", StorageCapacity=1200, SubnetIds=[world.subnet_id],
+        LustreConfiguration={"DeploymentType": "PERSISTENT_2", "PerUnitStorageThroughput": 250},
+    )["FileSystem"]["FileSystemId"]
+    logs = world.session.client("logs")
+    kept = "/aws/lambda/Skymaze2Storage-Handler-1"  # another deployment sharing the name prefix
+    for name in ("/aws/lambda/SkymazeStorage-CustomS3AutoDelete-1", "/aws/eks/skymaze-eks/cluster",
+                 "/aws/sagemaker/Clusters/skymaze-hyperpod/abc123", kept):
+        logs.create_log_group(logGroupName=name)
+    tools = install_fakes(tmp_path, monkeypatch, server=world.endpoint, kinds=cluster_objects())
+    lines = []
+    executor = _executor(world, tools, tmp_path, keep_data=True, echo=lines.append)
+    # What discovery saved while the storage stack still existed (the file system was retained).
+    executor.found = Discovered(stacks=["SkymazeNetwork", "SkymazeStorage"], file_systems=[fs_id])
+    steps = {s.key: s for s in build_teardown_plan(_target(keep_data=True))}
+    executor.delete_retained_file_systems(steps["delete-retained-file-systems"])
+    executor.delete_log_groups(steps["delete-log-groups"])
+    assert world.session.client("fsx").describe_file_systems()["FileSystems"] == [] or all(
+        f["Lifecycle"] == "DELETING" for f in world.session.client("fsx").describe_file_systems()["FileSystems"])
+    assert [g["logGroupName"] for g in logs.describe_log_groups()["logGroups"]] == [kept]
+    assert any(f"{fs_id}: deleting" in line for line in lines)
+
+
+def test_keep_data_still_deletes_the_file_system_and_log_groups_but_not_the_bucket():
+    keys = [s.key for s in build_teardown_plan(_target(keep_data=True))]
+    assert keys.index("cdk-destroy") < keys.index("delete-retained-file-systems") < keys.index("delete-log-groups")
+    assert "delete-retained-buckets" not in keys
+    # Lambda log groups only by exact stack name: `Skymaze` alone would reach a `skymaze2` deployment.
+    assert _target().log_group_prefixes == ("/aws/eks/skymaze-eks/", "/aws/sagemaker/Clusters/skymaze-hyperpod/")
+    named = TeardownTarget(profile="blog", region="us-west-2", app_name="skymaze", stacks=("SkymazeStorage",))
+    assert named.log_group_prefixes[0] == "/aws/lambda/SkymazeStorage-"

