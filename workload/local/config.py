@@ -23,6 +23,7 @@ from workload.maze.heldout import size_mismatch
 RECIPES_DIR = Path(__file__).parent / "recipes"
 RESUME_MODES = ("latest", "none")
 LOSS_REDUCTIONS = ("token_mean",)
+SCHEDULERS = ("constant_with_warmup", "cosine_with_min_lr")  # Hugging Face get_scheduler names
 ADVANTAGE_ESTIMATORS = ("grpo",)
 
 
@@ -42,6 +43,9 @@ class OptimizerConfig:
     lr: float
     weight_decay: float
     max_grad_norm: float
+    scheduler: str
+    num_warmup_steps: int
+    min_lr_ratio: float
 
 
 @dataclasses.dataclass(frozen=True)
@@ -62,6 +66,7 @@ class ModelConfig:
 class PolicyConfig:
     optimizer_config: OptimizerConfig
     model: ModelConfig
+    ema_decay: float
 
 
 @dataclasses.dataclass(frozen=True)
@@ -275,6 +280,23 @@ def validate(cfg: RehearsalConfig) -> RehearsalConfig:
         raise ValueError(f"trainer.algorithm.advantage_estimator: only {ADVANTAGE_ESTIMATORS} run locally")
     if t.algorithm.loss_reduction not in LOSS_REDUCTIONS:
         raise ValueError(f"trainer.algorithm.loss_reduction: only {LOSS_REDUCTIONS} run locally")
+    opt = t.policy.optimizer_config
+    if opt.scheduler not in SCHEDULERS:
+        raise ValueError(
+            f"trainer.policy.optimizer_config.scheduler must be one of {SCHEDULERS}, got {opt.scheduler!r}"
+        )
+    if opt.num_warmup_steps < 0:
+        raise ValueError(
+            f"trainer.policy.optimizer_config.num_warmup_steps must be >= 0, got {opt.num_warmup_steps}"
+        )
+    if not 0.0 <= opt.min_lr_ratio <= 1.0:
+        raise ValueError(
+            f"trainer.policy.optimizer_config.min_lr_ratio must be within [0, 1], got {opt.min_lr_ratio}"
+        )
+    if not 0.0 <= t.policy.ema_decay < 1.0:
+        raise ValueError(
+            f"trainer.policy.ema_decay must be within [0, 1) (0 serves the raw weights), got {t.policy.ema_decay}"
+        )
     if t.train_batch_size % t.policy_mini_batch_size:
         raise ValueError(
             f"trainer.train_batch_size ({t.train_batch_size}) must be a multiple of "

@@ -120,3 +120,17 @@ def test_sft_target_above_the_validation_set_is_refused():
 def test_only_token_mean_reduction_runs_locally():
     with pytest.raises(ValueError, match=r"trainer.algorithm.loss_reduction: only"):
         load_config("local", ["trainer.algorithm.loss_reduction=seq_mean"])
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("trainer.policy.optimizer_config.scheduler=linear", "scheduler must be one of"),
+        ("trainer.policy.optimizer_config.num_warmup_steps=-1", "num_warmup_steps must be >= 0"),
+        ("trainer.policy.optimizer_config.min_lr_ratio=1.5", "min_lr_ratio must be within"),
+        ("trainer.policy.ema_decay=1.0", "ema_decay must be within"),
+    ],
+)
+def test_schedule_and_weight_average_settings_are_checked(override, message):
+    with pytest.raises(ValueError, match=message):
+        load_config("local", [override])
