@@ -13,7 +13,9 @@ export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export CDK_DISABLE_CLI_TELEMETRY := true
 export CDK_DISABLE_VERSION_CHECK := 1
 export AWS_EC2_METADATA_DISABLED := true
-export RAY_AUTH_MODE := disabled
+# Ray started by make targets: token auth on, every port on 127.0.0.1 (see workload/localhost.py).
+export RAY_AUTH_MODE := token
+export RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER := 0
 export RAY_USAGE_STATS_ENABLED := 0
 export TOKENIZERS_PARALLELISM := false
 

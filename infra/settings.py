@@ -15,6 +15,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 
 from infra import fit
 from workload.config import DEFAULT_PROFILE, ConfigModel, did_you_mean
+from workload.serving_rules import DEFAULT_MAX_LORA_RANK
 
 # Regions where both ml.r5d.16xlarge and ml.g7e.12xlarge HyperPod instances are listed
 # (cfn-lint 1.58 rule E3644 region tables) and where Managed Grafana is offered.
@@ -103,7 +104,7 @@ class Settings(ConfigModel):
     serve_model_source: str = Field("/shared/models/visgym_model/mixed_qwen3vl", description="Weights the endpoint "
                                     "loads: the VisGym SFT checkpoint the trainer stages onto FSx (recipe blog's "
                                     "trainer.policy.model.path).")
-    max_lora_rank: Literal[8, 16, 32, 64, 128, 256] = Field(64, description="Largest adapter rank the endpoint loads "
+    max_lora_rank: Literal[8, 16, 32, 64, 128, 256] = Field(DEFAULT_MAX_LORA_RANK, description="Largest adapter rank the endpoint loads "
                                                             "(vLLM max_lora_rank); recipe check and promote hold "
                                                             "adapters to it.")
     max_loras: int = Field(default=4, ge=1, le=16, description="Adapters one vLLM batch mixes (vLLM max_loras).")

@@ -1,4 +1,4 @@
-"""Suite-wide settings: no network, no AWS credentials, Ray without token auth on loopback."""
+"""Suite-wide settings: no network, no AWS credentials, Ray on loopback with its token auth on."""
 
 from __future__ import annotations
 
@@ -10,9 +10,11 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"
 
-# Set before any test imports ray / boto3 / jsii.
-os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+from workload.localhost import prepare_loopback_ray  # noqa: E402 - standard library only
+
+# Set before any test imports ray / boto3 / jsii. Ray: every port on 127.0.0.1, token auth on,
+# one token for the session's Ray processes (children inherit it; nothing is written to ~/.ray).
+prepare_loopback_ray()
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 os.environ.setdefault("AWS_EC2_METADATA_DISABLED", "true")

@@ -1,10 +1,33 @@
-"""Loopback helpers for the parts that start local services (Ray, Serve, test servers)."""
+"""Loopback helpers for the parts that start local services (Ray, Serve, test servers).
+
+`LocalRay` starts a private one-machine Ray whose every port is on 127.0.0.1 and whose APIs
+ask for Ray's auth token, and removes its temp folder when it stops. Ray 2.60 rewrites a
+``node_ip_address`` of 127.0.0.1 into the machine's routable address, so GCS, raylet, workers,
+dashboard agent, runtime-env agent and metrics exporters would listen on the network; its
+single-machine mode (`RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0`, the default on macOS and Windows,
+read in ray/_private/services.py `get_node_ip_address`) keeps the node address on loopback.
+"""
 
 from __future__ import annotations
 
+import os
+import secrets
+import shutil
 import socket
+import sys
+import tempfile
+from types import ModuleType
+from typing import Any
 
 LOOPBACK = "127.0.0.1"
+# Environment every local Ray process reads at start (children inherit it from the driver).
+RAY_LOOPBACK_ENV = {
+    "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",  # node address = 127.0.0.1 for every Ray process
+    "RAY_AUTH_MODE": "token",  # every gRPC and HTTP API of Ray asks for the token
+    "RAY_USAGE_STATS_ENABLED": "0",
+}
+TEMP_PREFIX = "ray-"  # temp folders are /tmp/ray-<pid of the driver>-<random>
+AUTH_TOKEN_BYTES = 32  # Ray's own generated tokens are 32 random bytes, hex-encoded
 
 
 def free_port(host: str = LOOPBACK) -> int:
@@ -12,3 +35,72 @@ def free_port(host: str = LOOPBACK) -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
         return sock.getsockname()[1]
+
+
+def prepare_loopback_ray() -> None:
+    """Set the loopback-and-token environment for Ray started from this process.
+
+    Values already set win (a test may need otherwise). In token mode without a token, one is
+    drawn for this process tree only (Ray would otherwise write one under ``~/.ray``).
+    """
+    for key, value in RAY_LOOPBACK_ENV.items():
+        os.environ.setdefault(key, value)
+    token_mode = os.environ["RAY_AUTH_MODE"] == "token"
+    if token_mode and not (os.environ.get("RAY_AUTH_TOKEN") or os.environ.get("RAY_AUTH_TOKEN_PATH")):
+        os.environ["RAY_AUTH_TOKEN"] = secrets.token_hex(AUTH_TOKEN_BYTES)
+    if "ray" in sys.modules:  # imported before the environment was set: refresh what Ray cached
+        from ray._private import ray_constants
+        from ray._raylet import Config
+
+        ray_constants.ENABLE_RAY_CLUSTER = os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] not in {"0", "false"}
+        Config.initialize("")
+
+
+class LocalRay:
+    """A private local Ray on loopback (own temp folder, random ports), as a context manager."""
+
+    def __init__(self, num_cpus: int, *, namespace: str, num_gpus: int = 0, **init_kwargs: Any) -> None:
+        self.num_cpus, self.num_gpus, self.namespace = num_cpus, num_gpus, namespace
+        self._init_kwargs = init_kwargs
+        self.temp_dir: str | None = None
+
+    def start(self) -> ModuleType:
+        prepare_loopback_ray()
+        import ray
+
+        # A short private temp dir: Ray's socket paths must stay under 107 characters, and the
+        # default /tmp/ray would be shared with other Ray users of this machine.
+        self.temp_dir = tempfile.mkdtemp(prefix=f"{TEMP_PREFIX}{os.getpid()}-", dir="/tmp")
+        kwargs = {"log_to_driver": False, **self._init_kwargs}
+        try:
+            ray.init(
+                address="local",
+                num_cpus=self.num_cpus,
+                num_gpus=self.num_gpus,
+                include_dashboard=False,
+                dashboard_port=free_port(),  # its head process starts anyway; keep it off the shared 8265
+                namespace=self.namespace,
+                _node_ip_address=LOOPBACK,
+                _temp_dir=self.temp_dir,
+                **kwargs,
+            )
+        except BaseException:
+            shutil.rmtree(self.temp_dir, ignore_errors=True)
+            raise
+        return ray
+
+    def stop(self) -> None:
+        """Stop Ray (its processes end with it) and remove its temp folder."""
+        import ray
+
+        try:
+            ray.shutdown()
+        finally:
+            if self.temp_dir:
+                shutil.rmtree(self.temp_dir, ignore_errors=True)
+
+    def __enter__(self) -> ModuleType:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

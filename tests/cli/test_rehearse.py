@@ -48,7 +48,8 @@ def test_full_tiny_rehearsal_prints_the_table_and_the_next_command(rehearsal_smo
     assert done.returncode == 0, done.stderr[-3000:]
     lines = done.stdout.splitlines()
     assert any(line.startswith("baseline ") for line in lines)
-    assert any(line.startswith("peak ") for line in lines)
+    assert any(line.startswith("selected ") for line in lines)
+    assert any("the bar" in line and "selected beats baseline with paired p < 0.05" in line for line in lines)
     assert "Next:" in done.stdout and "skymaze promote --run" in done.stdout
     assert (runs_dir / "latest" / "report.json").is_file()
 

@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
+import pathlib
+import signal
+import subprocess
+import sys
 
 import pytest
 from typer.testing import CliRunner
@@ -10,6 +15,14 @@ from typer.testing import CliRunner
 from workload.cli.main import app
 
 runner = CliRunner()
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+# Ctrl-C and SIGTERM must stop the server, Ray included, within this many seconds.
+STOP_DEADLINE_S = 10
+START_DEADLINE_S = 180
+LOOPBACK_ADDRESSES = {"127.0.0.1", "::ffff:127.0.0.1", "::1"}
+# Ray Serve 2.60 binds each replica's inter-deployment gRPC server to "[::]:0" with no option to
+# change it (ray/serve/_private/replica.py); with RAY_AUTH_MODE=token those servers ask for Ray's token.
+WILDCARD_ALLOWED_PROCESSES = ("ray::ServeRepli",)
 
 
 @pytest.mark.slow
@@ -44,6 +57,7 @@ def test_serve_once_lists_base_and_adapters(tiny_model_dir, serve_adapters_dir, 
         (["--adapters", "/nonexistent"], "neither a folder nor an s3://"),
         (["--max-adapters", "0"], "max_num_adapters_per_replica must be >= 1"),
         (["--port", "70000"], "--port must be 0-65535"),
+        (["--api-key", "has space"], "api_key must be a non-empty string without spaces"),
     ],
 )
 def test_serve_bad_input_exits_2(tiny_model_dir, serve_adapters_dir, args, message):
@@ -108,3 +122,61 @@ def test_evaluate_bad_input_exits_2(args, message):
     result = runner.invoke(app, ["evaluate", "--endpoint", "http://127.0.0.1:9", "--model", "m", *args])
     assert result.exit_code == 2, result.output
     assert message in result.output
+
+
+def _listeners(pid: int) -> list[tuple[str, int, str]]:
+    """``(address, port, process name)`` of every listening TCP socket of ``pid`` and its descendants."""
+    import psutil
+
+    root = psutil.Process(pid)
+    found = []
+    for process in [root, *root.children(recursive=True)]:
+        try:
+            for conn in process.net_connections(kind="inet"):
+                if conn.status == psutil.CONN_LISTEN:
+                    found.append((conn.laddr.ip, conn.laddr.port, process.name()))
+        except psutil.NoSuchProcess:
+            continue
+    return found
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_serve_listens_on_loopback_only_and_stops_cleanly_on_a_signal(
+    tiny_model_dir, serve_adapters_dir, tmp_path, signum
+):
+    """`skymaze serve` as a user runs it: every port of it and of its Ray on 127.0.0.1; a signal to
+    the whole process group (a process manager, or Ctrl-C in a terminal) exits 0, Ray's temp folder gone."""
+    log = (tmp_path / "serve.log").open("w")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "workload.cli.main", "serve", "--model", str(tiny_model_dir),
+         "--adapters", str(serve_adapters_dir), "--port", "0", "--cache-dir", str(tmp_path / "cache"),
+         "--api-key", "sk-local"],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=log, text=True, start_new_session=True,
+    )  # fmt: skip
+    try:
+        lines = []
+        for line in process.stdout:
+            lines.append(line)
+            if "Ctrl-C stops the server." in line:
+                break
+        assert "Ctrl-C stops the server." in "".join(lines), "".join(lines)
+        listeners = _listeners(process.pid)
+        assert len(listeners) >= 4, listeners  # Serve's HTTP port, GCS, raylet, a worker at least
+        exposed = [
+            (addr, port, name)
+            for addr, port, name in listeners
+            if addr not in LOOPBACK_ADDRESSES and not name.startswith(WILDCARD_ALLOWED_PROCESSES)
+        ]
+        assert not exposed, listeners
+        assert os.environ["RAY_AUTH_MODE"] == "token"  # what the server inherits (tests/conftest.py)
+        temp_dirs = list(pathlib.Path("/tmp").glob(f"ray-{process.pid}-*"))
+        assert temp_dirs
+        os.killpg(process.pid, signum)
+        assert process.wait(timeout=STOP_DEADLINE_S) == 0
+        assert not any(d.exists() for d in temp_dirs)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+        log.close()

@@ -11,6 +11,8 @@ import typer
 from workload.cli._common import EXIT_USAGE, fail, next_step
 
 DEFAULT_PORT = 8000  # Ray Serve's default HTTP port, also the cluster's serve port
+API_KEY_ENV = "SKYMAZE_API_KEY"
+SIGNAL_POLL_S = 0.5  # how often the main thread wakes to notice a stop signal
 
 
 def serve(
@@ -30,11 +32,19 @@ def serve(
     s3_endpoint_url: str | None = typer.Option(None, help="S3-compatible endpoint (default: AWS)"),
     num_cpus: int = typer.Option(2, help="CPUs of the local Ray instance"),
     replica_cpus: float = typer.Option(1.0, help="CPUs reserved by the model replica"),
+    api_key: str | None = typer.Option(
+        None,
+        "--api-key",
+        envvar=API_KEY_ENV,
+        show_default=False,
+        help=f"require 'Authorization: Bearer KEY' on every request (or set {API_KEY_ENV})",
+    ),
     once: bool = typer.Option(False, "--once", help="start, list the models, stop (a smoke test)"),
 ) -> None:
     """Serve a base model and its LoRA adapters with the OpenAI API on a local Ray Serve.
 
-    Model ids: BASE and BASE:ADAPTER (ADAPTER = a sub-folder of --adapters). Stop with Ctrl-C.
+    Model ids: BASE and BASE:ADAPTER (ADAPTER = a sub-folder of --adapters). Ray's own ports stay
+    on 127.0.0.1 behind Ray's token auth. Stop with Ctrl-C or SIGTERM (exits 0).
 
     Example:  skymaze serve --model runs/latest/base --adapters runs/latest/exports --port 8000
     """
@@ -54,38 +64,50 @@ def serve(
             s3_endpoint_url=s3_endpoint_url,
             num_cpus=num_cpus,
             replica_num_cpus=replica_cpus,
+            api_key=api_key,
         )
     except ValueError as error:
-        fail(f"{error} (--model / --adapters / --model-id / --max-adapters)", code=EXIT_USAGE)
-    with server:
-        models = _list_models(server.url)
-        typer.echo(f"serving at {server.url}/v1 (OpenAI API)")
-        typer.echo("models: " + ", ".join(models))
-        example = models[-1]
-        if not once:
-            typer.echo("Ctrl-C stops the server.")
-            _wait_for_interrupt()
+        fail(f"{error} (--model / --adapters / --model-id / --max-adapters / --api-key)", code=EXIT_USAGE)
+    stop, previous = _stop_on_signals()  # before Ray starts: a signal during start-up also stops cleanly
+    try:
+        example = _serve_until_stopped(server, api_key, stop, once=once)
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
     next_step(
         f"skymaze evaluate --endpoint {server.url} --model {example} --heldout easy-64 --out evals/{example.replace(':', '-')}"
     )
 
 
-def _list_models(url: str) -> list[str]:
+def _serve_until_stopped(server, api_key: str | None, stop: threading.Event, *, once: bool) -> str:
+    with server:
+        _handle_signals(stop)  # again: starting Ray installs its own SIGTERM handler, which aborts
+        models = _list_models(server.url, api_key)
+        typer.echo(f"serving at {server.url}/v1 (OpenAI API)" + (" with an API key" if api_key else ""))
+        typer.echo("models: " + ", ".join(models))
+        example = models[-1]
+        if not once:
+            typer.echo("Ctrl-C stops the server.")
+            while not stop.wait(SIGNAL_POLL_S):
+                pass
+    return example
+
+
+def _list_models(url: str, api_key: str | None) -> list[str]:
     import openai
 
-    client = openai.OpenAI(base_url=url + "/v1", api_key="EMPTY", max_retries=3)
+    client = openai.OpenAI(base_url=url + "/v1", api_key=api_key or "EMPTY", max_retries=3)
     return [m.id for m in client.models.list().data]
 
 
-def _wait_for_interrupt() -> None:
-    # SIGTERM (e.g. from a process manager) stops the server as cleanly as Ctrl-C.
+def _stop_on_signals() -> tuple[threading.Event, dict]:
+    """An event set by SIGTERM (a process manager) or SIGINT (Ctrl-C), and the handlers it replaced."""
     stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    try:
-        while not stop.wait(1.0):
-            pass
-    except KeyboardInterrupt:
-        pass
+    return stop, _handle_signals(stop)
+
+
+def _handle_signals(stop: threading.Event) -> dict:
+    return {signum: signal.signal(signum, lambda *_: stop.set()) for signum in (signal.SIGTERM, signal.SIGINT)}
 
 
 def evaluate(

@@ -20,6 +20,7 @@ from workload.config import ConfigModel
 from workload.maze.heldout import size_mismatch
 
 RECIPES_DIR = Path(__file__).parent / "recipes"
+SCHEDULERS = ("constant_with_warmup", "cosine_with_min_lr")  # Hugging Face get_scheduler names
 # Settings that name or place a run without changing its results: left out of the fingerprint.
 UNFINGERPRINTED = {"trainer": ("run_name", "runs_dir", "resume_mode"), "": ("name", "description")}
 
@@ -39,9 +40,13 @@ class AlgorithmConfig(ConfigModel):
 class OptimizerConfig(ConfigModel):
     """AdamW of the LoRA weights (SkyRL ``trainer.policy.optimizer_config``)."""
 
-    lr: float = Field(description="Learning rate of the GRPO updates.")
+    lr: float = Field(description="Peak learning rate of the GRPO updates.")
     weight_decay: float = Field(description="AdamW weight decay.")
     max_grad_norm: float = Field(description="Gradient norm clip.")
+    scheduler: Literal[SCHEDULERS] = Field(description="Learning-rate schedule (Hugging Face names): "
+                                           "constant_with_warmup, or cosine_with_min_lr down to lr x min_lr_ratio.")
+    num_warmup_steps: int = Field(ge=0, description="GRPO steps of linear learning-rate warm-up.")
+    min_lr_ratio: float = Field(ge=0.0, le=1.0, description="The cosine ends at lr x this.")
 
 
 class LoraConfig(ConfigModel):
@@ -65,6 +70,8 @@ class PolicyConfig(ConfigModel):
 
     optimizer_config: OptimizerConfig
     model: ModelConfig
+    ema_decay: float = Field(ge=0.0, lt=1.0, description="Evaluate, export and serve a running average of the "
+                             "LoRA weights with this decay (0: the raw weights).")
 
 
 class TrainerConfig(ConfigModel):
@@ -80,7 +87,8 @@ class TrainerConfig(ConfigModel):
     policy_mini_batch_size: PositiveInt = Field(description="Mazes per optimizer step (train_batch_size / this = "
                                                 "updates per step).")
     update_epochs_per_batch: PositiveInt = Field(description="Passes over each step's rollouts.")
-    eval_interval: int = Field(description="Steps between held-out evaluations (-1: off).")
+    eval_interval: int = Field(description="Steps between evaluations: the validation set chooses, the held-out "
+                               "set reports (-1: off).")
     eval_before_train: bool = Field(description="Evaluate the SFT model before the first GRPO step.")
     ckpt_interval: int = Field(description="Steps between resumable checkpoints (-1: off).")
     hf_save_interval: int = Field(description="Steps between adapter exports (-1: off).")
@@ -162,8 +170,9 @@ class SftConfig(ConfigModel):
     max_grad_norm: float = Field(description="SFT gradient norm clip.")
     path_fraction: float = Field(ge=0.0, le=1.0, description="Share of samples on the BFS path; the rest are "
                                  "random floor cells (recovery).")
-    validation_size: PositiveInt = Field(description="Validation mazes checked to stop SFT.")
-    target_solved: int = Field(description="Stop once the validation set reaches this many strict solves.")
+    validation_size: PositiveInt = Field(description="Validation mazes (in neither training nor the held-out set): "
+                                         "they stop SFT and choose the served step.")
+    target_solved: int = Field(description="Stop SFT once this many validation mazes are right on their whole path.")
     check_every: PositiveInt = Field(description="SFT steps between validation checks.")
     max_steps: PositiveInt = Field(description="SFT step cap.")
 
@@ -171,7 +180,8 @@ class SftConfig(ConfigModel):
 class ServeConfig(ConfigModel):
     """The local endpoint at the end of the rehearsal."""
 
-    enabled: bool = Field(description="Evaluate the best adapter through the local OpenAI-compatible endpoint.")
+    enabled: bool = Field(description="Evaluate the adapter chosen on the validation set through the local "
+                          "OpenAI-compatible endpoint.")
 
 
 class RehearsalConfig(ConfigModel):

@@ -9,6 +9,7 @@ small seeds), and ``accept`` drops layouts that appear in a held-out set.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -34,14 +35,45 @@ def draw_seeds(count: int, *, seed: int, phase: int, step: int, accept: Callable
     return out
 
 
-def validation_seeds(count: int, *, accept: Callable[[int], bool]) -> list[int]:
-    """The fixed validation seeds that decide when SFT stops (never the held-out set)."""
-    out, candidate = [], VALIDATION_SEED_BASE
+def validation_seeds(count: int, *, size: int, accept: Callable[[int], bool]) -> list[int]:
+    """The fixed validation seeds: ``count`` distinct layouts from ``VALIDATION_SEED_BASE`` up
+    that ``accept`` keeps (never a held-out layout). They decide when SFT stops and which
+    GRPO adapter is served."""
+    from workload.maze.heldout import layout_hash
+
+    out, seen, candidate = [], set(), VALIDATION_SEED_BASE
     while len(out) < count:
         if accept(candidate):
-            out.append(candidate)
+            digest = layout_hash(generate_from_seed(candidate, size))
+            if digest not in seen:
+                seen.add(digest)
+                out.append(candidate)
         candidate += 1
     return out
+
+
+def validation_set(count: int, *, size: int, accept: Callable[[int], bool]) -> Any:
+    """The validation mazes as a set like the held-out ones (entries in seed order)."""
+    from workload.maze.heldout import HeldoutSet
+    from workload.maze.solver import shortest_path_len
+
+    entries = []
+    for seed in validation_seeds(count, size=size, accept=accept):
+        state = generate_from_seed(seed, size)
+        entries.append({"seed": seed, "init_state": state, "shortest_path_len": shortest_path_len(state)})
+    return HeldoutSet(name=f"validation-{size}x{size}-{count}", size=size, entries=tuple(entries))
+
+
+def excluding(accept: Callable[[int], bool], held: Any) -> Callable[[int], bool]:
+    """``accept`` that also drops the layouts of set ``held`` (training never sees validation mazes)."""
+    from workload.maze.heldout import layout_hash
+
+    excluded = {layout_hash(entry["init_state"]) for entry in held.entries}
+
+    def keep(seed: int) -> bool:
+        return accept(seed) and layout_hash(generate_from_seed(seed, held.size)) not in excluded
+
+    return keep
 
 
 def demonstration(

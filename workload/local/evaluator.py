@@ -4,10 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
+import torch
+
 from workload.local.config import RehearsalConfig
 from workload.local.episodes import EpisodeRecord, PlaySettings, play
-from workload.local.policy import Encoder
+from workload.local.policy import Context, Encoder
 from workload.maze.metrics import build_report
+
+PROXY_BATCH = 256  # contexts per forward of the path-argmax check (bounds activation memory)
 
 
 def eval_settings(cfg: RehearsalConfig) -> PlaySettings:
@@ -38,3 +42,50 @@ def evaluate_heldout(
     return build_report(
         [r.episode for r in records], max_turns=cfg.generator.max_turns, set_name=heldout.name
     ), records
+
+
+def path_states(entry: dict, cfg: RehearsalConfig) -> tuple[list[Context], list[str]]:
+    """The contexts greedy play sees along the shortest path of ``entry`` and the solver's action
+    at each (the last one is the stop on the goal)."""
+    from workload.local.policy import turn_context
+    from workload.maze.env import Maze2D
+    from workload.maze.solver import solve
+
+    maze = cfg.environment.maze
+    actions = solve(entry["init_state"])
+    env = Maze2D(maze.size, cell_px=maze.cell_px)
+    frames = [env.reset(init_state=entry["init_state"])[0]]
+    for action in actions[:-1]:
+        frames.append(env.step(action)[0])
+    contexts = [
+        turn_context(frames, actions, turn, history=cfg.generator.image_history, size=maze.size)
+        for turn in range(len(actions))
+    ]
+    return contexts, actions
+
+
+@torch.no_grad()
+def path_argmax_solved(model: Any, encoder: Encoder, held: Any, cfg: RehearsalConfig) -> list[bool]:
+    """Per maze: is the greedy first token the solver's action on every state of the shortest path?
+
+    A cheap stand-in for a greedy evaluation (one batched forward instead of up to
+    ``max_turns`` sequential ones): a policy that is right on every path state solves the
+    maze, and greedy play that leaves the path rarely comes back within the turn cap.
+    """
+    contexts, labels, owner = [], [], []
+    for index, entry in enumerate(held.entries):
+        c, a = path_states(entry, cfg)
+        contexts += c
+        labels += a
+        owner += [index] * len(c)
+    want = torch.tensor([encoder.tokenizer.encode(a, add_special_tokens=False)[0] for a in labels])
+    right = torch.zeros(len(contexts), dtype=torch.bool)
+    for lo in range(0, len(contexts), PROXY_BATCH):
+        batch = encoder.encode(contexts[lo : lo + PROXY_BATCH])
+        batch = {k: v.to(model.device) for k, v in batch.items()}
+        logits = model(**batch).logits[:, -1]
+        right[lo : lo + PROXY_BATCH] = logits.argmax(-1).cpu() == want[lo : lo + PROXY_BATCH]
+    solved = [True] * len(held.entries)
+    for ok, index in zip(right.tolist(), owner, strict=True):
+        solved[index] = solved[index] and ok
+    return solved

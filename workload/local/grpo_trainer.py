@@ -11,6 +11,10 @@ step N finds N's eval and export on disk).
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+import json
+import math
 import random
 import time
 from collections.abc import Callable
@@ -21,7 +25,7 @@ import torch
 
 from workload.files import write_dir_atomic, write_json_atomic, write_text_atomic
 from workload.local import grpo
-from workload.local.config import RehearsalConfig
+from workload.local.config import SCHEDULERS, RehearsalConfig
 from workload.local.data import PHASE_GRPO, draw_seeds
 from workload.local.episodes import EpisodeRecord
 from workload.local.evaluator import evaluate_heldout
@@ -61,8 +65,84 @@ def turn_samples(
     return contexts, completions, advs, owners
 
 
+def lr_factor(
+    name: str, *, warmup_steps: int, total_steps: int, min_lr_ratio: float
+) -> Callable[[int], float]:
+    """The multiplier of the base learning rate after ``n`` optimizer steps.
+
+    Linear warmup over ``warmup_steps``, then constant or a half cosine down to ``min_lr_ratio``
+    at ``total_steps``.
+    """
+    if name not in SCHEDULERS:
+        raise ValueError(f"unknown scheduler {name!r}: choose one of {SCHEDULERS}")
+
+    def factor(n: int) -> float:
+        if n < warmup_steps:
+            return (n + 1) / warmup_steps
+        if name == "constant_with_warmup":
+            return 1.0
+        progress = min(1.0, (n - warmup_steps) / max(1, total_steps - warmup_steps))
+        return min_lr_ratio + (1.0 - min_lr_ratio) * 0.5 * (1.0 + math.cos(math.pi * progress))
+
+    return factor
+
+
+def group_token_counts(
+    episodes: list[EpisodeRecord], group_size: int, skip_tokens: frozenset[int] = frozenset()
+) -> dict[int, int]:
+    """Usable generated tokens of every group (consecutive ``group_size`` episodes), informative or not."""
+    counts: dict[int, int] = {}
+    for index, episode in enumerate(episodes):
+        group = index // group_size
+        tokens = sum(len(c) for c in episode.completions if usable(c, skip_tokens))
+        counts[group] = counts.get(group, 0) + tokens
+    return counts
+
+
 def _chunks(n: int, size: int) -> list[slice]:
     return [slice(i, min(n, i + size)) for i in range(0, n, size)]
+
+
+@dataclasses.dataclass
+class Sample:
+    """One distinct training sample: ``count`` identical turns of one group, one advantage sign."""
+
+    context: Context
+    completion: list[int]
+    advantage: float  # the mean advantage of the merged turns
+    count: int
+    group: int
+
+
+@dataclasses.dataclass
+class MicroBatch:
+    batch: dict[str, torch.Tensor]
+    old: torch.Tensor | None
+    advantages: torch.Tensor
+    counts: torch.Tensor
+
+
+def merge_duplicates(
+    contexts: list[Context], completions: list[list[int]], advantages: list[float], group_of: list[int]
+) -> list[Sample]:
+    """Merge turns with the same group, context, completion and advantage sign (first-seen order).
+
+    With a window of one frame, the rollouts of one maze repeat the same (frame, action) turn
+    often (shared openings, a wall bump repeated to the turn cap): each distinct one is
+    encoded and run once. Zero-advantage turns carry no gradient and are left out.
+    """
+    merged: dict[tuple, Sample] = {}
+    for context, completion, adv, group in zip(contexts, completions, advantages, group_of, strict=True):
+        if adv == 0.0:
+            continue
+        key = (group, json.dumps(context.messages, sort_keys=True), tuple(completion), adv > 0)
+        if key in merged:
+            s = merged[key]
+            s.advantage = (s.advantage * s.count + adv) / (s.count + 1)
+            s.count += 1
+        else:
+            merged[key] = Sample(context, list(completion), adv, 1, group)
+    return list(merged.values())
 
 
 class GrpoLearner:
@@ -81,14 +161,29 @@ class GrpoLearner:
         accept: Callable[[int], bool],
         log: Callable[[str, int, dict], None],
         on_eval: Callable[[int, dict, list[EpisodeRecord]], None],
+        validation: Any = None,
     ):
         self.cfg, self.run, self.model, self.encoder = cfg, run, model, encoder
         self.workers, self.ray = workers, ray  # rollout actors and the ray module (None in unit tests)
-        self.heldout, self.accept = heldout, accept
+        self.heldout, self.accept, self.validation = heldout, accept, validation
         self.log, self.on_eval = log, on_eval
         opt_cfg = cfg.trainer.policy.optimizer_config
         params = [p for p in model.parameters() if p.requires_grad]
         self.optimizer = torch.optim.AdamW(params, lr=opt_cfg.lr, weight_decay=opt_cfg.weight_decay)
+        t = cfg.trainer
+        updates_per_step = (t.train_batch_size // t.policy_mini_batch_size) * t.update_epochs_per_batch
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(
+            self.optimizer,
+            lr_factor(
+                opt_cfg.scheduler,
+                warmup_steps=opt_cfg.num_warmup_steps * updates_per_step,
+                total_steps=t.max_training_steps * updates_per_step,
+                min_lr_ratio=opt_cfg.min_lr_ratio,
+            ),
+        )
+        self.updates_per_step = updates_per_step
+        self.ema_decay = t.policy.ema_decay
+        self.ema = self.lora_state() if self.ema_decay > 0 else None
 
     # -- rollouts -------------------------------------------------------------------------
     def lora_state(self) -> dict[str, torch.Tensor]:
@@ -123,26 +218,53 @@ class GrpoLearner:
 
     # -- update ---------------------------------------------------------------------------
     def _loss_terms(
-        self, batch: dict, old: torch.Tensor, adv: torch.Tensor
-    ) -> tuple[torch.Tensor, dict, int]:
+        self, micro: MicroBatch, denominator: float, *, recomputed_old: bool
+    ) -> tuple[torch.Tensor, dict]:
+        """This micro-batch's share of the mini-batch loss: its weighted token sum over ``denominator``."""
         alg = self.cfg.trainer.algorithm
-        mask = batch["loss_mask"][:, 1:].float()
-        logprobs = completion_logprobs(self.model, batch)
+        weights = micro.batch["loss_mask"][:, 1:].float() * micro.counts[:, None]
+        logprobs = completion_logprobs(self.model, micro.batch)
+        old = micro.old if recomputed_old else logprobs.detach()
         loss, metrics = grpo.ppo_clip_loss(
             logprobs,
             old,
-            adv[:, None].expand_as(logprobs),
-            mask,
+            micro.advantages[:, None].expand_as(logprobs),
+            weights,
             eps_clip_low=alg.eps_clip_low,
             eps_clip_high=alg.eps_clip_high,
         )
+        metrics["policy/loss"] = loss.item()
         if alg.use_kl_loss:
             with torch.no_grad(), self.model.disable_adapter():
-                ref = completion_logprobs(self.model, batch)
-            kl = grpo.kl_k3(logprobs, ref, mask)
+                ref = completion_logprobs(self.model, micro.batch)
+            kl = grpo.kl_k3(logprobs, ref, weights)
             metrics["policy/kl"] = kl.item()
             loss = loss + alg.kl_loss_coef * kl
-        return loss, metrics, int(mask.sum().item())
+        share = float(weights.sum()) / denominator
+        return loss * share, {k: v * share for k, v in metrics.items()}
+
+    def after_step(self) -> None:
+        """Fold this step's weights into the running average (``trainer.policy.ema_decay``)."""
+        if self.ema is None:
+            return
+        current = self.lora_state()
+        for key, value in current.items():
+            self.ema[key].mul_(self.ema_decay).add_(value, alpha=1.0 - self.ema_decay)
+
+    @contextlib.contextmanager
+    def served_weights(self):
+        """The weights that are evaluated and exported: the running average when one is kept."""
+        if self.ema is None:
+            yield
+            return
+        from peft import set_peft_model_state_dict
+
+        current = self.lora_state()
+        set_peft_model_state_dict(self.model, self.ema)
+        try:
+            yield
+        finally:
+            set_peft_model_state_dict(self.model, current)
 
     def update(
         self,
@@ -150,46 +272,71 @@ class GrpoLearner:
         completions: list[list[int]],
         advantages: list[float],
         group_of: list[int],
+        group_tokens: dict[int, int] | None = None,
     ) -> dict[str, float]:
-        """PPO-clip epochs over mini-batches of whole groups; token-mean within each mini-batch.
+        """PPO-clip epochs over mini-batches of whole groups, token-mean within each mini-batch.
 
-        Old log-probabilities are computed once, before the first update of the step.
+        Identical (context, completion) samples of one group with advantages of one sign are
+        trained on once with their count as weight (exact: the clipped objective is linear in a
+        one-signed advantage). ``group_tokens`` gives each group's generated-token count,
+        uninformative groups included, so a mini-batch's denominator is its tokens as SkyRL
+        counts them (zero-advantage groups in the batch) and does not shrink on a thin step.
+        Old log-probabilities are computed before the first update only when a step takes
+        more than one optimizer step; with one, they equal the current ones exactly.
         """
         t = self.cfg.trainer
         device = self.model.device
         n_minis = t.train_batch_size // t.policy_mini_batch_size
-        minis = []
+        recompute_old = n_minis * t.update_epochs_per_batch > 1
+        samples = merge_duplicates(contexts, completions, advantages, group_of)
+        minis: list[tuple[list[MicroBatch], float]] = []
         for m in range(n_minis):
             lo, hi = m * t.policy_mini_batch_size, (m + 1) * t.policy_mini_batch_size
-            index = [i for i, gid in enumerate(group_of) if lo <= gid < hi]
+            mine = [s for s in samples if lo <= s.group < hi]
+            if not mine:
+                continue
+            if group_tokens is None:
+                denominator = float(sum(s.count * len(s.completion) for s in mine))
+            else:
+                denominator = float(sum(n for g, n in group_tokens.items() if lo <= g < hi))
             micro = []
-            for part in _chunks(len(index), MICRO_BATCH_SAMPLES):
-                ids = index[part]
-                batch = self.encoder.training_batch([contexts[i] for i in ids], [completions[i] for i in ids])
+            for part in _chunks(len(mine), MICRO_BATCH_SAMPLES):
+                chunk = mine[part]
+                batch = self.encoder.training_batch([s.context for s in chunk], [s.completion for s in chunk])
                 batch = {k: v.to(device) for k, v in batch.items()}
-                with torch.no_grad():
-                    old = completion_logprobs(self.model, batch)
-                micro.append((batch, old, torch.tensor([advantages[i] for i in ids], device=device)))
-            if micro:
-                minis.append(micro)
+                old = None
+                if recompute_old:
+                    with torch.no_grad():
+                        old = completion_logprobs(self.model, batch)
+                micro.append(
+                    MicroBatch(
+                        batch=batch,
+                        old=old,
+                        advantages=torch.tensor([s.advantage for s in chunk], device=device),
+                        counts=torch.tensor([float(s.count) for s in chunk], device=device),
+                    )
+                )
+            minis.append((micro, max(1.0, denominator)))
         sums: dict[str, float] = {}
         updates = 0
         params = [p for p in self.model.parameters() if p.requires_grad]
         for _ in range(t.update_epochs_per_batch):
-            for micro in minis:
-                total = sum(int(b["loss_mask"][:, 1:].sum()) for b, _, _ in micro)
+            for micro, denominator in minis:
                 self.optimizer.zero_grad(set_to_none=True)
-                for batch, old, adv in micro:
-                    loss, terms, tokens = self._loss_terms(batch, old, adv)
-                    (loss * tokens / total).backward()
-                    for k, v in {**terms, "policy/loss": loss.item()}.items():
-                        sums[k] = sums.get(k, 0.0) + v * tokens / total
+                for part in micro:
+                    loss, terms = self._loss_terms(part, denominator, recomputed_old=recompute_old)
+                    loss.backward()
+                    for k, v in terms.items():
+                        sums[k] = sums.get(k, 0.0) + v
                 sums["policy/grad_norm"] = sums.get("policy/grad_norm", 0.0) + float(
                     torch.nn.utils.clip_grad_norm_(params, t.policy.optimizer_config.max_grad_norm)
                 )
                 self.optimizer.step()
+                self.scheduler.step()
                 updates += 1
-        return {k: v / max(1, updates) for k, v in sums.items()}
+        out = {k: v / max(1, updates) for k, v in sums.items()}
+        out["policy/unique_samples"] = float(len(samples))
+        return out
 
     def step(self, step: int) -> dict[str, float]:
         """One GRPO step; returns its metrics."""
@@ -213,7 +360,10 @@ class GrpoLearner:
             skip_tokens=self.encoder.vision_token_ids,
         )
         group_of = [keep[o] // g.n_samples_per_prompt for o in owners]
-        metrics = self.update(contexts, completions, advs, group_of) if contexts else {}
+        group_tokens = group_token_counts(episodes, g.n_samples_per_prompt, self.encoder.vision_token_ids)
+        metrics = self.update(contexts, completions, advs, group_of, group_tokens) if contexts else {}
+        self.after_step()
+        metrics["policy/lr"] = self.optimizer.param_groups[0]["lr"]
         done = time.perf_counter()
         tokens = sum(len(c) for e in episodes for c in e.completions)
         metrics |= {
@@ -232,8 +382,15 @@ class GrpoLearner:
 
     # -- evals, exports, checkpoints ------------------------------------------------------
     def evaluate(self, step: int) -> dict:
+        """Greedy evaluations of the served weights: the validation set (which chooses the adapter
+        to serve) and the held-out set (reported only, never used to choose)."""
         self.model.eval()
-        report, records = evaluate_heldout(self.model, self.encoder, self.heldout, self.cfg)
+        with self.served_weights():
+            if self.validation is not None:
+                checked, _ = evaluate_heldout(self.model, self.encoder, self.validation, self.cfg)
+                checked["global_step"] = step
+                write_json_atomic(self.run.validation_report(step), checked)
+            report, records = evaluate_heldout(self.model, self.encoder, self.heldout, self.cfg)
         report["global_step"] = step
         write_json_atomic(self.run.eval_report(step), report)
         self.on_eval(step, report, records)
@@ -243,7 +400,8 @@ class GrpoLearner:
         """PEFT adapter + trainer config into ``exports/global_step_N/policy`` (atomic)."""
 
         def fill(tmp):
-            self.model.save_pretrained(tmp)
+            with self.served_weights():
+                self.model.save_pretrained(tmp)
             write_json_atomic(tmp / "trainer_config.json", self.cfg.to_dict())
             (tmp / "README.md").unlink(missing_ok=True)
 
@@ -253,6 +411,8 @@ class GrpoLearner:
         state = {
             "lora": self.lora_state(),
             "optimizer": self.optimizer.state_dict(),
+            "scheduler": self.scheduler.state_dict(),
+            "ema": self.ema,
             "global_step": step,
             "config": self.cfg.to_dict(),
             "rng": {
@@ -277,6 +437,8 @@ class GrpoLearner:
         state = torch.load(self.run.ckpt(step) / "state.pt", weights_only=False)
         set_peft_model_state_dict(self.model, state["lora"])
         self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
+        self.ema = state["ema"]
         torch.set_rng_state(state["rng"]["torch"])
         np.random.set_state(state["rng"]["numpy"])
         random.setstate(state["rng"]["python"])

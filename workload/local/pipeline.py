@@ -1,9 +1,10 @@
 """`rehearse(cfg)`: the whole loop on one machine, phase by phase, resumable.
 
 Phases: 1 build the tiny base model; 2 SFT warm start (stopping rule on validation);
-3 GRPO with LoRA on a local Ray cluster, evaluating the frozen held-out set before
-training and every ``eval_interval``; 4 serve the best adapter on the local endpoint and
-evaluate through it; 5 report, pictures. Each phase skips work already on disk, so the
+3 GRPO with LoRA on a local Ray cluster, evaluating the validation set and the frozen
+held-out set before training and every ``eval_interval``; 4 serve the adapter chosen on
+the validation set on the local endpoint and evaluate the held-out set through it;
+5 report (paired tests against the SFT baseline), pictures. Each phase skips work already on disk, so the
 same command after a kill resumes from the latest checkpoint.
 """
 
@@ -55,21 +56,20 @@ def _phase_model(cfg: RehearsalConfig, run: RunDir, echo: Callable[[str], None])
 
 
 def _phase_sft(cfg: RehearsalConfig, run: RunDir, ctx: dict, echo: Callable[[str], None]) -> dict:
-    from workload.local.data import validation_seeds
     from workload.local.policy import Encoder
     from workload.local.sft import run_sft
-    from workload.maze.generator import generate_from_seed
     from workload.model.tiny import load_tiny
 
     if (run.sft_model / "config.json").is_file():
         echo(f"[sft] warm start present: {run.sft_model}")
         return {}
     model, processor = load_tiny(run.base_model, device=_device())
-    seeds = validation_seeds(cfg.sft.validation_size, accept=ctx["accept"])
-    states = [generate_from_seed(s, cfg.environment.maze.size) for s in seeds]
+    validation = ctx["validation"]
+    total = len(validation.entries)
     echo(
-        f"[sft] BFS demonstrations, batch {cfg.sft.batch_size}; stop at {cfg.sft.target_solved}/{len(states)} "
-        f"validation solves (checked every {cfg.sft.check_every} steps, at most {cfg.sft.max_steps})"
+        f"[sft] BFS demonstrations, batch {cfg.sft.batch_size}; stop at {cfg.sft.target_solved}/{total} "
+        f"validation mazes right on their whole path (checked every {cfg.sft.check_every} steps, "
+        f"at most {cfg.sft.max_steps})"
     )
     result = run_sft(
         model=model,
@@ -77,7 +77,7 @@ def _phase_sft(cfg: RehearsalConfig, run: RunDir, ctx: dict, echo: Callable[[str
         cfg=cfg,
         run=run,
         accept=ctx["accept"],
-        validation_states=states,
+        validation=validation,
         log=ctx["log"],
     )
 
@@ -86,7 +86,7 @@ def _phase_sft(cfg: RehearsalConfig, run: RunDir, ctx: dict, echo: Callable[[str
         processor.save_pretrained(tmp)
 
     write_dir_atomic(run.sft_model, fill)
-    echo(f"[sft] stopped at step {result.steps}: {result.validation_solved}/{len(states)} validation solves")
+    echo(f"[sft] stopped at step {result.steps}: {result.validation_solved}/{total} validation mazes right")
     return {"steps": result.steps, "validation_solved": result.validation_solved, "history": result.history}
 
 
@@ -127,6 +127,7 @@ def _phase_grpo(cfg: RehearsalConfig, run: RunDir, ctx: dict, echo: Callable[[st
             accept=ctx["accept"],
             log=ctx["log"],
             on_eval=ctx["on_eval"],
+            validation=ctx["validation"],
         )
         if start:
             learner.load_checkpoint(start)
@@ -144,7 +145,7 @@ def _phase_grpo(cfg: RehearsalConfig, run: RunDir, ctx: dict, echo: Callable[[st
 
 
 def _phase_serve(cfg: RehearsalConfig, run: RunDir, best_step: int, echo: Callable[[str], None]) -> dict:
-    """Serve the best adapter on the local endpoint and evaluate the held-out set through it."""
+    """Serve the selected adapter on the local endpoint and evaluate the held-out set through it."""
     adapters = run.root / "served"
     name = f"global_step_{best_step}"
     if not (adapters / name).is_dir():
@@ -155,6 +156,7 @@ def _phase_serve(cfg: RehearsalConfig, run: RunDir, best_step: int, echo: Callab
         from workload.evaluate.endpoint import evaluate_endpoint
     except ImportError:
         return {}
+    from workload.maze.heldout import load_set
     from workload.serve.local import LocalServer
 
     with LocalServer(run.sft_model, str(adapters), base_model_id="maze-sft") as server:
@@ -171,12 +173,15 @@ def _phase_serve(cfg: RehearsalConfig, run: RunDir, best_step: int, echo: Callab
             max_tokens=cfg.generator.eval_sampling_params.max_generate_length,
         )
     write_json_atomic(run.root / "evals" / "served.json", report)
+    solved = {e["seed"]: bool(e["solved"]) for e in report.get("episodes", [])}
+    seeds = [e["seed"] for e in load_set(cfg.environment.heldout_set).entries]
     return {
         "solved": report["solved"],
         "total": report["total"],
         "step": best_step,
         "model": model_id,
         "via": "endpoint",
+        "per_maze": [solved.get(s) for s in seeds],
     }
 
 
@@ -184,7 +189,8 @@ def rehearse(cfg: RehearsalConfig, *, echo: Callable[[str], None] = print) -> di
     """Run (or resume) the rehearsal described by ``cfg``; return the report dict."""
     import torch
 
-    from workload.local.report import best_export_step, finish_report
+    from workload.local.data import excluding, validation_set
+    from workload.local.report import finish_report, selected_export_step
     from workload.maze.heldout import load_set, training_seed_filter
 
     torch.set_num_threads(cfg.trainer.num_threads)
@@ -197,7 +203,6 @@ def rehearse(cfg: RehearsalConfig, *, echo: Callable[[str], None] = print) -> di
     write_json_atomic(run.root / "config.json", cfg.to_dict())
     point_latest(runs_dir, cfg.run_id)
     echo(f"run {run.root}  (recipe {cfg.name}, fingerprint {cfg.fingerprint()})")
-    timer = PhaseTimer()
     # GRPO resumes from its latest checkpoint (step 0: before the first one), SFT from its own.
     resume_step = (run.latest_step() or 0) if (run.sft_model / "config.json").is_file() else None
     metrics = MetricsLog(run.root, resume_step=resume_step)
@@ -210,30 +215,47 @@ def rehearse(cfg: RehearsalConfig, *, echo: Callable[[str], None] = print) -> di
     def on_eval(step: int, report: dict, records: list) -> None:
         from workload.maze.metrics import report_metrics
 
-        metrics("eval", step, report_metrics(report))
+        checked = run.validation_evals().get(step)
+        values = report_metrics(report)
+        if checked is not None:
+            values["eval/validation_solved"] = checked["solved"]
+        metrics("eval", step, values)
         lo, hi = report["ci95"]
+        also = f"; validation {checked['solved']}/{checked['total']}" if checked is not None else ""
         echo(
-            f"[eval] step {step}: {report['solved']}/{report['total']} strict solves (95% CI {lo:.2f}-{hi:.2f})"
+            f"[eval] step {step}: held-out {report['solved']}/{report['total']} strict solves "
+            f"(95% CI {lo:.2f}-{hi:.2f}){also}"
         )
 
     heldout = load_set(cfg.environment.heldout_set)
+    size = cfg.environment.maze.size
+    not_heldout = training_seed_filter(size, [cfg.environment.heldout_set])
+    validation = validation_set(cfg.sft.validation_size, size=size, accept=not_heldout)
     ctx = {
-        "accept": training_seed_filter(cfg.environment.maze.size, [cfg.environment.heldout_set]),
+        "accept": excluding(not_heldout, validation),
         "heldout": heldout,
+        "validation": validation,
         "log": log_both,
         "on_eval": on_eval,
     }
     with PeakMemory() as memory:
+        timer = PhaseTimer(cpu=lambda: memory.cpu_s)
         with timer.run("model"):
             _phase_model(cfg, run, echo)
         with timer.run("sft"):
             sft = _phase_sft(cfg, run, ctx, echo)
         with timer.run("grpo"):
             grpo = _phase_grpo(cfg, run, ctx, echo)
-        best = best_export_step(run)
+        selected = selected_export_step(run)
+        if selected is None:
+            raise RuntimeError(
+                f"no exported GRPO step has a validation evaluation in {run.root}: set trainer.hf_save_interval "
+                "to a multiple of trainer.eval_interval so an evaluated adapter can be chosen"
+            )
         with timer.run("serve"):
-            served = _phase_serve(cfg, run, best, echo) if cfg.serve.enabled and best is not None else {}
+            served = _phase_serve(cfg, run, selected, echo) if cfg.serve.enabled else {}
         metrics.close()
+        cpu_s = memory.cpu_s
     return finish_report(
         cfg=cfg,
         run=run,
@@ -242,7 +264,9 @@ def rehearse(cfg: RehearsalConfig, *, echo: Callable[[str], None] = print) -> di
         sft=sft,
         grpo=grpo,
         served=served,
-        best_step=best,
+        selected_step=selected,
         wall_s=time.perf_counter() - started,
         echo=echo,
+        cpu_s=cpu_s,
+        phase_cpu_seconds=timer.cpu_seconds,
     )

@@ -1,9 +1,10 @@
-"""The rehearsal's outputs: report.json, the baseline-vs-peak table, the eval curve and an episode strip.
+"""The rehearsal's outputs: report.json, the baseline / selected / final table, the curves, an episode strip.
 
-The bar GRPO must clear: peak strict solves above the SFT baseline by more
-than the baseline's 95% Wilson half-width, and the final evaluation above the baseline.
-Greedy evaluations swing by several mazes, so every evaluation is reported, and the mean
-of the last two beside the final one.
+Honest selection: the adapter to serve is the exported step with the most greedy solves on
+the validation set (layouts excluded from training and from the held-out set); the
+held-out set only scores it. The bar GRPO must clear: the selected adapter beats the SFT
+baseline on the held-out set with an exact paired McNemar p < 0.05, and the final step
+is not below the baseline. Every held-out evaluation is still reported, as a curve.
 """
 
 from __future__ import annotations
@@ -14,61 +15,102 @@ from typing import Any
 from workload.files import write_json_atomic
 from workload.local.config import RehearsalConfig
 from workload.local.rundir import RunDir
+from workload.local.stats import SIGNIFICANCE, mcnemar_exact
+from workload.maze.metrics import wilson_interval
 
 
-def _point(report: dict, step: int) -> dict:
-    return {"solved": report["solved"], "total": report["total"], "step": step, "ci95": list(report["ci95"])}
+def per_maze(report: dict, seeds: list[int]) -> list[bool]:
+    """One boolean per maze of the set, in the set's order (``seeds``)."""
+    solved = {e["seed"]: bool(e["solved"]) for e in report["episodes"]}
+    missing = [s for s in seeds if s not in solved]
+    if missing:
+        raise ValueError(
+            f"evaluation lacks mazes {missing[:5]} of the set; it cannot be compared maze by maze"
+        )
+    return [solved[s] for s in seeds]
 
 
-def best_export_step(run: RunDir) -> int | None:
-    """The exported step with the most held-out solves (earliest on ties); None without exports."""
-    evals = run.evals()
-    exported = [s for s in evals if s > 0 and run.export(s).is_dir()]
-    if not exported:
-        return None
-    return max(exported, key=lambda s: (evals[s]["solved"], -s))
-
-
-def summarize(evals: dict[int, dict]) -> dict[str, Any]:
-    """Baseline (step 0), peak and final points, last-2 mean and the bar, from reports by step."""
-    if 0 not in evals or len(evals) < 2:
-        raise ValueError("need the step-0 baseline and at least one GRPO evaluation to summarize")
-    base = evals[0]
-    trained = {s: r for s, r in evals.items() if s > 0}
-    peak_step = max(trained, key=lambda s: (trained[s]["solved"], -s))
-    final_step = max(trained)
-    last_two = [trained[s]["strict_pass_at_1"] for s in sorted(trained)[-2:]]
-    lo, hi = base["ci95"]
-    base_rate = base["strict_pass_at_1"]
-    half_width = max(base_rate - lo, hi - base_rate)
-    peak_gain = trained[peak_step]["strict_pass_at_1"] - base_rate
-    final_gain = trained[final_step]["strict_pass_at_1"] - base_rate
+def _point(report: dict, step: int, seeds: list[int]) -> dict:
+    flags = per_maze(report, seeds)
+    k, n = sum(flags), len(flags)
     return {
-        "baseline": _point(base, 0),
-        "peak": _point(trained[peak_step], peak_step),
-        "final": _point(trained[final_step], final_step),
-        "last2_mean_rate": sum(last_two) / len(last_two),
-        "bar": {
-            "baseline_ci95_half_width": half_width,
-            "peak_gain": peak_gain,
-            "final_gain": final_gain,
-            "last2_gain": sum(last_two) / len(last_two) - base_rate,
-            "peak_clears_half_width": peak_gain > half_width,
-            "final_above_baseline": final_gain > 0,
+        "solved": k,
+        "total": n,
+        "rate": k / n,
+        "step": step,
+        "ci95": list(wilson_interval(k, n)),
+        "per_maze": flags,
+    }
+
+
+def select_step(validation: dict[int, dict], exported: set[int]) -> int | None:
+    """The exported GRPO step with the most validation solves (the later one on ties); None
+    without one. Held-out scores are not an input: choosing on them would bias the reported score."""
+    candidates = [s for s in validation if s > 0 and s in exported]
+    if not candidates:
+        return None
+    return max(candidates, key=lambda s: (validation[s]["solved"], s))
+
+
+def selected_export_step(run: RunDir) -> int | None:
+    """``select_step`` over this run's validation reports and exports."""
+    evals = run.validation_evals()
+    return select_step(evals, {s for s in evals if run.export(s).is_dir()})
+
+
+def summarize(evals: dict[int, dict], validation: dict[int, dict], selected: int, seeds: list[int]) -> dict:
+    """Baseline (step 0), selected and final points with paired tests and the bar."""
+    if 0 not in evals or selected not in evals or len(evals) < 2:
+        raise ValueError("need the step-0 baseline and the selected step's held-out evaluation to summarize")
+    final_step = max(evals)
+    base = _point(evals[0], 0, seeds)
+    chosen = _point(evals[selected], selected, seeds)
+    chosen["validation_solved"] = validation[selected]["solved"] if selected in validation else None
+    final = _point(evals[final_step], final_step, seeds)
+    vs_selected = mcnemar_exact(base["per_maze"], chosen["per_maze"])
+    vs_final = mcnemar_exact(base["per_maze"], final["per_maze"])
+    beats = chosen["solved"] > base["solved"] and vs_selected["p_value"] < SIGNIFICANCE
+    holds = final["solved"] >= base["solved"]
+    return {
+        "baseline": base,
+        "selected": chosen,
+        "final": final,
+        "paired": {
+            "selected_vs_baseline": vs_selected,
+            "final_vs_baseline": vs_final,
+            "test": "exact McNemar, two-sided",
         },
-        "evals": [{"step": s, "solved": r["solved"], "total": r["total"]} for s, r in sorted(evals.items())],
+        "bar": {
+            "significance": SIGNIFICANCE,
+            "selected_beats_baseline": beats,
+            "final_not_below_baseline": holds,
+            "clears": beats and holds,
+        },
+        "evals": [
+            {
+                "step": s,
+                "solved": r["solved"],
+                "total": r["total"],
+                "validation_solved": validation[s]["solved"] if s in validation else None,
+            }
+            for s, r in sorted(evals.items())
+        ],
     }
 
 
 def format_table(report: dict) -> str:
-    """The printed table: baseline, peak, final (and served) with rates and intervals."""
-    lines = [f"{'':10} {'solved':>8} {'rate':>7} {'95% CI':>13} {'step':>5}"]
-    for key in ("baseline", "peak", "final"):
+    """The printed table: baseline, selected, final (and served) with rates, intervals and paired tests."""
+    lines = [f"{'':10} {'solved':>8} {'rate':>7} {'95% CI':>13} {'step':>5}  paired vs baseline"]
+    paired = {"selected": "selected_vs_baseline", "final": "final_vs_baseline"}
+    for key in ("baseline", "selected", "final"):
         p = report[key]
         lo, hi = p["ci95"]
+        test = ""
+        if key in paired:
+            t = report["paired"][paired[key]]
+            test = f"  +{t['gained']} -{t['lost']} mazes, p = {t['p_value']:.3g}"
         lines.append(
-            f"{key:10} {p['solved']:>4}/{p['total']:<3} {p['solved'] / p['total']:>7.1%} "
-            f"{lo:>6.2f}-{hi:<6.2f} {p['step']:>5}"
+            f"{key:10} {p['solved']:>4}/{p['total']:<3} {p['rate']:>7.1%} {lo:>6.2f}-{hi:<6.2f} {p['step']:>5}{test}"
         )
     served = report.get("served") or {}
     if served:
@@ -78,9 +120,11 @@ def format_table(report: dict) -> str:
         )
     bar = report["bar"]
     lines.append(
-        f"peak gain {bar['peak_gain']:+.3f} vs baseline half-width {bar['baseline_ci95_half_width']:.3f}: "
-        f"{'clears' if bar['peak_clears_half_width'] else 'does NOT clear'} the bar; final gain "
-        f"{bar['final_gain']:+.3f}; last-2 mean gain {bar['last2_gain']:+.3f}"
+        f"selected on the validation set (step {report['selected']['step']}: "
+        f"{report['selected']['validation_solved']} validation solves); the bar: selected beats baseline with "
+        f"paired p < {bar['significance']}: {'yes' if bar['selected_beats_baseline'] else 'NO'}; final not below "
+        f"baseline: {'yes' if bar['final_not_below_baseline'] else 'NO'} -> "
+        f"{'clears' if bar['clears'] else 'does NOT clear'} the bar"
     )
     return "\n".join(lines)
 
@@ -98,12 +142,26 @@ def eval_curve_png(report: dict, path) -> None:
     fig, ax = plt.subplots(figsize=(6, 3.5), dpi=100)
     ax.axhspan(*base["ci95"], color="0.85", label="baseline 95% CI")
     ax.plot(steps, rates, marker="o", label="held-out strict solve rate")
+    checked = [
+        (e["step"], e["validation_solved"] / e["total"])
+        for e in report["evals"]
+        if e["validation_solved"] is not None
+    ]
+    if checked:
+        ax.plot(
+            [step for step, _ in checked],
+            [rate for _, rate in checked],
+            marker=".",
+            linestyle="--",
+            label="validation (chooses the step)",
+        )
+    ax.axvline(report["selected"]["step"], color="0.5", linewidth=0.8)
     ax.set_xlabel("GRPO step")
     ax.set_ylabel("strict pass@1")
     ax.set_ylim(0, 1)
     ax.legend(loc="lower right")
     ax.set_title(
-        f"{report['run_id']}: {base['solved']} -> peak {report['peak']['solved']} of {base['total']}"
+        f"{report['run_id']}: {base['solved']} -> selected {report['selected']['solved']} of {base['total']}"
     )
     fig.tight_layout()
     fig.savefig(path)
@@ -140,41 +198,47 @@ def finish_report(
     sft: dict,
     grpo: dict,
     served: dict,
-    best_step: int | None,
+    selected_step: int,
     wall_s: float,
     echo: Callable[[str], None],
+    cpu_s: float | None = None,
+    phase_cpu_seconds: dict | None = None,
 ) -> dict:
     """Write report.json and the pictures, print the table; return the report."""
     from workload.maze.heldout import load_set
 
+    heldout = load_set(cfg.environment.heldout_set)
     evals = run.evals()
     report: dict[str, Any] = {
         "run_id": cfg.run_id,
         "run_dir": str(run.root),
         "fingerprint": cfg.fingerprint(),
+        "heldout_set": heldout.name,
+        "heldout_seeds": heldout.seeds,
     }
-    report |= summarize(evals)
-    if not served and best_step is not None and cfg.serve.enabled:
-        best = evals[best_step]
+    report |= summarize(evals, run.validation_evals(), selected_step, heldout.seeds)
+    if not served and cfg.serve.enabled:
+        chosen = report["selected"]
         served = {
-            "solved": best["solved"],
-            "total": best["total"],
-            "step": best_step,
+            "solved": chosen["solved"],
+            "total": chosen["total"],
+            "step": selected_step,
             "via": "in-process (the endpoint evaluator is not installed)",
         }
     report |= {
         "served": served,
-        "best_step": best_step,
+        "best_step": selected_step,
         "wall_seconds": wall_s,
+        "cpu_seconds": cpu_s,
         "phase_seconds": phases,
+        "phase_cpu_seconds": phase_cpu_seconds or {},
         "peak_memory_gib": peak_gib,
         "resumed_from_step": grpo.get("resumed_from_step", 0),
         "sft": {k: v for k, v in sft.items() if k != "history"},
         "image_history": cfg.generator.image_history,
     }
     eval_curve_png(report, run.root / "eval_curve.png")
-    heldout = load_set(cfg.environment.heldout_set)
-    shown = report["peak"]["step"]
+    shown = report["selected"]["step"]
     report["episode_picture_seed"] = solved_episode_png(
         run, shown, heldout, cfg.environment.maze.cell_px, run.root / "episode.png"
     )
@@ -183,7 +247,8 @@ def finish_report(
     echo(format_table(report))
     echo(
         f"wall {wall_s:.0f} s ({', '.join(f'{k} {v:.0f} s' for k, v in phases.items())}); "
-        f"peak memory {peak_gib:.2f} GiB"
+        + (f"CPU {cpu_s:.0f} s; " if cpu_s is not None else "")
+        + f"peak memory {peak_gib:.2f} GiB"
     )
     echo(
         f"report: {run.root / 'report.json'}  curve: {run.root / 'eval_curve.png'}  "

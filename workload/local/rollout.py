@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import contextlib
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from workload.local.config import LoraConfig
 from workload.local.episodes import EpisodeRecord, PlaySettings, play
-from workload.localhost import free_port
+from workload.localhost import LocalRay
 
 RAY_NAMESPACE_PREFIX = "rehearsal"
 
@@ -84,28 +83,10 @@ class RolloutWorker:
 
 @contextlib.contextmanager
 def local_ray(num_cpus: int, *, num_gpus: int = 0):
-    """A private local Ray cluster on loopback (random ports, own temp dir), shut down on exit."""
-    import ray
-
-    temp_dir = tempfile.mkdtemp(prefix="rh-ray-")
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    ray.init(
-        address="local",
-        num_cpus=num_cpus,
-        num_gpus=num_gpus,
-        include_dashboard=False,
-        dashboard_port=free_port(),  # its head process starts anyway; keep it off the shared 8265
-        namespace=f"{RAY_NAMESPACE_PREFIX}-{os.getpid()}",
-        _node_ip_address="127.0.0.1",
-        _temp_dir=temp_dir,
-        log_to_driver=True,
-        configure_logging=False,
-    )
-    try:
+    """A private local Ray cluster on loopback with token auth (random ports, own temp dir), shut down on exit."""
+    namespace = f"{RAY_NAMESPACE_PREFIX}-{os.getpid()}"
+    with LocalRay(num_cpus, num_gpus=num_gpus, namespace=namespace, log_to_driver=True, configure_logging=False) as ray:
         yield ray
-    finally:
-        ray.shutdown()
 
 
 def start_workers(

@@ -9,6 +9,7 @@ runs/<run-id>/
   ckpts/latest_ckpt_global_step.txt
   exports/global_step_N/policy/    PEFT adapter + trainer_config.json
   evals/global_step_N.json         held-out report of step N
+  evals/validation/global_step_N.json  validation report of step N (chooses the served adapter)
   metrics.jsonl  tensorboard/  report.json  eval_curve.png  episode.png
 runs/latest -> <run-id>
 ```
@@ -57,6 +58,16 @@ class RunDir:
 
     def eval_report(self, step: int) -> Path:
         return self.root / "evals" / f"global_step_{step}.json"
+
+    def validation_report(self, step: int) -> Path:
+        return self.root / "evals" / "validation" / f"global_step_{step}.json"
+
+    def validation_evals(self) -> dict[int, dict]:
+        """Every saved validation report by step (the set that chooses the adapter to serve)."""
+        out = {}
+        for path in (self.root / "evals" / "validation").glob("global_step_*.json"):
+            out[int(path.stem.rsplit("_", 1)[1])] = json.loads(path.read_text())
+        return dict(sorted(out.items()))
 
     def latest_step(self) -> int | None:
         """Step of the newest complete GRPO checkpoint, or None."""

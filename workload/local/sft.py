@@ -3,9 +3,12 @@
 The analogue of the VisGym SFT checkpoint: full fine-tuning of the tiny model on
 (frame, solver action) pairs. A fixed step count gives baselines from 0 to 12 of 64
 depending on the seed (measured at ~140 steps: 12, 0 and 3 of 64 for seeds 0, 1, 2), so
-training stops once the greedy policy solves ``sft.target_solved`` mazes of a separate
-validation set (never the held-out set), checked every ``sft.check_every`` steps, or at
-``sft.max_steps``.
+training stops once the greedy policy gets ``sft.target_solved`` mazes of a separate
+validation set (never the held-out set) right on every state of their shortest path,
+checked every ``sft.check_every`` steps, or at ``sft.max_steps``. That check is one batched
+forward (``path_argmax_solved``), cheap enough to run often: the escape from the
+action-marginal plateau is sharp, and sparse checks overshoot the target (measured: 2 -> 19
+of 64 within 15 steps).
 Progress is checkpointed at every check, so a killed run resumes from the last one.
 """
 
@@ -20,8 +23,7 @@ import torch
 
 from workload.local.config import RehearsalConfig
 from workload.local.data import demonstration_batch
-from workload.local.episodes import play
-from workload.local.evaluator import eval_settings
+from workload.local.evaluator import path_argmax_solved
 from workload.local.grpo import masked_mean
 from workload.local.policy import Context, Encoder, completion_logprobs
 from workload.local.rundir import RunDir, torch_save_atomic
@@ -63,7 +65,7 @@ def run_sft(
     cfg: RehearsalConfig,
     run: RunDir,
     accept: Callable[[int], bool],
-    validation_states: list[dict],
+    validation: Any,
     log: Callable[[str, int, dict], None],
 ) -> SftResult:
     """Train ``model`` in place until the stopping rule holds; resumes from ``run.sft_state``."""
@@ -102,8 +104,7 @@ def run_sft(
         if step % s.check_every and step < s.max_steps:
             continue
         model.eval()
-        episodes = play(model, encoder, validation_states, eval_settings(cfg))
-        solved = sum(e.solved for e in episodes)
+        solved = sum(path_argmax_solved(model, encoder, validation, cfg))
         history.append({"step": step, "loss": loss.item(), "solved": solved})
         log(
             "sft",

@@ -11,12 +11,12 @@ Two styles:
 from __future__ import annotations
 
 import base64
-import binascii
 import io
-import re
 
 import numpy as np
 from PIL import Image
+
+from workload.serving_rules import data_uri_bytes
 
 STYLES = ("visgym", "compact")
 
@@ -32,9 +32,6 @@ COMPACT_INSTRUCTION = (
     "Maze: move the blue circle to the red square, then stop. "
     "Reply with one of ('move', 0) right, ('move', 1) up, ('move', 2) left, ('move', 3) down, ('stop', 'stop')."
 )
-_DATA_URI = re.compile(r"^data:image/[a-z+.-]+;base64,(?P<payload>.*)$", re.DOTALL)
-
-
 def visgym_prompt(size: int) -> str:
     """VisGym ``maze_2d`` ``get_prompt()`` (rgb mode) for a size x size maze."""
     return (
@@ -76,15 +73,11 @@ def frame_to_data_uri(frame: np.ndarray | Image.Image) -> str:
 
 def data_uri_to_image(uri: str) -> Image.Image:
     """Decode a base64 image data URI into an RGB PIL image; ValueError says what is wrong."""
-    match = _DATA_URI.match(uri) if isinstance(uri, str) else None
-    if match is None:
-        head = uri[:40] if isinstance(uri, str) else type(uri).__name__
-        raise ValueError(f"not a base64 image data URI (expected 'data:image/png;base64,...'), got {head!r}")
+    raw = data_uri_bytes(uri)  # the one data-URI rule the endpoint applies too
     try:
-        raw = base64.b64decode(match.group("payload"), validate=True)
         image = Image.open(io.BytesIO(raw))
         image.load()
-    except (binascii.Error, OSError) as error:
+    except OSError as error:
         raise ValueError(f"image data URI does not hold a readable image: {error}") from error
     return image.convert("RGB")
 

@@ -3,7 +3,8 @@
 Each adapter is a PEFT folder (``adapter_config.json`` + ``adapter_model.safetensors``) named
 by its folder, the ``ADAPTER`` of ``BASE:ADAPTER``. S3 adapters are downloaded once into a
 disk cache and re-downloaded only when their objects change (ETags), so a replica restart or
-an LRU eviction reloads from local disk.
+an LRU eviction reloads from local disk. `AdapterStore.fingerprint` tells the replicas when an
+adapter changed (ETags on S3; size and modification time of each file in a folder) or is gone.
 """
 
 from __future__ import annotations
@@ -16,20 +17,10 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from workload.serve.errors import AdapterNotFoundError, validate_adapter_name
+from workload.serve.errors import AdapterNotFoundError
+from workload.serving_rules import ADAPTER_CONFIG, parse_s3_uri, validate_adapter_name
 
-ADAPTER_CONFIG = "adapter_config.json"
 CACHE_MARKER = ".skymaze-source.json"  # the S3 keys + ETags a cached copy was made from
-
-
-def parse_s3_uri(uri: str) -> tuple[str, str]:
-    """Split ``s3://bucket/prefix`` into ``(bucket, prefix)`` (prefix without slashes at the ends)."""
-    if not uri.startswith("s3://"):
-        raise ValueError(f"not an s3:// URI: {uri!r}")
-    bucket, _, prefix = uri[len("s3://") :].partition("/")
-    if not bucket:
-        raise ValueError(f"s3 URI {uri!r} has no bucket: use s3://bucket/prefix")
-    return bucket, prefix.strip("/")
 
 
 @dataclass(frozen=True)
@@ -81,6 +72,24 @@ class AdapterStore:
             return target
         self._download(name, objects, target)
         return target
+
+    def fingerprint(self, name: str) -> Any:
+        """What changes when adapter ``name`` changes at the source; AdapterNotFoundError once it is gone."""
+        validate_adapter_name(name)
+        if self.is_s3:
+            objects = self._s3_objects(name)
+            if not objects:
+                raise AdapterNotFoundError(f"adapter {name!r} is gone from the source")
+            return objects
+        folder = Path(self.source) / name
+        try:
+            files = sorted(p for p in folder.iterdir() if p.is_file())
+            stats = [(p.name, p.stat()) for p in files]
+        except FileNotFoundError as exc:
+            raise AdapterNotFoundError(f"adapter {name!r} is gone from the source") from exc
+        if ADAPTER_CONFIG not in {n for n, _ in stats}:
+            raise AdapterNotFoundError(f"adapter {name!r} is gone from the source")
+        return tuple((n, st.st_size, st.st_mtime_ns, st.st_ino) for n, st in stats)
 
     def _s3_objects(self, name: str) -> dict[str, str]:
         """``{relative key: ETag}`` of the adapter's objects; empty when it has no adapter_config.json."""

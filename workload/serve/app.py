@@ -7,21 +7,34 @@ each adapter's requests to a replica that already holds it. Each model replica k
 """
 
 import asyncio
+import difflib
+import hmac
+import logging
 import os
+import threading
+import time
+import uuid
 from http import HTTPStatus
+from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from ray import serve
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from workload.serve.adapters import AdapterStore
 from workload.serve.errors import (
     AdapterNotFoundError,
     ApiError,
+    bad_request,
+    internal_error,
     model_not_found,
     overloaded,
     parse_model_id,
+    too_large,
+    unauthorized,
 )
 
 # No `from __future__ import annotations` here: FastAPI must see the real `Request` type.
@@ -33,16 +46,48 @@ from workload.serve.protocol import (
     parse_chat_request,
 )
 from workload.serve.settings import ServeSettings
+from workload.serving_rules import AdapterRuleError
 
 MODEL_DEPLOYMENT = "model"
 INGRESS_DEPLOYMENT = "ingress"
+# Requests the ingress takes beyond what the model replicas run and queue: cheap ones
+# (/v1/models, 4xx answers) keep being answered while the model's queue is full.
+INGRESS_HEADROOM_REQUESTS = 16
+# S3 adapters are re-listed at most this often per replica (local ones are stat'ed every request).
+S3_RECHECK_INTERVAL_S = 10.0
+# Oversized bodies up to this many times the limit are read (and dropped) before the 413.
+DRAIN_FACTOR = 4
+logger = logging.getLogger("ray.serve")
+
+
+def _is_replica_gone(exc: BaseException) -> bool:
+    """Whether ``exc`` says the model replica died or is restarting (the client may retry)."""
+    from ray.exceptions import ActorDiedError, ActorUnavailableError, RayActorError
+
+    return isinstance(exc, RayActorError | ActorDiedError | ActorUnavailableError)
+
+
+def _api_error_in(exc: BaseException) -> ApiError | None:
+    """The `ApiError` a model replica raised, unwrapped from Ray's task error."""
+    # Ray's task error subclasses the cause's type but is built without its fields: prefer `.cause`.
+    for candidate in (getattr(exc, "cause", None), exc):
+        if isinstance(candidate, ApiError):
+            return candidate
+    return None
+
+
+def _adapter_refused(model: str, exc: AdapterRuleError) -> ApiError:
+    return bad_request(
+        f"The adapter of model {model!r} cannot be served: {exc}", param="model", code="invalid_adapter"
+    )
 
 
 class _LoadedAdapter:
     """What the multiplexer caches per adapter; eviction calls ``__del__`` to free the weights."""
 
-    def __init__(self, engine: Any, name: str, path: str) -> None:
-        self.engine, self.name, self.path = engine, name, path
+    def __init__(self, engine: Any, name: str, path: str, fingerprint: Any) -> None:
+        self.engine, self.name, self.path, self.fingerprint = engine, name, path, fingerprint
+        self.checked_at = time.monotonic()
         self._released = False
 
     def __del__(self) -> None:
@@ -59,26 +104,82 @@ class ModelServer:
     def __init__(self, settings: ServeSettings) -> None:
         from workload.serve.engine import GenerationEngine
 
-        self._engine = GenerationEngine(settings.model_dir, torch_threads=settings.torch_threads)
+        self._engine = GenerationEngine(
+            settings.model_dir,
+            torch_threads=settings.torch_threads,
+            max_lora_rank=settings.max_lora_rank,
+            max_prompt_tokens=settings.limits.max_prompt_tokens,
+        )
         self._store = AdapterStore(settings.adapters, settings.cache_dir, settings.s3_endpoint_url)
+        self._active = 0  # generations running or waiting for the engine
 
         async def load_adapter(name: str) -> _LoadedAdapter:
             path = await asyncio.to_thread(self._store.fetch, name)
+            fingerprint = await asyncio.to_thread(self._store.fingerprint, name)
             await asyncio.to_thread(self._engine.load_adapter, name, path)
-            return _LoadedAdapter(self._engine, name, str(path))
+            return _LoadedAdapter(self._engine, name, str(path), fingerprint)
 
         # Wired here (not as a decorated method) so the cache size comes from the settings.
         self._get_adapter = serve.multiplexed(
             max_num_models_per_replica=settings.max_num_adapters_per_replica
         )(load_adapter)
 
+    async def _current(self, name: str) -> _LoadedAdapter:
+        """The loaded adapter, reloaded when its files changed and 404 when they are gone."""
+        loaded = await self._get_adapter(name)
+        interval = S3_RECHECK_INTERVAL_S if self._store.is_s3 else 0.0
+        if time.monotonic() - loaded.checked_at < interval:
+            return loaded
+        fingerprint = await asyncio.to_thread(self._store.fingerprint, name)
+        loaded.checked_at = time.monotonic()
+        if fingerprint != loaded.fingerprint:
+            path = await asyncio.to_thread(self._store.fetch, name)
+            await asyncio.to_thread(self._engine.unload_adapter, name)
+            await asyncio.to_thread(self._engine.load_adapter, name, path)
+            loaded.path, loaded.fingerprint = str(path), fingerprint
+        return loaded
+
     async def generate(self, request: ChatRequest) -> Completion:
-        """Complete ``request`` with the adapter named by the request's multiplexed model id."""
+        """Complete ``request`` with the adapter named by the request's multiplexed model id.
+
+        Raises `ApiError` for what the client must fix; cancelling the call (the client went
+        away) stops generation at the next token.
+        """
         name = serve.get_multiplexed_model_id() or None
-        loaded = await self._get_adapter(name) if name else None
-        return await asyncio.to_thread(
-            self._engine.generate, request, adapter=name, adapter_path=loaded.path if loaded else None
+        try:
+            loaded = await self._current(name) if name else None
+        except AdapterNotFoundError as exc:
+            raise model_not_found(request.model, "the adapter source has no adapter of that name") from exc
+        except AdapterRuleError as exc:
+            raise _adapter_refused(request.model, exc) from exc
+        cancel = threading.Event()
+        self._active += 1
+        work = asyncio.ensure_future(
+            asyncio.to_thread(
+                self._engine.generate,
+                request,
+                adapter=name,
+                adapter_path=loaded.path if loaded else None,
+                cancel=cancel,
+            )
         )
+        work.add_done_callback(lambda done: done.cancelled() or done.exception())  # retrieved, never lost
+        work.add_done_callback(self._finished)
+        try:
+            return await asyncio.shield(work)
+        except asyncio.CancelledError:
+            cancel.set()  # the thread sees it at the next token and returns
+            raise
+        except AdapterRuleError as exc:  # the adapter changed on disk since it was checked
+            raise _adapter_refused(request.model, exc) from exc
+
+    def _finished(self, _: Any) -> None:
+        self._active -= 1
+
+    def check_health(self) -> None:
+        """Serve replaces the replica when this raises (a failed adapter load left LoRA layers)."""
+        if self._engine.unhealthy:
+            raise RuntimeError(self._engine.unhealthy)
 
     def stats(self) -> dict[str, Any]:
         """Adapters in memory, how often each was loaded, and this replica's process id."""
@@ -86,14 +187,64 @@ class ModelServer:
             "pid": os.getpid(),
             "loaded": self._engine.loaded_adapters(),
             "load_count": dict(self._engine.load_count),
+            "active": self._active,
+            "cancelled": self._engine.cancelled_count,
         }
 
 
-api = FastAPI(title="skymaze OpenAI-compatible endpoint")
+api = FastAPI(title="skymaze OpenAI-compatible endpoint", docs_url=None, redoc_url=None, openapi_url=None)
 
 
 def _error(exc: ApiError) -> JSONResponse:
-    return JSONResponse(exc.body(), status_code=int(exc.status))
+    return JSONResponse(exc.body(), status_code=int(exc.status), headers=exc.headers())
+
+
+@api.exception_handler(StarletteHTTPException)
+async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+    if exc.status_code == HTTPStatus.NOT_FOUND:
+        message = f"Unknown route {request.method} {request.url.path}: this endpoint serves GET /v1/models and POST /v1/chat/completions."
+        return _error(ApiError(exc.status_code, message, code="unknown_url"))
+    return _error(ApiError(exc.status_code, f"{request.method} {request.url.path}: {exc.detail}"))
+
+
+@api.exception_handler(RequestValidationError)
+async def _validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
+    return _error(bad_request("the request does not match this route's parameters"))
+
+
+@api.exception_handler(Exception)
+async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+    request_id = uuid.uuid4().hex
+    logger.exception("request %s failed", request_id)
+    return _error(internal_error(request_id))
+
+
+async def _read_body(request: Request, limit_bytes: int) -> bytes:
+    """The body, or 413 once it is known to exceed ``limit_bytes`` (from Content-Length, or while streaming).
+
+    An oversized body up to `DRAIN_FACTOR` times the limit is read and dropped before answering,
+    so that a client still sending gets the 413 instead of a reset connection; a larger one is
+    answered at once without reading it.
+    """
+    declared = request.headers.get("content-length")
+    if declared is not None and not declared.isdigit():
+        raise bad_request("Content-Length must be a number of bytes", param="Content-Length")
+    drain_bytes = limit_bytes * DRAIN_FACTOR
+    if declared is not None and int(declared) > limit_bytes:
+        if int(declared) <= drain_bytes:
+            async for _ in request.stream():
+                pass
+        raise too_large(f"request body is {declared} bytes; the limit is {limit_bytes}")
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > drain_bytes:
+            break
+        if size <= limit_bytes:
+            chunks.append(chunk)
+    if size > limit_bytes:
+        raise too_large(f"request body exceeds the limit of {limit_bytes} bytes")
+    return b"".join(chunks)
 
 
 @serve.deployment(name=INGRESS_DEPLOYMENT, ray_actor_options={"num_cpus": 0})
@@ -106,16 +257,29 @@ class OpenAIIngress:
         self._model = model
         self._store = AdapterStore(settings.adapters, settings.cache_dir, settings.s3_endpoint_url)
 
+    def _authorize(self, request: Request) -> None:
+        key = self._settings.api_key
+        if key is None:
+            return
+        scheme, _, given = request.headers.get("authorization", "").partition(" ")
+        if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), key.encode()):
+            raise unauthorized()
+
     @api.get("/v1/models")
-    async def models(self) -> JSONResponse:
+    async def models(self, request: Request) -> JSONResponse:
+        try:
+            self._authorize(request)
+        except ApiError as exc:
+            return _error(exc)
         base = self._settings.base_model_id
         try:
             names = await asyncio.to_thread(self._store.names)
         except Exception as exc:  # S3 unreachable or denied: say so in the OpenAI shape
+            logger.warning("listing adapters failed: %r", exc)
             return _error(
                 ApiError(
                     HTTPStatus.BAD_GATEWAY,
-                    f"cannot list adapters at {self._settings.adapters}: {exc}",
+                    f"cannot list adapters ({exc.__class__.__name__}); the server log has the details",
                     type="server_error",
                 )
             )
@@ -124,44 +288,96 @@ class OpenAIIngress:
     @api.post("/v1/chat/completions")
     async def chat_completions(self, request: Request) -> JSONResponse:
         try:
+            self._authorize(request)
             return JSONResponse(await self._complete(request))
         except ApiError as exc:
             return _error(exc)
 
     async def _complete(self, request: Request) -> dict[str, Any]:
-        # The Serve proxy has already buffered the body, so reading it costs nothing more; answering
-        # 413 before reading it would reset the connection while the client is still sending.
-        chat = parse_chat_request(await request.body(), limits=self._settings.limits)
+        limits = self._settings.limits
+        raw = await _read_body(request, limits.max_request_bytes)
+        # Image decoding is CPU work: off the event loop, so other requests keep being answered.
+        chat = await asyncio.to_thread(parse_chat_request, raw, limits=limits)
         adapter = parse_model_id(chat.model, base_model_id=self._settings.base_model_id)
         handle = self._model.options(multiplexed_model_id=adapter or "")
+        response = handle.generate.remote(chat)
         try:
-            completion = await handle.generate.remote(chat)
-        except AdapterNotFoundError as exc:
-            raise model_not_found(chat.model, f"no adapter {adapter!r} at {self._settings.adapters}") from exc
+            completion = await response
+        except asyncio.CancelledError:
+            # The client went away: Serve cancels this handler, and this passes it on to the replica
+            # (Serve forwards it to child requests only with its direct ingress enabled).
+            response.cancel()
+            raise
         except serve.exceptions.BackPressureError as exc:
             raise overloaded("the model replicas' queues are full; retry shortly") from exc
         except Exception as exc:
+            api_error = _api_error_in(exc)
+            if api_error is not None:
+                raise api_error from exc
             if _is_replica_gone(exc):
-                raise overloaded(
-                    f"the model replica is restarting ({type(exc).__name__}); retry shortly"
-                ) from exc
-            raise ApiError(
-                HTTPStatus.INTERNAL_SERVER_ERROR, f"generation failed: {exc}", type="server_error"
-            ) from exc
+                raise overloaded("the model replica is restarting; retry shortly") from exc
+            request_id = uuid.uuid4().hex
+            logger.error("request %s: generation failed: %r", request_id, exc)
+            raise internal_error(request_id) from exc
         return chat_completion_body(chat.model, completion)
 
 
-def _is_replica_gone(exc: Exception) -> bool:
-    from ray.exceptions import ActorDiedError, ActorUnavailableError, RayActorError
-
-    return isinstance(exc, RayActorError | ActorDiedError | ActorUnavailableError)
-
-
 def build_app(settings: ServeSettings) -> serve.Application:
-    """The bound Serve application for ``settings`` (pass to `serve.run`)."""
+    """The bound Serve application for ``settings`` (pass to `serve.run`).
+
+    The model replica runs ``max_ongoing_requests`` and its callers queue ``max_queued_requests``
+    more (then 503 + Retry-After in OpenAI's shape); the ingress takes that many plus a headroom
+    and its own bounded queue, beyond which Serve's proxy answers 503 itself.
+    """
     model = ModelServer.options(
         max_ongoing_requests=settings.max_ongoing_requests,
         max_queued_requests=settings.max_queued_requests,
         ray_actor_options={"num_cpus": settings.replica_num_cpus},
     ).bind(settings)
-    return OpenAIIngress.bind(settings, model)
+    ingress_ongoing = settings.max_ongoing_requests + settings.max_queued_requests + INGRESS_HEADROOM_REQUESTS
+    return OpenAIIngress.options(
+        max_ongoing_requests=ingress_ongoing, max_queued_requests=ingress_ongoing
+    ).bind(settings, model)
+
+
+# Arguments of `app_builder` (`serve run workload.serve.app:app_builder KEY=VALUE ...` or a
+# Serve config file's `args:`), with the ServeSettings field each one sets.
+BUILDER_ARGS = {
+    "model": "model_dir",
+    "adapters": "adapters",
+    "model_id": "base_model_id",
+    "cache_dir": "cache_dir",
+    "s3_endpoint_url": "s3_endpoint_url",
+    "max_adapters": "max_num_adapters_per_replica",
+    "max_ongoing_requests": "max_ongoing_requests",
+    "max_queued_requests": "max_queued_requests",
+    "replica_cpus": "replica_num_cpus",
+    "max_lora_rank": "max_lora_rank",
+    "api_key": "api_key",
+}
+DEFAULT_CACHE_DIR = Path.home() / ".cache" / "skymaze" / "adapters"
+
+
+def app_builder(args: dict[str, Any]) -> serve.Application:
+    """The app from plain arguments, as Ray's tools pass them: ``model=FOLDER adapters=SOURCE ...``.
+
+    Example:  serve run workload.serve.app:app_builder model=runs/latest/base adapters=runs/latest/exports
+    """
+    unknown = sorted(set(args) - set(BUILDER_ARGS))
+    if unknown:
+        hints = {k: difflib.get_close_matches(k, BUILDER_ARGS, n=1) for k in unknown}
+        said = ", ".join(f"{k!r}" + (f" (did you mean {h[0]!r}?)" if h else "") for k, h in hints.items())
+        raise ValueError(f"unknown argument(s) {said}; accepted: {', '.join(BUILDER_ARGS)}")
+    missing = [k for k in ("model", "adapters") if not args.get(k)]
+    if missing:
+        raise ValueError(
+            f"missing argument(s) {', '.join(missing)}: pass model=FOLDER adapters=FOLDER_OR_S3_URI"
+        )
+    fields = {BUILDER_ARGS[k]: v for k, v in args.items()}
+    model_dir = Path(str(fields["model_dir"])).resolve()
+    fields["model_dir"] = str(model_dir)
+    fields.setdefault("base_model_id", model_dir.name)
+    fields.setdefault("cache_dir", str(DEFAULT_CACHE_DIR))
+    adapters = str(fields["adapters"])
+    fields["adapters"] = adapters if adapters.startswith("s3://") else str(Path(adapters).resolve())
+    return build_app(ServeSettings.from_strings(fields))

@@ -14,13 +14,13 @@ from typing import Any
 
 import yaml
 
+from workload.serving_rules import validate_base_model_id, validate_max_lora_rank
+
 # Import path of the Ray Serve LLM OpenAI application builder (Ray docs, "Multi-LoRA deployment").
 OPENAI_APP_IMPORT_PATH = "ray.serve.llm:build_openai_app"
 DEFAULT_APP_NAME = "skymaze-llm"
 # Ray Serve's HTTP port inside the RayService (KubeRay exposes it as the "serve" port).
 SERVE_HTTP_PORT = 8000
-# LoRA ranks vLLM accepts for `max_lora_rank` (vllm/config/lora.py, `possible_max_ranks`).
-VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
 # One image per turn plus the first frame: the published run capped episodes at 15 turns.
 DEFAULT_MAX_IMAGES_PER_PROMPT = 16
 # Long enough for 15 turns of prompt + image tokens + answers at Qwen3-VL's default image size.
@@ -28,8 +28,6 @@ DEFAULT_MAX_MODEL_LEN = 32768
 DEFAULT_GPU_MEMORY_UTILIZATION = 0.9
 # An 8B LoRA adapter (rank 32, language model only) is ~100 MB; S3 in-region takes seconds.
 DEFAULT_ADAPTER_DOWNLOAD_TIMEOUT_S = 120.0
-# Same rule as the local server's model ids: the ':' separates base and adapter.
-_BASE_MODEL_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]*$")
 _S3_URI = re.compile(r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/[^\s]*)?$")
 
 
@@ -54,11 +52,7 @@ def _validate(
     gpu_memory_utilization: float,
     adapter_download_timeout_s: float,
 ) -> None:
-    if not isinstance(base_model_id, str) or not _BASE_MODEL_ID.match(base_model_id):
-        raise ValueError(
-            f"base_model_id must match {_BASE_MODEL_ID.pattern} (no ':', which separates base and "
-            f"adapter in model ids), got {base_model_id!r}"
-        )
+    validate_base_model_id(base_model_id)
     if not isinstance(model_source, str) or not model_source.strip():
         raise ValueError("model_source must be a local path, an s3:// URI or a model id; got an empty value")
     if not isinstance(adapters_uri, str) or not _S3_URI.match(adapters_uri):
@@ -75,8 +69,7 @@ def _validate(
         ("max_images_per_prompt", max_images_per_prompt),
     ):
         _require_positive_int(key, value)
-    if max_lora_rank not in VLLM_LORA_RANKS or isinstance(max_lora_rank, bool):
-        raise ValueError(f"max_lora_rank must be one of {VLLM_LORA_RANKS} (vLLM), got {max_lora_rank!r}")
+    validate_max_lora_rank(max_lora_rank)
     if max_loras > max_num_adapters_per_replica:
         raise ValueError(
             f"max_loras ({max_loras}) must not exceed max_num_adapters_per_replica "

@@ -5,6 +5,10 @@ its LoRA matrices, unloading deletes them), so the base weights are held once ho
 adapters a replica serves. Generation calls the inner model directly: peft's own `generate`
 looks up the active adapter's config and fails once every adapter has been deleted. A lock
 serialises adapter switches and generation (one CPU model, one request at a time).
+
+An adapter is checked against the serving rules and the base model's layer shapes before peft
+sees it; if peft still fails halfway, its layers are removed again, and if that is not possible
+the engine reports itself unhealthy so that Serve replaces the replica.
 """
 
 from __future__ import annotations
@@ -13,13 +17,26 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from workload.serve.errors import too_large
 from workload.serve.protocol import ChatRequest, Completion
+from workload.serving_rules import DEFAULT_MAX_LORA_RANK, inspect_adapter
+
+
+class GenerationCancelled(Exception):
+    """The client went away; generation stopped early."""
 
 
 class GenerationEngine:
     """Base model + processor from ``model_dir``; adapters loaded and unloaded by name."""
 
-    def __init__(self, model_dir: str | Path, *, torch_threads: int | None = None) -> None:
+    def __init__(
+        self,
+        model_dir: str | Path,
+        *,
+        torch_threads: int | None = None,
+        max_lora_rank: int = DEFAULT_MAX_LORA_RANK,
+        max_prompt_tokens: int | None = None,
+    ) -> None:
         import torch
         from transformers import AutoModelForImageTextToText
 
@@ -36,6 +53,20 @@ class GenerationEngine:
         self._paths: dict[str, str] = {}
         self._lock = threading.Lock()
         self.load_count: dict[str, int] = {}
+        self.cancelled_count = 0  # generations stopped early because the client went away
+        self.max_lora_rank = max_lora_rank
+        # (out, in) of every linear layer, read before any LoRA layer wraps them.
+        self.base_shapes = {
+            name: tuple(module.weight.shape)
+            for name, module in self._model.named_modules()
+            if isinstance(module, torch.nn.Linear)
+        }
+        self.max_positions: int | None = getattr(
+            self._model.config.get_text_config(), "max_position_embeddings", None
+        )
+        caps = [cap for cap in (max_prompt_tokens, self.max_positions) if cap]
+        self.max_prompt_tokens = min(caps) if caps else None
+        self.unhealthy: str | None = None
 
     def loaded_adapters(self) -> list[str]:
         """Names of the adapters whose weights are in memory now."""
@@ -43,22 +74,56 @@ class GenerationEngine:
             return sorted(self._paths)
 
     def load_adapter(self, name: str, path: str | Path) -> None:
-        """Add adapter ``name`` from the PEFT folder ``path`` (no-op when already loaded)."""
+        """Add adapter ``name`` from the PEFT folder ``path`` (no-op when already loaded).
+
+        Raises `AdapterRuleError` (before touching the model) for an adapter the endpoint refuses.
+        """
         with self._lock:
             self._load_locked(name, str(path))
 
-    def _load_locked(self, name: str, path: str) -> None:
-        from peft import PeftModel
+    def check_adapter(self, path: str | Path) -> None:
+        """Raise `AdapterRuleError` unless the adapter at ``path`` fits the rules and this base."""
+        inspect_adapter(Path(path), max_lora_rank=self.max_lora_rank, base_shapes=self.base_shapes)
 
+    def _load_locked(self, name: str, path: str) -> None:
         if name in self._paths:
             return
-        if self._peft is None:
-            self._peft = PeftModel.from_pretrained(self._model, path, adapter_name=name)
-        else:
-            self._peft.load_adapter(path, adapter_name=name)
-        self._peft.eval()
+        self.check_adapter(path)
+        self._attach(name, path)
         self._paths[name] = path
         self.load_count[name] = self.load_count.get(name, 0) + 1
+
+    def _attach(self, name: str, path: str) -> None:
+        """Let peft load the adapter; on failure remove whatever it added, or mark the engine unhealthy."""
+        from peft import PeftConfig, PeftModel
+
+        created = self._peft is None
+        try:
+            if created:
+                config = PeftConfig.from_pretrained(path)
+                self._peft = PeftModel(self._model, config, adapter_name=name)
+            self._peft.load_adapter(path, adapter_name=name)
+            self._peft.eval()
+        except Exception:
+            self._detach_failed(name, created)
+            raise
+
+    def _detach_failed(self, name: str, created: bool) -> None:
+        try:
+            if created and self._peft is not None:
+                self._peft.base_model.unload()  # puts the base layers back in place of LoRA layers
+                self._peft = None
+            elif self._peft is not None and name in self._peft.peft_config:
+                self._peft.delete_adapter(name)
+        except Exception as exc:  # the model may hold half an adapter: let Serve replace the replica
+            self.unhealthy = f"a failed adapter load could not be undone ({exc.__class__.__name__})"
+        if created and self._peft is None and self._has_lora_layers():
+            self.unhealthy = "LoRA layers remain in the base model after a failed adapter load"
+
+    def _has_lora_layers(self) -> bool:
+        from peft.tuners.lora import LoraLayer
+
+        return any(isinstance(m, LoraLayer) for m in self._model.modules())
 
     def unload_adapter(self, name: str) -> None:
         """Delete adapter ``name``'s weights; idempotent (eviction may call it twice)."""
@@ -67,26 +132,35 @@ class GenerationEngine:
                 self._peft.delete_adapter(name)
 
     def generate(
-        self, request: ChatRequest, *, adapter: str | None = None, adapter_path: str | None = None
+        self,
+        request: ChatRequest,
+        *,
+        adapter: str | None = None,
+        adapter_path: str | None = None,
+        cancel: threading.Event | None = None,
     ) -> Completion:
         """Complete ``request`` with the base model (adapter None) or with ``adapter``.
 
-        ``adapter_path`` reloads the adapter if it was evicted between routing and generation.
+        ``adapter_path`` reloads the adapter if it was evicted between routing and generation;
+        setting ``cancel`` stops generation at the next token (raises `GenerationCancelled`).
         """
         inputs = self._inputs(request)
         with self._lock:
+            if cancel is not None and cancel.is_set():
+                self.cancelled_count += 1
+                raise GenerationCancelled("the client went away before generation started")
             if adapter is not None:
                 if adapter not in self._paths:
                     if adapter_path is None:
                         raise KeyError(f"adapter {adapter!r} is not loaded")
                     self._load_locked(adapter, adapter_path)
                 self._peft.base_model.set_adapter(adapter)
-                return self._run(request, inputs)
+                return self._run(request, inputs, cancel)
             if self._peft is None or not self._paths:
-                return self._run(request, inputs)
+                return self._run(request, inputs, cancel)
             self._peft.base_model.disable_adapter_layers()
             try:
-                return self._run(request, inputs)
+                return self._run(request, inputs, cancel)
             finally:
                 self._peft.base_model.enable_adapter_layers()
 
@@ -94,10 +168,29 @@ class GenerationEngine:
         text = self._processor.apply_chat_template(
             request.messages, add_generation_prompt=True, tokenize=False
         )
-        return self._processor(text=[text], images=request.images or None, return_tensors="pt")
+        inputs = self._processor(text=[text], images=request.images or None, return_tensors="pt")
+        prompt_tokens = inputs["input_ids"].shape[1]
+        limit = self.max_prompt_tokens
+        if limit is not None and prompt_tokens > limit:
+            raise too_large(
+                f"the prompt is {prompt_tokens} tokens (text and images); the limit is {limit}",
+                param="messages",
+            )
+        if self.max_positions is not None and prompt_tokens + request.max_tokens > self.max_positions:
+            raise too_large(
+                f"the prompt ({prompt_tokens} tokens) plus max_tokens ({request.max_tokens}) exceeds the "
+                f"model's {self.max_positions} positions; lower max_tokens or shorten the messages",
+                param="max_tokens",
+            )
+        return inputs
 
-    def _run(self, request: ChatRequest, inputs: Any) -> Completion:
+    def _run(self, request: ChatRequest, inputs: Any, cancel: threading.Event | None = None) -> Completion:
         import torch
+        from transformers import StoppingCriteria, StoppingCriteriaList
+
+        class _StopWhenCancelled(StoppingCriteria):
+            def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> Any:
+                return torch.full((input_ids.shape[0],), bool(cancel.is_set()), dtype=torch.bool)
 
         sampling: dict[str, Any] = {"do_sample": False}
         if not request.greedy:
@@ -109,8 +202,13 @@ class GenerationEngine:
             }
             if request.seed is not None:
                 torch.manual_seed(request.seed)
+        if cancel is not None:
+            sampling["stopping_criteria"] = StoppingCriteriaList([_StopWhenCancelled()])
         with torch.no_grad():
             output = self._model.generate(**inputs, max_new_tokens=request.max_tokens, **sampling)
+        if cancel is not None and cancel.is_set():
+            self.cancelled_count += 1
+            raise GenerationCancelled("the client went away; generation stopped")
         prompt_len = inputs["input_ids"].shape[1]
         new_tokens = output[0, prompt_len:].tolist()
         tokenizer = self._processor.tokenizer

@@ -7,28 +7,41 @@ typed exceptions (``NotFoundError``, ``BadRequestError``...).
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Any
 
-# Adapter folder names: the same characters the ids of S3 keys and local folders allow everywhere.
-ADAPTER_NAME = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
-MODEL_ID_SEPARATOR = ":"
+from workload.serving_rules import MODEL_ID_SEPARATOR, validate_adapter_name
+
+# Seconds a client should wait before retrying a 503 (one short generation on a CPU replica).
+RETRY_AFTER_S = 2
 
 
-@dataclass(frozen=True)
 class ApiError(Exception):
-    """An error answered to the client with ``status`` and the OpenAI error body."""
+    """An error answered to the client with ``status`` and the OpenAI error body.
 
-    status: int
-    message: str
-    type: str = "invalid_request_error"
-    param: str | None = None
-    code: str | None = None
+    A plain exception (not a dataclass) so that Ray can re-raise it in the ingress when a
+    model replica raises it.
+    """
+
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        type: str = "invalid_request_error",
+        param: str | None = None,
+        code: str | None = None,
+        retry_after_s: int | None = None,
+    ) -> None:
+        super().__init__(status, message, type, param, code, retry_after_s)
+        self.status, self.message, self.type = int(status), message, type
+        self.param, self.code, self.retry_after_s = param, code, retry_after_s
 
     def __str__(self) -> str:
         return f"{self.status}: {self.message}"
+
+    def headers(self) -> dict[str, str]:
+        """``Retry-After`` for the statuses a client should retry."""
+        return {"Retry-After": str(self.retry_after_s)} if self.retry_after_s is not None else {}
 
     def body(self) -> dict[str, Any]:
         """The JSON body OpenAI clients parse."""
@@ -56,21 +69,38 @@ def model_not_found(model: str, why: str) -> ApiError:
 
 
 def overloaded(message: str) -> ApiError:
-    """503: too many requests are queued; the client should retry later."""
-    return ApiError(HTTPStatus.SERVICE_UNAVAILABLE, message, type="server_error", code="overloaded")
+    """503 + Retry-After: too many requests are queued or a replica restarts; retry later."""
+    return ApiError(
+        HTTPStatus.SERVICE_UNAVAILABLE,
+        message,
+        type="server_error",
+        code="overloaded",
+        retry_after_s=RETRY_AFTER_S,
+    )
+
+
+def unauthorized() -> ApiError:
+    """401: the API key is missing or wrong (OpenAI clients send it as a Bearer token)."""
+    return ApiError(
+        HTTPStatus.UNAUTHORIZED,
+        "Incorrect or missing API key: send it as 'Authorization: Bearer KEY' (OpenAI clients: api_key=KEY).",
+        param="Authorization",
+        code="invalid_api_key",
+    )
+
+
+def internal_error(request_id: str) -> ApiError:
+    """500 without details (they go to the server log under ``request_id``)."""
+    return ApiError(
+        HTTPStatus.INTERNAL_SERVER_ERROR,
+        f"The server failed to complete the request; its log has the details under request id {request_id}.",
+        type="server_error",
+        code="internal_error",
+    )
 
 
 class AdapterNotFoundError(LookupError):
     """The adapter source has no adapter of that name (no ``adapter_config.json`` there)."""
-
-
-def validate_adapter_name(name: str) -> str:
-    """Return ``name`` if it is a safe adapter folder name, else raise ValueError saying why."""
-    if not ADAPTER_NAME.match(name) or name in {".", ".."}:
-        raise ValueError(
-            f"adapter name {name!r} is invalid: use 1-128 characters from [A-Za-z0-9._-], not '.' or '..'"
-        )
-    return name
 
 
 def parse_model_id(model: str, *, base_model_id: str) -> str | None:

@@ -1,8 +1,9 @@
 """`LocalServer`: the OpenAI endpoint on a local Ray, on 127.0.0.1, as a context manager.
 
-Starts Ray and Serve when they are not running (and stops what it started), deploys the app
-under ``app_name`` at ``route_prefix`` and waits until it answers. Several apps can share one
-Serve instance (one HTTP port), e.g. one reading adapters from a folder and one from S3.
+Starts Ray (on loopback, with Ray's token auth) and Serve when they are not running (and stops
+what it started, temp folders included), deploys the app under ``app_name`` at ``route_prefix``
+and waits until it answers. Several apps can share one Serve instance (one HTTP port), e.g. one
+reading adapters from a folder and one from S3.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from workload.localhost import LOOPBACK, free_port
+from workload.localhost import LOOPBACK, LocalRay, free_port
 from workload.serve.app import MODEL_DEPLOYMENT, build_app
 from workload.serve.settings import ServeSettings
 
@@ -28,8 +29,7 @@ class _ServeInstance:
     host: str | None = None
     port: int | None = None
     users: int = 0
-    owns_ray: bool = False
-    temp_dir: str | None = None
+    ray: LocalRay | None = None  # set when this process started Ray
     apps: list[str] = field(default_factory=list)
 
 
@@ -42,38 +42,38 @@ def _start_serve(host: str, port: int, num_cpus: int) -> tuple[str, int]:
 
     if _INSTANCE.users == 0:
         if not ray.is_initialized():
-            # A short private temp dir: Ray's socket paths must stay under 107 characters,
-            # and the default /tmp/ray would be shared with other Ray users of this machine.
-            _INSTANCE.temp_dir = tempfile.mkdtemp(prefix="ray-", dir="/tmp")
-            ray.init(
-                num_cpus=num_cpus,
-                include_dashboard=False,
-                dashboard_port=free_port(),
-                namespace=RAY_NAMESPACE,
-                _node_ip_address="127.0.0.1",  # a one-machine Ray: keep its own traffic on loopback
-                _temp_dir=_INSTANCE.temp_dir,
-                log_to_driver=False,
-            )
-            _INSTANCE.owns_ray = True
-        port = port or free_port(host)
-        serve.start(http_options={"host": host, "port": port}, proxy_location="HeadOnly")
+            _INSTANCE.ray = LocalRay(num_cpus, namespace=RAY_NAMESPACE)
+            _INSTANCE.ray.start()
+        try:
+            port = port or free_port(host)
+            serve.start(http_options={"host": host, "port": port}, proxy_location="HeadOnly")
+        except BaseException:
+            _stop_ray()
+            raise
         _INSTANCE.host, _INSTANCE.port = host, port
     _INSTANCE.users += 1
     return _INSTANCE.host, _INSTANCE.port
 
 
+def _stop_ray() -> None:
+    if _INSTANCE.ray is not None:
+        _INSTANCE.ray.stop()
+        _INSTANCE.ray = None
+
+
 def _stop_serve() -> None:
-    import ray
     from ray import serve
 
     _INSTANCE.users -= 1
     if _INSTANCE.users > 0:
         return
-    serve.shutdown()
-    if _INSTANCE.owns_ray:
-        ray.shutdown()
     _INSTANCE.host = _INSTANCE.port = None
-    _INSTANCE.owns_ray = False
+    if _INSTANCE.ray is None:
+        serve.shutdown()  # a Ray this process joined: leave it running without our apps
+        return
+    # Serve's actors die with the Ray this process started; stopping it directly also works when a
+    # signal to the process group has already ended Ray's own processes.
+    _stop_ray()
 
 
 class LocalServer:
@@ -140,7 +140,8 @@ class LocalServer:
         from ray import serve
 
         try:
-            serve.delete(self.app_name)
+            if _INSTANCE.users > 1 or _INSTANCE.ray is None:  # others keep using this Serve
+                serve.delete(self.app_name)
         finally:
             _stop_serve()
             if self._cache is not None:

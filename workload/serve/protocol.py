@@ -7,20 +7,22 @@
 
 from __future__ import annotations
 
-import base64
-import binascii
 import io
 import json
+import math
 import time
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
 from workload.serve.errors import bad_request, too_large
+from workload.serving_rules import data_uri_bytes
 
 ROLES = frozenset({"system", "user", "assistant"})
 # OpenAI's documented ranges for the sampling parameters.
 MAX_TEMPERATURE = 2.0
+# OpenAI's `seed` is an int64 (its OpenAPI spec); torch.manual_seed accepts that range too.
+SEED_RANGE = (-(2**63), 2**63 - 1)
 
 
 @dataclass(frozen=True)
@@ -30,8 +32,16 @@ class RequestLimits:
     max_request_bytes: int = 8 * 1024 * 1024
     max_images: int = 32  # a 15-turn maze episode with its whole image history needs 16
     max_image_side_px: int = 2048
+    # Decoded pixels of all images together: 32 VisGym frames of 512x512 (24 MiB as RGB).
+    max_total_pixels: int = 32 * 512 * 512
     max_tokens: int = 1024
     default_max_tokens: int = 256
+    # Prompt tokens (text + image) one request may hold; the model's context caps it further.
+    max_prompt_tokens: int = 8192
+    # Characters of text, checked before tokenizing: a token is at least one character.
+    max_prompt_chars: int = 8 * 8192
+    # Nesting of the JSON body; a chat request needs 5 (body, messages, message, parts, part).
+    max_json_depth: int = 16
 
 
 @dataclass(frozen=True)
@@ -57,8 +67,8 @@ def _number(body: dict, key: str, default: float, lo: float, hi: float, *, lo_op
     value = body.get(key, default)
     if value is None:
         return default
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise bad_request(f"{key} must be a number, got {value!r}", param=key)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise bad_request(f"{key} must be a finite number, got {value!r}", param=key)
     if value > hi or value < lo or (lo_open and value == lo):
         bound = "(" if lo_open else "["
         raise bad_request(f"{key} must be in {bound}{lo}, {hi}], got {value!r}", param=key)
@@ -87,21 +97,21 @@ def _stop(body: dict) -> tuple[str, ...]:
     return tuple(stops)
 
 
-def decode_data_uri_image(url: Any, *, param: str, limits: RequestLimits) -> Any:
-    """Decode a ``data:image/...;base64,...`` URI into an RGB PIL image (400 or 413 on failure)."""
+def decode_data_uri_image(
+    url: Any, *, param: str, limits: RequestLimits, pixels_left: int | None = None
+) -> Any:
+    """Decode a ``data:image/...;base64,...`` URI into an RGB PIL image (400 or 413 on failure).
+
+    The size is read from the image header first: an image over ``max_image_side_px`` a side or
+    over ``pixels_left`` (what remains of the request's ``max_total_pixels``) is a 413 before decoding.
+    """
     from PIL import Image, UnidentifiedImageError
 
-    if not isinstance(url, str) or not url.startswith("data:image/"):
-        raise bad_request(
-            "image_url.url must be a data:image/...;base64,... URI (remote URLs are not fetched)", param=param
-        )
-    header, sep, payload = url.partition(",")
-    if not sep or not header.endswith(";base64"):
-        raise bad_request("image data URI must be base64-encoded (data:image/png;base64,...)", param=param)
     try:
-        raw = base64.b64decode(payload, validate=True)
-    except (binascii.Error, ValueError) as exc:
-        raise bad_request(f"image data URI is not valid base64: {exc}", param=param) from exc
+        raw = data_uri_bytes(url)
+    except ValueError as exc:
+        raise bad_request(f"image_url.url: {exc}", param=param) from exc
+    budget = limits.max_total_pixels if pixels_left is None else pixels_left
     try:
         with Image.open(io.BytesIO(raw)) as image:
             width, height = image.size
@@ -110,9 +120,19 @@ def decode_data_uri_image(url: Any, *, param: str, limits: RequestLimits) -> Any
                     f"image is {width}x{height} px; the limit is {limits.max_image_side_px} px a side",
                     param=param,
                 )
+            if width * height > budget:
+                raise too_large(
+                    f"image of {width}x{height} px exceeds the {limits.max_total_pixels} decoded pixels "
+                    "this endpoint accepts in one request",
+                    param=param,
+                )
             return image.convert("RGB")
-    except (UnidentifiedImageError, OSError, Image.DecompressionBombError) as exc:
-        raise bad_request(f"image data URI does not hold a readable image: {exc}", param=param) from exc
+    except Image.DecompressionBombError as exc:
+        raise too_large("image decodes to more pixels than this endpoint accepts", param=param) from exc
+    except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as exc:
+        raise bad_request(
+            f"image data URI does not hold a readable image ({exc.__class__.__name__})", param=param
+        ) from exc
 
 
 def _content_parts(content: Any, where: str, images: list, limits: RequestLimits) -> Any:
@@ -131,7 +151,10 @@ def _content_parts(content: Any, where: str, images: list, limits: RequestLimits
             url = image_url.get("url") if isinstance(image_url, dict) else image_url
             if len(images) >= limits.max_images:
                 raise too_large(f"more than {limits.max_images} images in one request", param=at)
-            images.append(decode_data_uri_image(url, param=f"{at}.image_url", limits=limits))
+            left = limits.max_total_pixels - sum(i.width * i.height for i in images)
+            images.append(
+                decode_data_uri_image(url, param=f"{at}.image_url", limits=limits, pixels_left=left)
+            )
             parts.append({"type": "image"})
         else:
             raise bad_request(f"{at} must be a text part or an image_url part", param=at)
@@ -161,9 +184,15 @@ def parse_chat_request(raw: bytes, *, limits: RequestLimits) -> ChatRequest:
     if len(raw) > limits.max_request_bytes:
         raise too_large(f"request body is {len(raw)} bytes; the limit is {limits.max_request_bytes}")
     try:
-        body = json.loads(raw)
+        body = json.loads(raw, parse_constant=_reject_constant)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise bad_request(f"request body is not valid JSON: {exc}") from exc
+    except RecursionError as exc:
+        raise bad_request(f"request body nests deeper than {limits.max_json_depth} levels") from exc
+    except ValueError as exc:  # NaN, Infinity: not JSON numbers
+        raise bad_request(f"request body is not valid JSON: {exc}") from exc
+    if _depth_exceeds(body, limits.max_json_depth):
+        raise bad_request(f"request body nests deeper than {limits.max_json_depth} levels")
     if not isinstance(body, dict):
         raise bad_request("request body must be a JSON object")
     model = body.get("model")
@@ -175,8 +204,17 @@ def parse_chat_request(raw: bytes, *, limits: RequestLimits) -> ChatRequest:
         raise bad_request("only n=1 is supported", param="n")
     messages, images = _messages(body, limits)
     seed = body.get("seed")
-    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
-        raise bad_request(f"seed must be an integer, got {seed!r}", param="seed")
+    if seed is not None and (
+        isinstance(seed, bool) or not isinstance(seed, int) or not SEED_RANGE[0] <= seed <= SEED_RANGE[1]
+    ):
+        raise bad_request(f"seed must be a 64-bit signed integer, got {seed!r}", param="seed")
+    chars = sum(_text_chars(m["content"]) for m in messages)
+    if chars > limits.max_prompt_chars:
+        raise too_large(
+            f"the messages hold {chars} characters of text; the limit is {limits.max_prompt_chars} "
+            f"(and {limits.max_prompt_tokens} prompt tokens)",
+            param="messages",
+        )
     return ChatRequest(
         model=model,
         messages=messages,
@@ -187,6 +225,27 @@ def parse_chat_request(raw: bytes, *, limits: RequestLimits) -> ChatRequest:
         seed=seed,
         stop=_stop(body),
     )
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number (numbers must be finite)")
+
+
+def _depth_exceeds(value: Any, limit: int) -> bool:
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > limit:
+            return True
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else ()
+        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
+    return False
+
+
+def _text_chars(content: Any) -> int:
+    if isinstance(content, str):
+        return len(content)
+    return sum(len(p["text"]) for p in content if p.get("type") == "text")
 
 
 @dataclass(frozen=True)

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
-import re
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from workload.serve.adapters import parse_s3_uri
 from workload.serve.protocol import RequestLimits
-
-_BASE_MODEL_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]*$")
+from workload.serving_rules import (
+    DEFAULT_MAX_LORA_RANK,
+    parse_s3_uri,
+    validate_base_model_id,
+    validate_max_lora_rank,
+)
 
 
 @dataclass(frozen=True)
@@ -19,6 +23,7 @@ class ServeSettings:
     ``adapters`` is a folder or ``s3://bucket/prefix`` of adapter sub-folders; ``cache_dir``
     holds S3 adapters once downloaded. ``max_ongoing_requests`` requests run or wait on a model
     replica and ``max_queued_requests`` more wait in the ingress; beyond that the answer is 503.
+    ``api_key``, when set, must come as ``Authorization: Bearer KEY`` with every request.
     """
 
     model_dir: str
@@ -31,6 +36,8 @@ class ServeSettings:
     max_queued_requests: int = 16
     replica_num_cpus: float = 1.0
     torch_threads: int = 1
+    max_lora_rank: int = DEFAULT_MAX_LORA_RANK
+    api_key: str | None = field(default=None, repr=False)
     limits: RequestLimits = field(default_factory=RequestLimits)
 
     def __post_init__(self) -> None:
@@ -42,13 +49,33 @@ class ServeSettings:
             parse_s3_uri(self.adapters)
         elif not Path(self.adapters).is_dir():
             raise ValueError(f"adapters {self.adapters!r} is neither a folder nor an s3://bucket/prefix URI")
-        if not _BASE_MODEL_ID.match(self.base_model_id):
-            raise ValueError(
-                f"base_model_id {self.base_model_id!r} must match {_BASE_MODEL_ID.pattern} "
-                "(':' separates base and adapter in model ids)"
-            )
+        validate_base_model_id(self.base_model_id)
+        validate_max_lora_rank(self.max_lora_rank)
         for key in ("max_num_adapters_per_replica", "max_ongoing_requests", "torch_threads"):
             if getattr(self, key) < 1:
                 raise ValueError(f"{key} must be >= 1, got {getattr(self, key)}")
         if self.max_queued_requests < 0:
             raise ValueError(f"max_queued_requests must be >= 0, got {self.max_queued_requests}")
+        if self.api_key is not None and (not self.api_key or any(c.isspace() for c in self.api_key)):
+            raise ValueError("api_key must be a non-empty string without spaces")
+
+    @classmethod
+    def from_strings(cls, values: dict[str, Any]) -> ServeSettings:
+        """Settings from text values (command-line ``KEY=VALUE`` pairs), converted to each field's type."""
+        types = {f.name: f.type for f in dataclasses.fields(cls)}
+        converted = {}
+        for key, value in values.items():
+            kind = types[key]
+            try:
+                if value is None or not isinstance(value, str):
+                    converted[key] = value
+                elif kind == "int":
+                    converted[key] = int(value)
+                elif kind == "float":
+                    converted[key] = float(value)
+                else:
+                    converted[key] = value
+            except ValueError as exc:
+                described = {"int": "an integer", "float": "a number"}[kind]
+                raise ValueError(f"{key} must be {described}, got {value!r}") from exc
+        return cls(**converted)

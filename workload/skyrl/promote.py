@@ -16,20 +16,23 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
-import re
 import struct
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from workload.files import atomic_path, write_bytes_atomic
+from workload.serving_rules import (
+    ADAPTER_CONFIG,
+    ADAPTER_WEIGHTS,
+    VISION_SEGMENT,
+    AdapterRuleError,
+    inspect_adapter,
+    parse_s3_uri,
+)
+from workload.serving_rules import ADAPTER_NAME as NAME_PATTERN
 
-ADAPTER_CONFIG = "adapter_config.json"
-ADAPTER_WEIGHTS = "adapter_model.safetensors"
 MANIFEST = "manifest.json"
-# Qwen3-VL's vision tower is `model.visual.*` (blocks, merger, deepstack mergers).
-VISION_SEGMENT = re.compile(r"(^|\.)(visual|vision_tower|vision_model)\.")
-NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 HASH_CHUNK_BYTES = 1 << 20
 
 
@@ -90,7 +93,7 @@ def load_adapter(run_dir: Path, step: int) -> Adapter:
 
 
 def check_adapter(adapter: Adapter, *, max_lora_rank: int) -> None:
-    """Refuse what the endpoint would ignore or reject."""
+    """Refuse what the endpoint would ignore or reject (the serving rules, then promote's own words)."""
     vision = adapter.vision_tensors()
     if vision:
         raise PromoteError(
@@ -102,6 +105,10 @@ def check_adapter(adapter: Adapter, *, max_lora_rank: int) -> None:
             f"adapter rank {adapter.max_rank()} exceeds the endpoint's max_lora_rank {max_lora_rank}. "
             "Raise max_lora_rank in the serving settings, or promote an adapter trained with a lower rank."
         )
+    try:
+        inspect_adapter(adapter.directory, max_lora_rank=max_lora_rank)
+    except AdapterRuleError as error:
+        raise PromoteError(f"the endpoint would refuse this adapter: {error}") from error
 
 
 def build_manifest(adapter: Adapter, *, name: str, run_dir: Path, step: int, files: dict[str, dict[str, Any]]) -> dict[str, Any]:
@@ -125,8 +132,10 @@ def build_manifest(adapter: Adapter, *, name: str, run_dir: Path, step: int, fil
 def parse_destination(to: str) -> tuple[str, str, str]:
     """``("s3", bucket, key prefix)`` or ``("dir", path, "")``; the last path segment names the adapter."""
     if to.startswith("s3://"):
-        bucket, _, prefix = to[len("s3://") :].partition("/")
-        prefix = prefix.strip("/")
+        try:
+            bucket, prefix = parse_s3_uri(to)
+        except ValueError:
+            bucket = prefix = ""
         if not bucket or not prefix:
             raise PromoteError(f"{to!r}: expected s3://BUCKET/PREFIX/NAME, e.g. s3://my-bucket/adapters/maze-grpo")
         destination = ("s3", bucket, prefix)

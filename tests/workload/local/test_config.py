@@ -184,3 +184,20 @@ def test_the_run_log_names_the_recipe_that_ran(tmp_path, monkeypatch):
     with pytest.raises(_FirstLine):
         rehearse(cfg, echo=echo)
     assert f"(recipe quick, fingerprint {cfg.fingerprint()})" in lines[0]
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("trainer.policy.optimizer_config.scheduler=linear",
+         r"optimizer_config.scheduler=linear: Input should be 'constant_with_warmup' or 'cosine_with_min_lr'"),
+        ("trainer.policy.optimizer_config.num_warmup_steps=-1",
+         r"optimizer_config.num_warmup_steps=-1: Input should be greater than or equal to 0"),
+        ("trainer.policy.optimizer_config.min_lr_ratio=1.5",
+         r"optimizer_config.min_lr_ratio=1.5: Input should be less than or equal to 1"),
+        ("trainer.policy.ema_decay=1.0", r"trainer.policy.ema_decay=1.0: Input should be less than 1"),
+    ],
+)
+def test_schedule_and_weight_average_settings_are_checked(override, message):
+    with pytest.raises(ValueError, match=message):
+        load_config("local", [override])

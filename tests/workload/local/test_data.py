@@ -10,7 +10,9 @@ from workload.local.data import (
     demonstration,
     demonstration_batch,
     draw_seeds,
+    excluding,
     validation_seeds,
+    validation_set,
 )
 from workload.maze.env import Maze2D
 from workload.maze.generator import generate_from_seed
@@ -32,8 +34,23 @@ def test_draws_repeat_for_the_same_step_and_differ_across_steps(accept):
 
 def test_training_and_validation_mazes_never_share_a_held_out_layout(accept):
     held = {layout_hash(e["init_state"]) for e in load_set("rehearsal-7x7-64").entries}
-    seeds = draw_seeds(200, seed=0, phase=1, step=0, accept=accept) + validation_seeds(64, accept=accept)
+    seeds = draw_seeds(200, seed=0, phase=1, step=0, accept=accept) + validation_seeds(
+        64, size=7, accept=accept
+    )
     assert not {layout_hash(generate_from_seed(s, 7)) for s in seeds} & held
+
+
+def test_training_never_sees_a_validation_layout(accept):
+    validation = validation_set(64, size=7, accept=accept)
+    picked = {layout_hash(e["init_state"]) for e in validation.entries}
+    assert len(picked) == 64  # distinct layouts
+    keep = excluding(accept, validation)
+    drawn = [s for step in range(20) for s in draw_seeds(16, seed=0, phase=2, step=step, accept=keep)]
+    assert not {layout_hash(generate_from_seed(s, 7)) for s in drawn} & picked
+    # ...and the filter is what keeps them out: without it, validation layouts do get drawn
+    # (a 7x7 maze has 768 layouts).
+    plain = [s for step in range(20) for s in draw_seeds(16, seed=0, phase=2, step=step, accept=accept)]
+    assert {layout_hash(generate_from_seed(s, 7)) for s in plain} & picked
 
 
 def test_the_filter_really_rejects_draws():
@@ -43,8 +60,8 @@ def test_the_filter_really_rejects_draws():
 
 
 def test_validation_seeds_are_fixed_and_disjoint_from_held_out_seeds(accept):
-    seeds = validation_seeds(64, accept=accept)
-    assert seeds == validation_seeds(64, accept=accept)
+    seeds = validation_seeds(64, size=7, accept=accept)
+    assert seeds == validation_seeds(64, size=7, accept=accept)
     assert not set(seeds) & {e["seed"] for e in load_set("rehearsal-7x7-64").entries}
 
 

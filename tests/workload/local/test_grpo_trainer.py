@@ -157,5 +157,83 @@ def test_export_is_a_loadable_peft_adapter_with_the_config_beside(tiny_model_dir
     batch = Encoder(processor).training_batch(contexts[:2], completions[:2])
     inputs = {k: v for k, v in batch.items() if k != "loss_mask"}
     learner.model.eval()
-    with torch.no_grad():
+    with torch.no_grad(), learner.served_weights():
         assert torch.allclose(served(**inputs).logits, learner.model(**inputs).logits, atol=1e-5)
+
+
+def test_evaluated_and_exported_weights_are_the_running_average(tiny_model_dir, tmp_path, episodes):
+    learner = _learner(
+        tiny_model_dir, tmp_path, ["trainer.policy.optimizer_config.lr=0.01", "trainer.policy.ema_decay=0.5"]
+    )
+    start = learner.lora_state()
+    learner.update(*_samples(episodes))
+    learner.after_step()
+    raw = learner.lora_state()
+    with learner.served_weights():
+        served = learner.lora_state()
+    for key in raw:
+        assert torch.allclose(served[key], 0.5 * start[key] + 0.5 * raw[key]), key
+    after = learner.lora_state()
+    assert all(torch.equal(after[k], raw[k]) for k in raw)  # training continues from the raw weights
+
+
+def test_without_averaging_the_raw_weights_are_served(tiny_model_dir, tmp_path, episodes):
+    learner = _learner(
+        tiny_model_dir, tmp_path, ["trainer.policy.optimizer_config.lr=0.01", "trainer.policy.ema_decay=0.0"]
+    )
+    learner.update(*_samples(episodes))
+    learner.after_step()
+    raw = learner.lora_state()
+    with learner.served_weights():
+        assert all(torch.equal(v, raw[k]) for k, v in learner.lora_state().items())
+
+
+def test_merged_duplicates_give_the_gradient_of_every_turn(tiny_model_dir, tmp_path, episodes):
+    """Training on each distinct turn once, weighted by its count, moves the weights exactly as
+    training on every turn (the single-update case: ratio 1, no clipping)."""
+    from workload.local.grpo_trainer import merge_duplicates
+
+    contexts, completions, advs, group_of = _samples(episodes)
+    doubled = (contexts * 2, completions * 2, advs * 2, group_of * 2)
+    assert len(merge_duplicates(*doubled)) == len(merge_duplicates(contexts, completions, advs, group_of))
+
+    def grads(samples):
+        torch.manual_seed(0)  # the same fresh adapter each time
+        learner = _learner(tiny_model_dir, tmp_path)
+        learner.optimizer.step = lambda: None  # keep the weights: compare the gradients only
+        learner.update(*samples)
+        return {n: p.grad.clone() for n, p in learner.model.named_parameters() if p.grad is not None}
+
+    # Every turn twice over: the same token-mean gradient as every turn once.
+    once, twice = grads((contexts, completions, advs, group_of)), grads(doubled)
+    assert once
+    for name, grad in once.items():
+        assert torch.allclose(grad, twice[name], atol=1e-6), name
+
+
+def test_uninformative_groups_count_in_the_denominator(tiny_model_dir, tmp_path, episodes):
+    """A thin step (few informative tokens among many) takes a proportionally smaller step."""
+    contexts, completions, advs, group_of = _samples(episodes)
+    tokens = sum(len(c) for c in completions)
+
+    def grad_norm(group_tokens):
+        torch.manual_seed(0)
+        learner = _learner(tiny_model_dir, tmp_path)
+        return learner.update(contexts, completions, advs, group_of, group_tokens)["policy/grad_norm"]
+
+    alone = grad_norm({0: tokens // 2, 1: tokens - tokens // 2})
+    diluted = grad_norm({0: 2 * tokens, 1: 2 * tokens})
+    assert diluted == pytest.approx(alone * tokens / (4 * tokens), rel=1e-4)
+
+
+def test_learning_rate_warms_up_then_decays_to_its_floor():
+    from workload.local.grpo_trainer import lr_factor
+
+    f = lr_factor("cosine_with_min_lr", warmup_steps=4, total_steps=20, min_lr_ratio=0.1)
+    assert [f(n) for n in range(4)] == [0.25, 0.5, 0.75, 1.0]
+    assert f(4) == pytest.approx(1.0)
+    assert f(12) == pytest.approx(0.55)
+    assert f(20) == pytest.approx(0.1)
+    assert lr_factor("constant_with_warmup", warmup_steps=2, total_steps=20, min_lr_ratio=0.1)(19) == 1.0
+    with pytest.raises(ValueError, match="unknown scheduler"):
+        lr_factor("linear", warmup_steps=0, total_steps=1, min_lr_ratio=0.0)

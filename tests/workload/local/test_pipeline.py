@@ -15,7 +15,11 @@ import torch
 from safetensors.torch import load_file
 
 from tests.workload.local.fixtures import RUN_TIMEOUT_S, rehearse_command
+from workload.local.report import select_step
 from workload.local.rundir import RunDir
+from workload.local.stats import mcnemar_exact
+from workload.maze.heldout import load_set
+from workload.maze.metrics import wilson_interval
 
 pytestmark = [pytest.mark.slow, pytest.mark.e2e]
 KILL_POLL_S = 0.05
@@ -30,12 +34,34 @@ def test_smoke_run_writes_every_output(rehearsal_smoke):
     assert done.returncode == 0, done.stderr[-3000:]
     run = _run(runs_dir)
     report = json.loads((run.root / "report.json").read_text())
-    for key in ("baseline", "peak", "final"):
-        assert set(report[key]) == {"solved", "total", "step", "ci95"}
-        assert report[key]["total"] == 64
+    held = load_set(report["heldout_set"])
+    assert report["heldout_seeds"] == held.seeds
+    for key in ("baseline", "selected", "final"):
+        point = report[key]
+        assert {"solved", "total", "step", "per_maze", "ci95"} <= set(point)
+        assert point["total"] == 64 and len(point["per_maze"]) == 64
+        assert all(isinstance(flag, bool) for flag in point["per_maze"])
+        assert sum(point["per_maze"]) == point["solved"]
+        # per_maze is in the set's order: it is the evaluation's episodes looked up by seed
+        episodes = {e["seed"]: e["solved"] for e in run.evals()[point["step"]]["episodes"]}
+        assert point["per_maze"] == [episodes[seed] for seed in held.seeds]
+        assert point["ci95"] == list(wilson_interval(point["solved"], 64))
     assert report["baseline"]["step"] == 0 and report["final"]["step"] == 6
-    assert set(run.evals()) == {0, 3, 6}
+    assert set(run.evals()) == set(run.validation_evals()) == {0, 3, 6}
+    # the selected step is the validation choice, and the paired tests recompute from per_maze
+    validation = run.validation_evals()
+    assert report["selected"]["step"] == select_step(validation, {3, 6})
+    assert report["selected"]["validation_solved"] == validation[report["selected"]["step"]]["solved"]
+    for name, key in (("selected_vs_baseline", "selected"), ("final_vs_baseline", "final")):
+        assert report["paired"][name] == mcnemar_exact(
+            report["baseline"]["per_maze"], report[key]["per_maze"]
+        )
+    assert report["bar"]["clears"] == (
+        report["bar"]["selected_beats_baseline"] and report["bar"]["final_not_below_baseline"]
+    )
     assert report["served"]["via"] == "endpoint" and report["served"]["total"] == 64
+    assert report["served"]["step"] == report["selected"]["step"]
+    assert set(report["phase_cpu_seconds"]) == {"model", "sft", "grpo", "serve"} and report["cpu_seconds"] > 0
     assert set(report["phase_seconds"]) == {"model", "sft", "grpo", "serve"}
     assert 0 < report["peak_memory_gib"] < 8 and report["wall_seconds"] > 0
     for step in (3, 6):
@@ -47,7 +73,7 @@ def test_smoke_run_writes_every_output(rehearsal_smoke):
     assert phases == {"sft", "grpo", "eval"}
     assert list((run.root / "tensorboard" / "grpo").glob("events.out.tfevents.*"))
     assert (run.root / "eval_curve.png").stat().st_size > 1000
-    for phase in ("[model]", "[sft]", "[eval] step 0", "[grpo] step 6/6", "[serve]", "baseline", "peak"):
+    for phase in ("[model]", "[sft]", "[eval] step 0", "[grpo] step 6/6", "[serve]", "baseline", "selected"):
         assert phase in done.stdout
 
 
@@ -55,8 +81,9 @@ def test_served_adapter_scores_what_it_scored_in_process(rehearsal_smoke):
     _, runs_dir = rehearsal_smoke
     run = _run(runs_dir)
     report = json.loads((run.root / "report.json").read_text())
-    in_process = run.evals()[report["best_step"]]
+    in_process = run.evals()[report["selected"]["step"]]
     served = json.loads((run.root / "evals" / "served.json").read_text())
+    assert report["served"]["per_maze"] == report["selected"]["per_maze"]
     # Same prompt (MazeEnv's compact message through the same chat template), same weights,
     # greedy decoding: the endpoint plays every maze exactly as the in-process evaluator did.
     assert served["solved"] == in_process["solved"]

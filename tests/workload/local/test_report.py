@@ -10,71 +10,170 @@ from PIL import Image
 
 from workload.files import write_json_atomic
 from workload.local.report import (
-    best_export_step,
     eval_curve_png,
     format_table,
+    select_step,
+    selected_export_step,
     solved_episode_png,
     summarize,
 )
 from workload.local.rundir import RunDir, point_latest
+from workload.local.stats import mcnemar_exact
 from workload.local.tracking import MetricsLog, PeakMemory, tree_rss_kib
 from workload.maze.heldout import load_set
 from workload.maze.metrics import Episode, build_report
 from workload.maze.solver import solve
 
+SEEDS = list(range(64))
 
-def _report(solved: int, total: int = 64) -> dict:
-    episodes = [Episode(seed=i, solved=i < solved, turns=15, reward=float(i < solved)) for i in range(total)]
+
+def _report(solved, total: int = 64) -> dict:
+    """A report solving the first ``solved`` mazes, or exactly the mazes in the set ``solved``."""
+    won = set(range(solved)) if isinstance(solved, int) else set(solved)
+    episodes = [Episode(seed=i, solved=i in won, turns=15, reward=float(i in won)) for i in range(total)]
     return build_report(episodes, max_turns=15, set_name="t")
 
 
-def test_summary_picks_baseline_peak_final_and_judges_the_bar():
+def test_summary_reports_baseline_selected_final_with_paired_tests():
     evals = {0: _report(12), 20: _report(25), 40: _report(30), 60: _report(22)}
-    summary = summarize(evals)
-    assert summary["baseline"] == {"solved": 12, "total": 64, "step": 0, "ci95": evals[0]["ci95"]}
-    assert (summary["peak"]["solved"], summary["peak"]["step"]) == (30, 40)
+    validation = {0: _report(10), 20: _report(20), 40: _report(15), 60: _report(18)}
+    summary = summarize(evals, validation, 20, SEEDS)
+    base = summary["baseline"]
+    assert (base["solved"], base["total"], base["step"], base["ci95"]) == (12, 64, 0, evals[0]["ci95"])
+    assert base["per_maze"] == [i < 12 for i in range(64)]
+    assert (summary["selected"]["solved"], summary["selected"]["step"]) == (25, 20)
+    assert summary["selected"]["validation_solved"] == 20
     assert (summary["final"]["solved"], summary["final"]["step"]) == (22, 60)
-    lo, hi = evals[0]["ci95"]
-    half = max(12 / 64 - lo, hi - 12 / 64)
-    assert summary["bar"]["baseline_ci95_half_width"] == pytest.approx(half)
-    assert summary["bar"]["peak_gain"] == pytest.approx(18 / 64)
-    assert summary["bar"]["peak_clears_half_width"] is True
-    assert summary["bar"]["final_above_baseline"] is True
-    assert summary["last2_mean_rate"] == pytest.approx((30 + 22) / 128)
+    # 13 mazes gained, none lost: p = 2 / 2**13
+    assert summary["paired"]["selected_vs_baseline"] == {"gained": 13, "lost": 0, "p_value": 2 / 2**13}
+    assert summary["bar"] == {
+        "significance": 0.05,
+        "selected_beats_baseline": True,
+        "final_not_below_baseline": True,
+        "clears": True,
+    }
 
 
-def test_a_gain_inside_the_half_width_does_not_clear_the_bar():
-    summary = summarize({0: _report(12), 10: _report(14)})
-    assert summary["bar"]["peak_clears_half_width"] is False
-    assert summary["bar"]["final_above_baseline"] is True
+def test_per_maze_follows_the_set_order_not_the_report_order():
+    report = _report({3})
+    report["episodes"] = list(reversed(report["episodes"]))
+    summary = summarize({0: report, 10: report}, {}, 10, SEEDS)
+    assert summary["baseline"]["per_maze"].index(True) == 3
 
 
-def test_peak_ties_go_to_the_earliest_step():
-    assert summarize({0: _report(1), 10: _report(5), 20: _report(5)})["peak"]["step"] == 10
+def test_a_gain_without_paired_significance_does_not_clear_the_bar():
+    # 12 -> 14 solves: 2 gained, 0 lost, p = 0.5
+    summary = summarize({0: _report(12), 10: _report(14)}, {}, 10, SEEDS)
+    assert summary["paired"]["selected_vs_baseline"]["p_value"] == pytest.approx(0.5)
+    assert summary["bar"]["selected_beats_baseline"] is False
+    assert summary["bar"]["final_not_below_baseline"] is True
+    assert summary["bar"]["clears"] is False
 
 
-def test_summary_needs_a_baseline_and_a_trained_eval():
+def test_a_final_below_the_baseline_fails_the_bar_even_with_a_significant_selection():
+    summary = summarize({0: _report(12), 10: _report(40), 20: _report(11)}, {}, 10, SEEDS)
+    assert summary["bar"]["selected_beats_baseline"] is True
+    assert summary["bar"]["final_not_below_baseline"] is False
+    assert summary["bar"]["clears"] is False
+
+
+def test_the_same_count_on_other_mazes_is_not_a_gain():
+    summary = summarize({0: _report(range(10)), 10: _report(range(10, 20))}, {}, 10, SEEDS)
+    assert summary["paired"]["selected_vs_baseline"] == {"gained": 10, "lost": 10, "p_value": 1.0}
+
+
+def test_summary_needs_a_baseline_and_the_selected_eval():
     with pytest.raises(ValueError, match="need the step-0 baseline"):
-        summarize({10: _report(3)})
+        summarize({10: _report(3)}, {}, 10, SEEDS)
 
 
-def test_table_lists_baseline_peak_final_and_served():
-    report = summarize({0: _report(12), 20: _report(25)}) | {
+def test_table_lists_baseline_selected_final_served_and_the_verdict():
+    report = summarize({0: _report(12), 20: _report(25)}, {20: _report(9)}, 20, SEEDS) | {
         "served": {"solved": 25, "total": 64, "step": 20, "via": "endpoint"}
     }
     table = format_table(report)
-    assert "baseline     12/64" in table and "peak         25/64" in table and "served       25/64" in table
-    assert "clears the bar" in table
+    assert "baseline     12/64" in table and "selected     25/64" in table and "served       25/64" in table
+    assert "+13 -0 mazes, p = 0.000244" in table
+    assert "9 validation solves" in table and "clears the bar" in table
 
 
-def test_best_export_is_the_exported_step_with_most_solves(tmp_path):
+# -- selection: on the validation set, never on the held-out set ----------------------------
+
+
+def test_selection_follows_validation_scores_not_held_out_scores():
+    validation = {0: _report(5), 10: _report(20), 20: _report(8), 30: _report(12)}
+    assert select_step(validation, {10, 20, 30}) == 10
+
+
+def test_selection_ignores_steps_without_an_export_and_takes_the_later_of_ties():
+    validation = {0: _report(5), 10: _report(20), 20: _report(12), 30: _report(12)}
+    assert select_step(validation, {20, 30}) == 30
+    assert select_step(validation, set()) is None
+
+
+def test_run_selection_reads_validation_reports_and_never_the_held_out_ones(tmp_path):
     run = RunDir(tmp_path)
-    for step, solved in ((0, 9), (10, 20), (20, 30), (30, 25)):
-        write_json_atomic(run.eval_report(step), _report(solved))
-    for step in (10, 30):
-        run.export(step).mkdir(parents=True)
-    assert best_export_step(run) == 30  # step 20 scored more but has no export
-    assert best_export_step(RunDir(tmp_path / "empty")) is None
+    held_out = {0: 9, 10: 40, 20: 10, 30: 25}  # the held-out maximum is step 10
+    checked = {0: 8, 10: 6, 20: 30, 30: 12}  # the validation maximum is step 20
+    for step in held_out:
+        write_json_atomic(run.eval_report(step), _report(held_out[step]))
+        write_json_atomic(run.validation_report(step), _report(checked[step]))
+        if step:
+            run.export(step).mkdir(parents=True)
+    assert selected_export_step(run) == 20
+    # Changing every held-out score leaves the choice alone.
+    for step in held_out:
+        write_json_atomic(run.eval_report(step), _report(64 - held_out[step]))
+    assert selected_export_step(run) == 20
+    assert selected_export_step(RunDir(tmp_path / "empty")) is None
+
+
+# -- statistics against values computed by hand and with scipy ------------------------------
+
+
+@pytest.mark.parametrize(
+    ("gained", "lost", "p_value"),
+    [
+        (0, 0, 1.0),
+        (1, 0, 1.0),  # 2 * 1/2
+        (5, 0, 0.0625),  # 2 * 1/32
+        (6, 0, 0.03125),  # 2 * 1/64
+        (8, 2, 0.109375),  # 2 * (1 + 10 + 45) / 1024
+        (2, 8, 0.109375),  # symmetric
+        (10, 10, 1.0),
+        (13, 3, 0.021270751953125),  # 2 * (1 + 16 + 120 + 560) / 65536
+    ],
+)
+def test_exact_mcnemar_matches_hand_computed_binomial_tails(gained, lost, p_value):
+    before = [False] * gained + [True] * lost + [True] * 7 + [False] * 5
+    after = [True] * gained + [False] * lost + [True] * 7 + [False] * 5
+    result = mcnemar_exact(before, after)
+    assert (result["gained"], result["lost"]) == (gained, lost)
+    assert result["p_value"] == pytest.approx(p_value, rel=1e-12)
+
+
+def test_exact_mcnemar_agrees_with_scipy_binomtest():
+    stats = pytest.importorskip("scipy.stats")
+    for gained, lost in ((7, 1), (11, 4), (3, 9), (20, 12)):
+        before = [False] * gained + [True] * lost
+        after = [True] * gained + [False] * lost
+        expected = stats.binomtest(gained, gained + lost, 0.5).pvalue
+        assert mcnemar_exact(before, after)["p_value"] == pytest.approx(expected, rel=1e-9)
+
+
+def test_exact_mcnemar_needs_the_same_mazes():
+    with pytest.raises(ValueError, match="same mazes"):
+        mcnemar_exact([True], [True, False])
+
+
+def test_wilson_interval_matches_hand_computed_values():
+    from workload.maze.metrics import wilson_interval
+
+    # k = 12, n = 64, z = 1.959964, z^2/n = 0.060023: center (0.1875 + 0.030012) / 1.060023 = 0.205195,
+    # half-width 1.848950 * sqrt(0.1875 * 0.8125 / 64 + 0.060023 / 256) = 0.094549 (computed by hand)
+    lo, hi = wilson_interval(12, 64)
+    assert lo == pytest.approx(0.110646, abs=1e-5) and hi == pytest.approx(0.299744, abs=1e-5)
+    assert wilson_interval(0, 64)[0] == 0.0 and wilson_interval(64, 64)[1] == 1.0
 
 
 def test_pictures_are_written(tmp_path):
@@ -96,7 +195,7 @@ def test_pictures_are_written(tmp_path):
     write_json_atomic(run.eval_report(5), build_report(episodes, max_turns=15, set_name=held.name))
     assert solved_episode_png(run, 5, held, 8, tmp_path / "episode.png") == entry["seed"]
     assert Image.open(tmp_path / "episode.png").width > 8 * 7 * 4
-    eval_curve_png(summarize(run.evals()) | {"run_id": "x"}, tmp_path / "curve.png")
+    eval_curve_png(summarize(run.evals(), {}, 5, [entry["seed"]]) | {"run_id": "x"}, tmp_path / "curve.png")
     assert Image.open(tmp_path / "curve.png").size == (600, 350)
 
 

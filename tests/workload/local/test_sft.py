@@ -6,11 +6,10 @@ import pytest
 import torch
 
 from workload.local.config import load_config
-from workload.local.data import demonstration_batch
+from workload.local.data import demonstration_batch, validation_set
 from workload.local.policy import Encoder
 from workload.local.rundir import RunDir
 from workload.local.sft import run_sft, sft_loss
-from workload.maze.generator import generate_from_seed
 
 pytestmark = pytest.mark.slow  # every test here trains the tiny model
 
@@ -48,14 +47,14 @@ def test_loss_falls_on_repeated_demonstrations(tiny_model_dir):
 def _run(tiny_model_dir, root, overrides, logged):
     cfg = load_config("local", SMALL + overrides)
     model, encoder = _fresh(tiny_model_dir)
-    states = [generate_from_seed(500_000 + i, 7) for i in range(cfg.sft.validation_size)]
+    validation = validation_set(cfg.sft.validation_size, size=7, accept=_accept)
     result = run_sft(
         model=model,
         encoder=encoder,
         cfg=cfg,
         run=RunDir(root),
         accept=_accept,
-        validation_states=states,
+        validation=validation,
         log=lambda phase, step, metrics: logged.append((phase, step, metrics)),
     )
     return result, model

@@ -1,9 +1,11 @@
 """Session fixtures for serving tests: random adapters, a moto S3 server, one local Ray Serve.
 
 Ray + Serve start ONCE per test session (about 20 s), in a child process so that the test
-process stays free for other tests' in-process Ray, and host two apps on one port:
-``folder`` (adapters from a local folder, 2 adapters per replica to exercise eviction) and
-``s3`` (adapters from moto's S3 server, one request at a time and one queued, to exercise 503).
+process stays free for other tests' in-process Ray, and host three apps on one port:
+``folder`` (adapters from a local folder, 2 adapters per replica to exercise eviction),
+``s3`` (adapters from moto's S3 server, one request at a time and one queued, to exercise 503)
+and ``hostile`` (an API key, and a folder of good, changing and bad adapters for the
+hostile-input suite).
 Imported by tests/conftest.py so the CLI and evaluation tests share the same endpoint.
 """
 
@@ -20,6 +22,16 @@ from dataclasses import dataclass
 import pytest
 
 ADAPTER_NAMES = ("a0", "a1", "a2")
+HOSTILE_API_KEY = "sk-test-hostile"
+# Bad adapters the hostile app lists next to good ones (see bad_adapters.py).
+HOSTILE_BAD_ADAPTERS = [
+    "pissa",
+    "olora",
+    "vision-tower",
+    "rank-256",
+    "truncated-weights",
+    "other-base-shapes",
+]
 S3_BUCKET = "skymaze-test-adapters"
 S3_PREFIX = "adapters"
 # moto accepts any signature; boto3 only needs some credentials to sign with.
@@ -62,7 +74,8 @@ def _start_moto_server(port: int) -> subprocess.Popen:
 
     process = subprocess.Popen(
         [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     deadline = time.monotonic() + MOTO_START_TIMEOUT_S
     while time.monotonic() < deadline:
@@ -105,6 +118,8 @@ class Endpoint:
     url: str
     base_model_id: str
     cache_dir: str | None = None
+    adapters_dir: str | None = None
+    api_key: str | None = None
 
 
 def _read_reply(process: subprocess.Popen) -> dict | None:
@@ -120,10 +135,11 @@ def _read_reply(process: subprocess.Popen) -> dict | None:
 class Endpoints:
     """The serving process's two apps, and its model replicas' stats on request."""
 
-    def __init__(self, process: subprocess.Popen, urls: dict, cache_dir: str) -> None:
+    def __init__(self, process: subprocess.Popen, urls: dict, cache_dir: str, hostile_dir: str) -> None:
         self._process = process
         self.folder = Endpoint(urls["folder"], "tiny")
         self.s3 = Endpoint(urls["s3"], "tiny", cache_dir)
+        self.hostile = Endpoint(urls["hostile"], "tiny", adapters_dir=hostile_dir, api_key=HOSTILE_API_KEY)
 
     def stats(self, app: str) -> dict:
         """``{"pid", "loaded", "load_count"}`` of ``app``'s model replica."""
@@ -137,8 +153,18 @@ def serve_endpoints(
     tiny_model_dir: pathlib.Path, serve_adapters_dir: pathlib.Path, moto_s3: MotoS3, tmp_path_factory
 ) -> Iterator[Endpoints]:
     """Real Ray Serve on 127.0.0.1 with the ``folder`` and ``s3`` apps, in a child process (started once)."""
+    import shutil
+
+    from tests.workload.serve.bad_adapters import write_bad_adapters
+
     cache_dir = str(tmp_path_factory.mktemp("adapter-cache"))
+    hostile_dir = tmp_path_factory.mktemp("hostile-adapters")
+    for name in ("good", "mutable"):
+        shutil.copytree(serve_adapters_dir / "a0", hostile_dir / name)
+    write_bad_adapters(serve_adapters_dir / "a0", hostile_dir, HOSTILE_BAD_ADAPTERS)
     config = {
+        "hostile_adapters_dir": str(hostile_dir),
+        "api_key": HOSTILE_API_KEY,
         "model_dir": str(tiny_model_dir),
         "adapters_dir": str(serve_adapters_dir),
         "s3_uri": moto_s3.uri,
@@ -160,7 +186,7 @@ def serve_endpoints(
         urls = _read_reply(process)  # blocks until both apps answer, or the process dies
         if urls is None:
             pytest.fail(f"the serving process exited with {process.wait()}; see {log.name}")
-        yield Endpoints(process, urls, cache_dir)
+        yield Endpoints(process, urls, cache_dir, str(hostile_dir))
     finally:
         process.stdin.close()  # EOF: the child deletes its apps and stops Serve and Ray
         try:

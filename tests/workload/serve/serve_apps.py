@@ -43,8 +43,18 @@ def main(config: dict) -> None:
             max_queued_requests=1,
             **common,
         ),
+        "hostile": LocalServer(
+            config["model_dir"],
+            config["hostile_adapters_dir"],
+            app_name="hostile",
+            route_prefix="/hostile",
+            api_key=config["api_key"],
+            max_ongoing_requests=2,
+            max_queued_requests=2,
+            **common,
+        ),
     }
-    with servers["folder"], servers["s3"]:
+    with servers["folder"], servers["s3"], servers["hostile"]:
         _reply({name: server.url for name, server in servers.items()})
         for line in sys.stdin:
             command, _, app = line.strip().partition(" ")

@@ -226,3 +226,95 @@ def test_replica_restart_keeps_serving(serve_endpoints):
             time.sleep(0.5)
     assert answer == expected
     assert serve_endpoints.stats("folder")["pid"] != old_pid
+
+
+ROOT = pathlib.Path(__file__).resolve().parents[3]
+
+
+def _serve_cli(*args: str) -> None:
+    import subprocess
+    import sys
+
+    serve_bin = pathlib.Path(sys.executable).with_name("serve")
+    result = subprocess.run(
+        [str(serve_bin), *args], cwd=ROOT, capture_output=True, text=True, timeout=DEADLINE_S * 2, check=False
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+
+
+def test_rays_serve_cli_runs_the_builder_and_a_config_file(tiny_model_dir, serve_adapters_dir, tmp_path):
+    """`serve run workload.serve.app:app_builder model=... adapters=...` and a config's import_path."""
+    import subprocess
+    import sys
+
+    import yaml
+
+    from tests.workload.serve.ray_tools_driver import MARK
+
+    driver = subprocess.Popen(
+        [sys.executable, "-m", "tests.workload.serve.ray_tools_driver"],
+        cwd=ROOT,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        line = next(line for line in driver.stdout if line.startswith(MARK))
+        info = json.loads(line[len(MARK) :])
+        root = f"http://127.0.0.1:{info['port']}"
+        _serve_cli(
+            "run", "--address", info["address"], "--non-blocking", "--name", "cli", "--route-prefix", "/cli",
+            "workload.serve.app:app_builder",
+            f"model={tiny_model_dir}", f"adapters={serve_adapters_dir}", "model_id=viacli",
+            f"cache_dir={tmp_path / 'cache'}", "replica_cpus=0.25", "max_adapters=1",
+        )  # fmt: skip
+        config = {
+            "applications": [
+                {
+                    "name": "config",
+                    "route_prefix": "/config",
+                    "import_path": "workload.serve.app:app_builder",
+                    "args": {
+                        "model": str(tiny_model_dir),
+                        "adapters": str(serve_adapters_dir),
+                        "model_id": "viaconfig",
+                        "cache_dir": str(tmp_path / "cache"),
+                        "replica_cpus": 0.25,
+                    },
+                }
+            ]
+        }
+        config_path = tmp_path / "serve.yaml"
+        config_path.write_text(yaml.safe_dump(config))
+        _serve_cli("run", "--address", info["address"], "--non-blocking", str(config_path))
+        for prefix, base in (("/cli", "viacli"), ("/config", "viaconfig")):
+            client = openai.OpenAI(base_url=root + prefix + "/v1", api_key="unused", max_retries=5, timeout=60)
+            deadline = time.monotonic() + DEADLINE_S
+            while True:
+                try:
+                    ids = [m.id for m in client.models.list().data]
+                    break
+                except (openai.APIStatusError, openai.APIConnectionError):
+                    if time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.5)
+            assert ids == [base, f"{base}:a0", f"{base}:a1", f"{base}:a2"]
+            reply = client.chat.completions.create(
+                model=f"{base}:a0", messages=_maze_turn(), max_tokens=4, temperature=0
+            )
+            assert reply.choices[0].message.content is not None
+    finally:
+        driver.stdin.close()
+        driver.wait(timeout=DEADLINE_S)
+
+
+def test_app_builder_names_unknown_and_missing_arguments(tiny_model_dir, serve_adapters_dir):
+    from workload.serve.app import app_builder
+
+    with pytest.raises(ValueError, match=r"unknown argument.*'modle' \(did you mean 'model'\?\)"):
+        app_builder({"modle": str(tiny_model_dir), "adapters": str(serve_adapters_dir)})
+    with pytest.raises(ValueError, match=r"missing argument.*adapters"):
+        app_builder({"model": str(tiny_model_dir)})
+    with pytest.raises(ValueError, match="max_num_adapters_per_replica must be an integer"):
+        app_builder({"model": str(tiny_model_dir), "adapters": str(serve_adapters_dir), "max_adapters": "many"})

@@ -73,8 +73,8 @@ def test_imports_neither_torch_nor_ray():
 @pytest.mark.parametrize(
     ("key", "value", "match"),
     [
-        ("base_model_id", "base:adapter", "base_model_id must match"),
-        ("base_model_id", "", "base_model_id must match"),
+        ("base_model_id", "base:adapter", "base_model_id .* must match"),
+        ("base_model_id", "", "base_model_id .* must match"),
         ("model_source", " ", "model_source must be"),
         ("adapters_uri", "/local/adapters", "adapters_uri must be an s3://"),
         ("adapters_uri", "s3://", "adapters_uri must be an s3://"),

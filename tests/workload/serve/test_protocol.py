@@ -60,9 +60,9 @@ def test_max_completion_tokens_is_accepted():
     assert parse_chat_request(_body(max_completion_tokens=7), limits=LIMITS).max_tokens == 7
 
 
-def _error(raw: bytes) -> ApiError:
+def _error(raw: bytes, limits: RequestLimits = LIMITS) -> ApiError:
     with pytest.raises(ApiError) as caught:
-        parse_chat_request(raw, limits=LIMITS)
+        parse_chat_request(raw, limits=limits)
     return caught.value
 
 
@@ -115,11 +115,11 @@ def _error(raw: bytes) -> ApiError:
         (_body(stream=True), 400, "stream", "stream=true is not supported"),
         (_body(n=2), 400, "n", "only n=1"),
         (_body(temperature=3), 400, "temperature", r"temperature must be in \[0.0, 2.0\]"),
-        (_body(temperature="hot"), 400, "temperature", "temperature must be a number"),
+        (_body(temperature="hot"), 400, "temperature", "temperature must be a finite number"),
         (_body(top_p=0), 400, "top_p", r"top_p must be in \(0.0, 1.0\]"),
         (_body(max_tokens=0), 400, "max_tokens", "max_tokens must be a positive integer"),
         (_body(max_tokens=1.5), 400, "max_tokens", "max_tokens must be a positive integer"),
-        (_body(seed="1"), 400, "seed", "seed must be an integer"),
+        (_body(seed="1"), 400, "seed", "seed must be a 64-bit signed integer"),
         (_body(stop=[""]), 400, "stop", "stop must be"),
         (_body(max_tokens=33), 413, "max_tokens", "exceeds this endpoint's limit of 32"),
         (b" " * 200_001, 413, None, "the limit is 200000"),
@@ -166,3 +166,55 @@ def test_response_bodies_have_the_openai_shape():
     listing = models_body(["tiny", "tiny:a0"])
     assert [m["id"] for m in listing["data"]] == ["tiny", "tiny:a0"]
     assert listing["object"] == "list"
+
+
+def _raw(text: str) -> bytes:
+    """A body with ``text`` spliced in where JSON would not allow it (NaN, Infinity)."""
+    return ('{"model": "tiny", "messages": [{"role": "user", "content": "go"}], ' + text + "}").encode()
+
+
+@pytest.mark.parametrize(
+    ("raw", "param"),
+    [
+        (_raw('"temperature": NaN'), None),  # not JSON: json.loads would accept it by default
+        (_raw('"top_p": NaN'), None),
+        (_raw('"temperature": -Infinity'), None),
+        (_raw('"top_p": 1e999'), "top_p"),  # a valid JSON number that overflows to inf
+        (_raw('"seed": 18446744073709551616'), "seed"),  # 2**64: torch.manual_seed raises on it
+        (_raw('"seed": -9223372036854775809'), "seed"),
+    ],
+)
+def test_non_finite_numbers_and_out_of_range_seeds_are_400(raw, param):
+    error = _error(raw)
+    assert (error.status, error.param) == (400, param)
+
+
+def test_int64_seeds_are_accepted():
+    assert parse_chat_request(_raw('"seed": 9223372036854775807'), limits=LIMITS).seed == 2**63 - 1
+
+
+@pytest.mark.parametrize("depth", [LIMITS.max_json_depth + 1, 90_000])
+def test_deep_nesting_is_a_400_not_a_crash(depth):
+    raw = b'{"model": "tiny", "messages": [{"role": "user", "content": "go"}], "x": ' + b"[" * depth + b"]" * depth + b"}"
+    error = _error(raw)
+    assert error.status == 400 and "nests deeper" in error.message
+
+
+def test_total_decoded_pixels_are_capped_before_decoding():
+    limits = RequestLimits(max_images=4, max_image_side_px=64, max_total_pixels=3 * 32 * 32)
+    parts = [_image_part(_png_uri(32, 32))] * 4
+    error = _error(_body(messages=[{"role": "user", "content": parts}]), limits)
+    assert (error.status, error.param) == (413, "messages[0].content[3].image_url")
+    assert str(limits.max_total_pixels) in error.message
+
+
+def test_prompt_text_is_capped_before_tokenizing():
+    limits = RequestLimits(max_prompt_chars=100)
+    error = _error(_body(messages=[{"role": "user", "content": "x" * 101}]), limits)
+    assert (error.status, error.param) == (413, "messages")
+    assert "100" in error.message
+
+
+def test_errors_do_not_echo_server_internals():
+    error = _error(_body(messages=[{"role": "user", "content": [_image_part("data:image/png;base64,aGVsbG8=")]}]))
+    assert "/" not in error.message.replace("data:image/png", "") and " at 0x" not in error.message

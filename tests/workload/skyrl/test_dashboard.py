@@ -34,10 +34,12 @@ def test_panels_query_only_known_series(dashboard):
         assert set(METRIC.findall(expr)) <= known, expr
 
 
-def test_panels_have_unique_ids_and_filter_by_cluster(dashboard):
+def test_panels_have_unique_ids_and_filter_by_cluster_and_run(dashboard):
     ids = [p["id"] for p in dashboard["panels"]]
     assert len(ids) == len(set(ids))
-    assert all('ray_io_cluster=~"$cluster"' in e for e in _exprs(dashboard))
+    exprs = _exprs(dashboard)
+    assert all('ray_io_cluster=~"$cluster"' in e for e in exprs if METRIC.search(e))
+    assert all('run=~"$run"' in e for e in exprs if "skymaze_supervisor_" in e)
     assert {v["name"] for v in dashboard["templating"]["list"]} == {"cluster", "run"}
 
 

@@ -1,0 +1,42 @@
+"""The path-argmax check: the cheap stand-in for a greedy evaluation used by the SFT stop."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from workload.local.config import load_config
+from workload.local.episodes import play
+from workload.local.evaluator import eval_settings, path_argmax_solved, path_states
+from workload.local.policy import Encoder
+from workload.maze.env import Maze2D
+from workload.maze.heldout import load_set
+from workload.maze.solver import solve
+
+
+def test_path_states_replay_the_solver_path_with_its_actions():
+    cfg = load_config("local", [])
+    entry = load_set("rehearsal-7x7-64").entries[3]
+    contexts, labels = path_states(entry, cfg)
+    actions = solve(entry["init_state"])
+    assert labels == actions and len(contexts) == len(actions)
+    env = Maze2D(7, cell_px=8)
+    frame = env.reset(init_state=entry["init_state"])[0]
+    for turn, context in enumerate(contexts):
+        assert np.array_equal(np.asarray(context.images[-1]), frame), turn
+        frame = env.step(actions[turn])[0]
+
+
+def test_a_maze_right_on_its_whole_path_is_one_greedy_play_solves(tiny_model_dir):
+    """For the untrained model the check and greedy play agree maze by maze; a maze the
+    check passes must be solved by greedy play (the check never over-counts)."""
+    from workload.model.tiny import load_tiny
+
+    cfg = load_config("local", ["generator.max_turns=15"])
+    model, processor = load_tiny(tiny_model_dir)
+    encoder = Encoder(processor)
+    held = load_set("rehearsal-7x7-64")
+    right = path_argmax_solved(model, encoder, held, cfg)
+    assert len(right) == 64
+    records = play(model, encoder, [e["init_state"] for e in held.entries], eval_settings(cfg))
+    for flag, record in zip(right, records, strict=True):
+        assert not flag or record.solved

@@ -1,0 +1,325 @@
+"""The rules every served adapter and model id obey, stated once for the server and `promote`.
+
+Pure standard library (no torch, peft, Ray or boto3), so the local endpoint, the cluster
+config and ``skymaze promote`` apply the same checks: a LoRA folder is inspected from its
+``adapter_config.json`` and the header of ``adapter_model.safetensors`` alone, before any of
+it touches a model. `inspect_adapter` raises `AdapterRuleError` naming the field at fault.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import math
+import re
+import struct
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ADAPTER_CONFIG = "adapter_config.json"
+ADAPTER_WEIGHTS = "adapter_model.safetensors"
+
+# LoRA ranks vLLM accepts for `max_lora_rank` (vllm/config/lora.py, `possible_max_ranks`).
+VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
+# The deploy profile's default `max_lora_rank`: the rank cap of both endpoints and of `promote`.
+DEFAULT_MAX_LORA_RANK = 64
+
+# Adapter names become the ADAPTER of model id BASE:ADAPTER, an S3 key segment and a folder name.
+ADAPTER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+# Base model ids: ':' is excluded because it separates base and adapter in model ids.
+BASE_MODEL_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]*$")
+MODEL_ID_SEPARATOR = ":"
+
+# peft initialisations that leave the base weights alone. "pissa", "olora", "corda", "loftq" and
+# "eva" rewrite or need the base weights when the adapter is created, i.e. on every load.
+SAFE_INIT_LORA_WEIGHTS: tuple[Any, ...] = (True, False, "gaussian")
+# adapter_config.json keys that change the base model or its compute beyond LoRA's A and B;
+# vLLM serves none of them, so an adapter using any would behave differently on the cluster.
+UNSUPPORTED_LORA_FEATURES = {
+    "use_dora": "DoRA",
+    "modules_to_save": "full copies of base modules",
+    "lora_bias": "LoRA biases",
+    "target_parameters": "LoRA on raw parameters",
+    "layer_replication": "layer replication",
+    "trainable_token_indices": "trainable token embeddings",
+    "alora_invocation_tokens": "activated LoRA",
+    "arrow_config": "Arrow routing",
+    "use_bdlora": "block-diagonal LoRA",
+    "use_qalora": "QA-LoRA",
+    "monteclora_config": "MonteCLoRA",
+    "kasa_config": "KaSA",
+}
+# The language model's modules; Qwen3-VL's vision tower is `model.visual.*`.
+LANGUAGE_MODEL_SEGMENT = re.compile(r"(^|\.)language_model\.")
+VISION_SEGMENT = re.compile(r"(^|\.)(visual|vision_tower|vision_model)\.")
+# peft saves LoRA tensors as base_model.model.<module>.lora_A.weight / lora_B.weight.
+_LORA_TENSOR = re.compile(r"^base_model\.model\.(?P<module>.+)\.lora_(?P<kind>[AB])\.weight$")
+# safetensors refuses headers above 100 MB (safetensors' MAX_HEADER_SIZE); an adapter's is KBs.
+MAX_SAFETENSORS_HEADER_BYTES = 100_000_000
+MAX_ADAPTER_CONFIG_BYTES = 1 << 20
+SAFETENSORS_DTYPE_BYTES = {"F32": 4, "F16": 2, "BF16": 2}
+
+
+class AdapterRuleError(ValueError):
+    """An adapter breaks a serving rule; ``field`` names the config key or tensor at fault."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+
+
+@dataclass(frozen=True)
+class LoraTensor:
+    """One LoRA matrix from the safetensors header."""
+
+    module: str
+    kind: str  # "A" (rank x in) or "B" (out x rank)
+    shape: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class AdapterSummary:
+    """What `inspect_adapter` found: the config and the LoRA matrices per module."""
+
+    config: dict[str, Any]
+    tensors: tuple[LoraTensor, ...]
+
+    @property
+    def rank(self) -> int:
+        return int(self.config.get("r", 0))
+
+    @property
+    def max_rank(self) -> int:
+        return max((t.shape[0] if t.kind == "A" else t.shape[1] for t in self.tensors), default=self.rank)
+
+    @property
+    def modules(self) -> list[str]:
+        return sorted({t.module for t in self.tensors})
+
+
+def validate_adapter_name(name: str) -> str:
+    """Return ``name`` if it is a valid adapter name, else raise ValueError saying why."""
+    if not isinstance(name, str) or not ADAPTER_NAME.match(name):
+        raise ValueError(
+            f"adapter name {name!r} is invalid: use 1-128 characters from [A-Za-z0-9._-], starting with a "
+            "letter or digit"
+        )
+    return name
+
+
+def validate_base_model_id(model_id: str) -> str:
+    """Return ``model_id`` if it can name a base model, else raise ValueError saying why."""
+    if not isinstance(model_id, str) or not BASE_MODEL_ID.match(model_id):
+        raise ValueError(
+            f"base_model_id {model_id!r} must match {BASE_MODEL_ID.pattern} "
+            f"({MODEL_ID_SEPARATOR!r} separates base and adapter in model ids)"
+        )
+    return model_id
+
+
+def validate_max_lora_rank(rank: Any) -> int:
+    """Return ``rank`` if vLLM accepts it as ``max_lora_rank``, else raise ValueError."""
+    if isinstance(rank, bool) or rank not in VLLM_LORA_RANKS:
+        raise ValueError(f"max_lora_rank must be one of {VLLM_LORA_RANKS} (vLLM), got {rank!r}")
+    return rank
+
+
+def parse_s3_uri(uri: str) -> tuple[str, str]:
+    """Split ``s3://bucket/prefix`` into ``(bucket, prefix)`` (prefix without slashes at the ends)."""
+    if not isinstance(uri, str) or not uri.startswith("s3://"):
+        raise ValueError(f"not an s3:// URI: {uri!r}; expected s3://bucket/prefix")
+    bucket, _, prefix = uri[len("s3://") :].partition("/")
+    if not bucket:
+        raise ValueError(f"s3 URI {uri!r} has no bucket: use s3://bucket/prefix")
+    return bucket, prefix.strip("/")
+
+
+_DATA_URI = re.compile(r"^data:image/(?P<subtype>[A-Za-z0-9+.-]+);base64,", re.ASCII)
+
+
+def data_uri_bytes(uri: Any) -> bytes:
+    """The bytes of a ``data:image/...;base64,...`` URI; ValueError says what is wrong."""
+    match = _DATA_URI.match(uri) if isinstance(uri, str) else None
+    if match is None:
+        head = uri[:40] if isinstance(uri, str) else type(uri).__name__
+        raise ValueError(
+            f"expected a base64-encoded image data URI such as 'data:image/png;base64,...' (remote URLs are not "
+            f"fetched), got {head!r}"
+        )
+    try:
+        return base64.b64decode(uri[match.end() :], validate=True)
+    except (binascii.Error, ValueError) as exc:
+        raise ValueError(f"the image data URI is not valid base64 ({exc})") from exc
+
+
+def read_safetensors_header(path: Path) -> dict[str, Any]:
+    """The JSON header of a safetensors file, checked against the file's size (no tensor is read)."""
+    size = path.stat().st_size
+    with path.open("rb") as handle:
+        prefix = handle.read(8)
+        if len(prefix) < 8:
+            raise AdapterRuleError(ADAPTER_WEIGHTS, "file is shorter than a safetensors header")
+        (length,) = struct.unpack("<Q", prefix)
+        if length > min(size - 8, MAX_SAFETENSORS_HEADER_BYTES):
+            raise AdapterRuleError(
+                ADAPTER_WEIGHTS, f"header length {length} exceeds the file; it is truncated"
+            )
+        try:
+            header = json.loads(handle.read(length))
+        except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+            raise AdapterRuleError(ADAPTER_WEIGHTS, f"header is not JSON ({exc.__class__.__name__})") from exc
+    if not isinstance(header, dict):
+        raise AdapterRuleError(ADAPTER_WEIGHTS, "header is not a JSON object")
+    data_bytes = size - 8 - length
+    for name, entry in header.items():
+        if name == "__metadata__":
+            continue
+        _check_tensor_entry(name, entry, data_bytes)
+    return header
+
+
+def _check_tensor_entry(name: str, entry: Any, data_bytes: int) -> None:
+    if not isinstance(entry, dict):
+        raise AdapterRuleError(name, "tensor entry is not an object")
+    dtype, shape, offsets = entry.get("dtype"), entry.get("shape"), entry.get("data_offsets")
+    if dtype not in SAFETENSORS_DTYPE_BYTES:
+        raise AdapterRuleError(name, f"dtype {dtype!r} is not one of {sorted(SAFETENSORS_DTYPE_BYTES)}")
+    if not isinstance(shape, list) or not all(isinstance(d, int) and d >= 0 for d in shape):
+        raise AdapterRuleError(name, f"shape {shape!r} is not a list of sizes")
+    if (
+        not isinstance(offsets, list)
+        or len(offsets) != 2
+        or not all(isinstance(o, int) for o in offsets)
+        or not 0 <= offsets[0] <= offsets[1] <= data_bytes
+    ):
+        raise AdapterRuleError(name, f"data_offsets {offsets!r} fall outside the file; it is truncated")
+    if offsets[1] - offsets[0] != math.prod(shape) * SAFETENSORS_DTYPE_BYTES[dtype]:
+        raise AdapterRuleError(name, f"data_offsets {offsets!r} do not match shape {shape} of {dtype}")
+
+
+def _check_config(config: Any, *, max_lora_rank: int) -> dict[str, Any]:
+    if not isinstance(config, dict):
+        raise AdapterRuleError(ADAPTER_CONFIG, "is not a JSON object")
+    if config.get("peft_type", "LORA") != "LORA":
+        raise AdapterRuleError(
+            "peft_type", f"{config.get('peft_type')!r} is not LORA: only LoRA adapters are served"
+        )
+    init = config.get("init_lora_weights", True)
+    if not any(init is safe or (isinstance(safe, str) and init == safe) for safe in SAFE_INIT_LORA_WEIGHTS):
+        raise AdapterRuleError(
+            "init_lora_weights",
+            f"{init!r} rewrites the base weights when the adapter loads; save the adapter with "
+            "init_lora_weights=true (its trained A and B are kept)",
+        )
+    for key, feature in UNSUPPORTED_LORA_FEATURES.items():
+        if config.get(key):
+            raise AdapterRuleError(
+                key, f"{feature} are not served (vLLM applies LoRA's A and B only); retrain without {key}"
+            )
+    if config.get("bias", "none") != "none":
+        raise AdapterRuleError(
+            "bias", f"{config.get('bias')!r} trains base biases; only bias='none' is served"
+        )
+    ranks = {"r": config.get("r", 8)}
+    ranks.update({f"rank_pattern.{k}": v for k, v in (config.get("rank_pattern") or {}).items()})
+    for key, rank in ranks.items():
+        if isinstance(rank, bool) or not isinstance(rank, int) or rank < 1:
+            raise AdapterRuleError(key, f"must be a positive integer, got {rank!r}")
+        if rank > max_lora_rank:
+            raise AdapterRuleError(
+                key,
+                f"adapter rank {rank} exceeds the endpoint's max_lora_rank {max_lora_rank}; raise max_lora_rank in "
+                "the serving settings or train with a lower rank",
+            )
+    alpha = config.get("lora_alpha", 8)
+    if isinstance(alpha, bool) or not isinstance(alpha, int | float) or not math.isfinite(alpha):
+        raise AdapterRuleError("lora_alpha", f"must be a finite number, got {alpha!r}")
+    return config
+
+
+def _lora_tensors(header: Mapping[str, Any], *, max_lora_rank: int) -> list[LoraTensor]:
+    tensors = []
+    for name, entry in header.items():
+        if name == "__metadata__":
+            continue
+        match = _LORA_TENSOR.match(name)
+        if match is None:
+            raise AdapterRuleError(name, "is not a LoRA A or B matrix; only LoRA's A and B are served")
+        module = match["module"]
+        if VISION_SEGMENT.search(module + ".") or not LANGUAGE_MODEL_SEGMENT.search(module + "."):
+            raise AdapterRuleError(
+                name,
+                "is outside the language model (vLLM applies LoRA to the language model only); retrain with "
+                "trainer.policy.model.lora.exclude_modules='.*visual.*'",
+            )
+        shape = tuple(entry["shape"])
+        if len(shape) != 2 or 0 in shape:
+            raise AdapterRuleError(name, f"shape {list(shape)} is not a 2-D matrix")
+        rank = shape[0] if match["kind"] == "A" else shape[1]
+        if rank > max_lora_rank:
+            raise AdapterRuleError(name, f"rank {rank} exceeds the endpoint's max_lora_rank {max_lora_rank}")
+        tensors.append(LoraTensor(module, match["kind"], shape))
+    return tensors
+
+
+def _check_pairs(tensors: list[LoraTensor], base_shapes: Mapping[str, tuple[int, int]] | None) -> None:
+    by_module: dict[str, dict[str, tuple[int, ...]]] = {}
+    for tensor in tensors:
+        by_module.setdefault(tensor.module, {})[tensor.kind] = tensor.shape
+    for module, pair in sorted(by_module.items()):
+        if set(pair) != {"A", "B"}:
+            raise AdapterRuleError(module, "has a LoRA A without its B (or the reverse)")
+        (rank, fan_in), (fan_out, rank_b) = pair["A"], pair["B"]
+        if rank != rank_b:
+            raise AdapterRuleError(module, f"lora_A has rank {rank} but lora_B has rank {rank_b}")
+        if base_shapes is None:
+            continue
+        if module not in base_shapes:
+            raise AdapterRuleError(
+                module, "is not a linear layer of the base model; was the adapter trained on another base?"
+            )
+        if (fan_out, fan_in) != tuple(base_shapes[module]):
+            raise AdapterRuleError(
+                module,
+                f"LoRA maps {fan_in} -> {fan_out} but the base layer is {base_shapes[module][1]} -> "
+                f"{base_shapes[module][0]}; the adapter was trained on another base model",
+            )
+
+
+def inspect_adapter(
+    directory: Path,
+    *,
+    max_lora_rank: int = DEFAULT_MAX_LORA_RANK,
+    base_shapes: Mapping[str, tuple[int, int]] | None = None,
+) -> AdapterSummary:
+    """Check a PEFT LoRA folder against the serving rules without loading any tensor.
+
+    ``base_shapes`` maps the base model's linear layers (``model.language_model.layers.0...``) to
+    their ``(out, in)`` weight shape; when given, every LoRA pair must fit its layer.
+    """
+    config_path, weights_path = directory / ADAPTER_CONFIG, directory / ADAPTER_WEIGHTS
+    for path in (config_path, weights_path):
+        if not path.is_file():
+            raise AdapterRuleError(
+                path.name,
+                "is missing; a PEFT LoRA folder holds adapter_config.json and adapter_model.safetensors",
+            )
+    if config_path.stat().st_size > MAX_ADAPTER_CONFIG_BYTES:
+        raise AdapterRuleError(ADAPTER_CONFIG, f"is larger than {MAX_ADAPTER_CONFIG_BYTES} bytes")
+    try:
+        config = json.loads(config_path.read_bytes(), parse_constant=_no_constant)
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise AdapterRuleError(ADAPTER_CONFIG, f"is not valid JSON ({exc.__class__.__name__})") from exc
+    _check_config(config, max_lora_rank=max_lora_rank)
+    tensors = _lora_tensors(read_safetensors_header(weights_path), max_lora_rank=max_lora_rank)
+    if not tensors:
+        raise AdapterRuleError(ADAPTER_WEIGHTS, "holds no LoRA tensors")
+    _check_pairs(tensors, base_shapes)
+    return AdapterSummary(config=config, tensors=tuple(tensors))
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
