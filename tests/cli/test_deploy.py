@@ -63,7 +63,7 @@ def test_deploy_runs_cdk_and_prints_next_steps_from_the_outputs(tmp_path, monkey
     (call,) = tools.calls()
     assert re.fullmatch(rf"cdk deploy --all --require-approval never -c profile=blog "
                         rf"-c dashboards_revision=\d{{8}}T\d{{6}}Z --outputs-file {re.escape(str(outputs))} "
-                        rf"-c admin_principal_arns={re.escape(DEPLOYER)}", call), call
+                        rf"-c account=123456789012 -c admin_principal_arns={re.escape(DEPLOYER)}", call), call
     assert deployer == DEPLOYER
     assert "aws eks update-kubeconfig --name skymaze-eks --region us-west-2" in result.output
     assert "https://g-1.grafana-workspace.us-west-2.amazonaws.com" in result.output

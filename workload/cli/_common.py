@@ -38,3 +38,22 @@ def deploy_setting(profile: str, name: str):
         return getattr(load_settings({"profile": profile}), name)
     except SettingsError as err:
         fail(str(err), code=EXIT_USAGE)
+
+
+def aws_identity(region: str, *, expected_account: str | None = None):
+    """A boto3 session in ``region`` and the caller's identity, printed as one line; exit 1 if unreadable.
+
+    Commands that act on AWS call this once, first, so that nothing is synthesized, deleted or
+    read before the user sees which account and region the command acts on.
+    """
+    import boto3
+
+    from workload.ops.identity import IdentityError, check_identity
+
+    session = boto3.Session(region_name=region)
+    try:
+        identity = check_identity(session, region, expected_account=expected_account)
+    except IdentityError as err:
+        fail(str(err))
+    typer.echo(identity.line())
+    return session, identity

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from workload.cli._common import EXIT_USAGE, fail, next_step
+from workload.cli._common import EXIT_USAGE, aws_identity, fail, next_step
 
 
 def deploy(
@@ -43,32 +43,55 @@ def deploy(
         # Without AWS calls: the real deploy adds the caller's IAM principal as a cluster admin.
         deploy += ["-c", "admin_principal_arns=<your IAM role, from sts get-caller-identity>"]
     else:
-        deploy += _account_context(settings, target.region)
+        # Identity first: no synth, bootstrap or bucket lookup before the account is known to be usable.
+        session, identity = aws_identity(target.region, expected_account=dict(overrides).get("account"))
+        if "account" not in dict(overrides):
+            deploy += ["-c", f"account={identity.account}"]
+        deploy += _account_context(session, settings)
     commands = ([["bootstrap", *target.cdk_context]] if bootstrap else []) + [deploy]
     if dry_run:
         for args in commands:
             typer.echo(f"would run: cdk {' '.join(args)}")
         next_step(f"skymaze deploy --profile {profile}")
         return
+    started = False
     try:
         binary = resolve_cdk(cdk_bin)
         for args in commands:
+            started = args is deploy
             run_cdk(binary, args, echo=typer.echo)
     except CdkError as exc:
-        fail(f"{exc}; fix the cause shown above and rerun `skymaze deploy --profile {profile}` "
-             f"(CloudFormation resumes; `skymaze teardown --profile {profile}` removes a half-built deploy)")
+        fail(f"{exc}; fix the cause shown above and rerun `skymaze deploy --profile {profile}`"
+             + _half_built_hint(session, settings, profile, started))
     typer.echo(f"deployed profile {profile!r}; stack outputs in {outputs}")
     next_step(*next_steps(target, read_outputs(outputs)))
 
 
-def _account_context(settings, region: str) -> list[str]:
-    import boto3
+def _half_built_hint(session, settings, profile: str, started: bool) -> str:
+    """The teardown suggestion, only when `cdk deploy` ran and left stacks of this app behind."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    from workload.ops.aws import app_stacks
+
+    if not started:
+        return " (nothing was deployed)"
+    try:
+        stacks = app_stacks(session, settings.name)
+    except (BotoCoreError, ClientError):
+        return ""
+    if not stacks:
+        return " (no stack was created)"
+    return (f" (CloudFormation resumes {', '.join(stacks)}; "
+            f"`skymaze teardown --profile {profile}` removes a half-built deploy)")
+
+
+def _account_context(session, settings) -> list[str]:
     from botocore.exceptions import BotoCoreError, ClientError
 
     from workload.ops.deploy import deploy_context
 
     try:
-        extra = deploy_context(boto3.Session(region_name=region), settings)
+        extra = deploy_context(session, settings)
     except (BotoCoreError, ClientError, ValueError) as exc:
         fail(f"cannot read the deploying identity or the artifacts bucket: {exc}; check your AWS credentials "
              "(aws sts get-caller-identity)")
