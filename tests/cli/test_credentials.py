@@ -43,8 +43,9 @@ def test_without_credentials_one_line_on_stderr_exit_1_and_no_cdk_call(tmp_path,
     assert "teardown" not in done.stdout + done.stderr or command[0] == "teardown"
 
 
+@pytest.mark.usefixtures("deployer")
 def test_identity_is_the_first_line_and_a_failed_deploy_that_created_nothing_does_not_suggest_teardown(
-        tmp_path, monkeypatch, deployer):
+        tmp_path, monkeypatch):
     tools = install_fakes(tmp_path, monkeypatch, server=None, kinds={})
     monkeypatch.setenv("FAKE_FAIL_ONCE", "cdk deploy")
     result = runner.invoke(app, ["deploy", "--profile", "small", "--cdk-bin", tools.cdk,
@@ -56,7 +57,8 @@ def test_identity_is_the_first_line_and_a_failed_deploy_that_created_nothing_doe
     assert "skymaze teardown" not in result.output
 
 
-def test_a_failed_deploy_that_left_stacks_names_them_and_suggests_teardown(tmp_path, monkeypatch, deployer):
+@pytest.mark.usefixtures("deployer")
+def test_a_failed_deploy_that_left_stacks_names_them_and_suggests_teardown(tmp_path, monkeypatch):
     import boto3
 
     tools = install_fakes(tmp_path, monkeypatch, server=None, kinds={})
@@ -70,7 +72,8 @@ def test_a_failed_deploy_that_left_stacks_names_them_and_suggests_teardown(tmp_p
     assert "`skymaze teardown --profile small` removes a half-built deploy" in result.output
 
 
-def test_a_failed_bootstrap_says_nothing_was_deployed(tmp_path, monkeypatch, deployer):
+@pytest.mark.usefixtures("deployer")
+def test_a_failed_bootstrap_says_nothing_was_deployed(tmp_path, monkeypatch):
     tools = install_fakes(tmp_path, monkeypatch, server=None, kinds={})
     monkeypatch.setenv("FAKE_FAIL_ONCE", "cdk bootstrap")
     result = runner.invoke(app, ["deploy", "--profile", "small", "--bootstrap", "--cdk-bin", tools.cdk])
