@@ -34,17 +34,34 @@ def submit(
     address: str = ADDRESS_OPTION,
     preflight: bool = typer.Option(False, "--preflight", help="Only prepare data/model paths on /shared and print the plan."),
     wait_s: float = typer.Option(0.0, "--wait-s", help="Wait up to this many seconds for the job to finish (0: return at once)."),
+    env: list[str] = typer.Option([], "--env", help="Env var for the job, NAME=VALUE (repeatable), e.g. HF_HOME=/shared/hf."),
+    env_from_shell: list[str] = typer.Option(
+        [], "--env-from-shell", help="Forward this shell variable to the job without printing it (repeatable), e.g. HF_TOKEN."),
+    runtime_env_json: str = typer.Option(
+        None, "--runtime-env-json", help='Extra Ray runtime_env as JSON, as `ray job submit` takes it, e.g. \'{"pip": ["rich"]}\'.'),
+    tracker: str = typer.Option(
+        "console", "--tracker",
+        help="SkyRL's trainer.logger: console, tensorboard, wandb (needs WANDB_API_KEY in the shell), mlflow "
+             "(needs MLFLOW_TRACKING_URI) or swanlab. Keys are forwarded to the job, never stored in the recipe."),
 ) -> None:
     """Validate a recipe and submit it as a Ray job that runs SkyRL in the trainer image.
 
-    Prints the job id. With --wait-s, exits 1 unless the job SUCCEEDED in time.
+    Prints the job id. With --wait-s, exits 1 unless the job SUCCEEDED in time. Env vars and secrets reach the job through Ray's runtime_env (visible to whoever can read the Ray dashboard), never through the recipe or job.json.
 
-    Example:  skymaze submit --recipe blog --address http://127.0.0.1:8265
+    Example:  skymaze submit --recipe blog --address http://127.0.0.1:8265 --tracker wandb
     """
+    import os
+
     from workload.skyrl import jobs
     from workload.skyrl.entrypoint import job_spec
+    from workload.skyrl.job_env import JobEnvError, build_job_env
 
-    recipe = load_or_exit(recipe_name, sets)
+    recipe = load_or_exit(recipe_name, [*(sets or []), *([f"trainer.logger={tracker}"] if tracker != "console" else [])])
+    try:
+        job_env = build_job_env(env=env, env_from_shell=env_from_shell, runtime_env_json=runtime_env_json,
+                                tracker=tracker, run_dir=recipe.run_dir, environ=os.environ)
+    except JobEnvError as err:
+        fail(str(err), code=EXIT_USAGE)
     problems = problems_of(recipe)
     if problems:
         for line in problems:
@@ -52,8 +69,10 @@ def submit(
         fail(f"recipe {recipe_name!r} would fail on the cluster; see `skymaze recipe check {recipe_name}`", code=EXIT_USAGE)
     resolved, client = _client(address)
     try:
-        job_id = jobs.submit(client, job_spec(recipe), preflight=preflight)
+        job_id = jobs.submit(client, job_spec(recipe), preflight=preflight, job_env=job_env)
         typer.echo(f"submitted {job_id} (recipe {recipe_name}, run {recipe.run_id}, {resolved})")
+        if job_env.describe():
+            typer.echo(job_env.describe())
         if wait_s > 0:
             final = jobs.wait(client, job_id, timeout_s=wait_s)
             typer.echo(f"{job_id}: {final.status} {final.message}".rstrip())

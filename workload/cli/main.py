@@ -24,7 +24,7 @@ app = typer.Typer(
         "Example:  skymaze maze show --seed 0 --size 9 -o maze.png"
     ),
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,
     pretty_exceptions_enable=False,
 )
 
@@ -39,8 +39,27 @@ def _register_command_modules() -> None:
             register(app)
 
 
+def package_version() -> str:
+    """The installed skymaze distribution's version; "unknown" where the package is only on PYTHONPATH."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("skymaze")
+    except PackageNotFoundError:
+        return "unknown (not installed: pip install -e .)"
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"skymaze {package_version()}")
+        raise typer.Exit()
+
+
 @app.callback()
-def _root() -> None:
+def _root(
+    show_version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True,
+                                      help="print the version and exit"),
+) -> None:
     """Visual-maze GRPO + LoRA on SageMaker HyperPod, with a CPU rehearsal."""
 
 
