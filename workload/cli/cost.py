@@ -34,6 +34,11 @@ def cost(
         overrides = parse_overrides(context)
         settings = settings_for(profile, overrides)
         table = load_prices(prices or DEFAULT_PRICES_PATH)
+        if table.region != settings.region:
+            raise ValueError(
+                f"-c region={settings.region}: the price table {prices or DEFAULT_PRICES_PATH} has {table.region} "
+                f"prices only (regions known: {table.region}); pass --prices FILE with {settings.region} prices "
+                f"(copy the table and update each row from its source)")
         given = {"nat_gb_per_run": nat_gb, "amp_active_series": amp_series, "artifacts_gib": artifacts_gib}
         usage = Usage(**{key: value for key, value in given.items() if value is not None})
         report = estimate_cost(shape_for(settings), table, hours=hours, usage=usage)

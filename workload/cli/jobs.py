@@ -24,6 +24,21 @@ def _client(address: str | None):
         fail(str(err))
 
 
+def load_run_or_exit(recipe_name: str, sets: list[str], *, keep_run_name: bool = False):
+    """The recipe with ``sets``; changed settings get their own run name unless ``keep_run_name``."""
+    from workload.skyrl.run_naming import distinct_run_sets
+
+    recipe = load_or_exit(recipe_name, sets)
+    if keep_run_name:
+        return recipe
+    named, new_id = distinct_run_sets(recipe.run_id, sets)
+    if new_id is None:
+        return recipe
+    typer.echo(f"run name {new_id}: settings differ from recipe {recipe_name} (run {recipe.run_id}); "
+               f"--keep-run-name resumes {recipe.run_id} instead", err=True)
+    return load_or_exit(recipe_name, named)
+
+
 def _address_flag(address: str) -> str:
     return f" --address {address}"
 
@@ -43,6 +58,9 @@ def submit(
         "console", "--tracker",
         help="SkyRL's trainer.logger: console, tensorboard, wandb (needs WANDB_API_KEY in the shell), mlflow "
              "(needs MLFLOW_TRACKING_URI) or swanlab. Keys are forwarded to the job, never stored in the recipe."),
+    keep_run_name: bool = typer.Option(
+        False, "--keep-run-name",
+        help="Keep the recipe's run name although settings changed (resumes that run's checkpoints)."),
 ) -> None:
     """Validate a recipe and submit it as a Ray job that runs SkyRL in the trainer image.
 
@@ -56,7 +74,8 @@ def submit(
     from workload.skyrl.entrypoint import job_spec
     from workload.skyrl.job_env import JobEnvError, build_job_env
 
-    recipe = load_or_exit(recipe_name, [*(sets or []), *([f"trainer.logger={tracker}"] if tracker != "console" else [])])
+    recipe = load_run_or_exit(recipe_name, [*(sets or []), *([f"trainer.logger={tracker}"] if tracker != "console" else [])],
+                              keep_run_name=keep_run_name)
     try:
         job_env = build_job_env(env=env, env_from_shell=env_from_shell, runtime_env_json=runtime_env_json,
                                 tracker=tracker, run_dir=recipe.run_dir, environ=os.environ)

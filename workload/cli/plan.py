@@ -5,7 +5,8 @@ from __future__ import annotations
 import typer
 
 from workload.cli._common import EXIT_USAGE, deploy_setting, fail, next_step
-from workload.cli.recipe import SET_HELP, load_or_exit
+from workload.cli.jobs import load_run_or_exit
+from workload.cli.recipe import SET_HELP
 
 
 def plan(
@@ -24,7 +25,8 @@ def plan(
     """
     from workload.skyrl.plan import build_plan, plan_warnings, render_plan
 
-    recipe = load_or_exit(recipe_name, sets)
+    recipe = load_run_or_exit(recipe_name, list(sets or []))
+    _refuse_misfit(recipe, profile, context)
     fit_lines = _cluster_fit(profile, context)
     if fsx_gib is None:
         fsx_gib = fit_lines[0] if fit_lines else deploy_setting(profile, "fsx_storage_gib")
@@ -44,6 +46,23 @@ def plan(
     if result.peak_bytes > result.fsx_bytes:
         fail("the run does not fit on FSx")
     next_step(f"skymaze submit --recipe {recipe_name}")
+
+
+def _refuse_misfit(recipe, profile: str, context: list[str]) -> None:
+    """Exit 2 naming the recipe and the profile when the recipe needs more GPU workers than deployed."""
+    try:
+        from workload.ops.profiles import SettingsError, parse_overrides, settings_for
+        from workload.ops.recipe_fit import recipe_profile_problems
+    except ImportError:  # inside the trainer image: no deploy settings
+        return
+    try:
+        problems = recipe_profile_problems(recipe, settings_for(profile, parse_overrides(context)))
+    except SettingsError as err:
+        fail(str(err), code=EXIT_USAGE)
+    if problems:
+        for line in problems:
+            typer.echo(f"error: {line}", err=True)
+        fail(f"recipe {recipe.name!r} cannot run on profile {profile!r}", code=EXIT_USAGE)
 
 
 def _cluster_fit(profile: str, context: list[str]) -> list:
