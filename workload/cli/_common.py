@@ -57,3 +57,21 @@ def aws_identity(region: str, *, expected_account: str | None = None):
         fail(str(err))
     typer.echo(identity.line())
     return session, identity
+
+
+JSON_OPTION = typer.Option(False, "--json", help="print one JSON document on stdout instead of text (no hints)")
+
+
+def print_json(value) -> None:
+    """Machine output: one JSON document on stdout (dataclasses as objects, paths as strings)."""
+    import dataclasses
+    import json
+
+    def default(obj):
+        if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+            return dataclasses.asdict(obj)
+        if isinstance(obj, (set, frozenset)):
+            return sorted(obj)
+        return str(obj)
+
+    typer.echo(json.dumps(value, default=default, indent=2))

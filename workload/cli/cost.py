@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from workload.cli._common import EXIT_USAGE, fail, next_step
+from workload.cli._common import EXIT_USAGE, JSON_OPTION, fail, next_step, print_json
 
 
 def cost(
@@ -17,6 +17,7 @@ def cost(
     nat_gb: float = typer.Option(None, "--nat-gb", help="GB through the NAT gateway a run (default 130: images, model)"),
     amp_series: int = typer.Option(None, "--amp-series", help="active Prometheus series (default 30000)"),
     artifacts_gib: float = typer.Option(None, "--artifacts-gib", help="GiB kept in the artifacts bucket (default 50)"),
+    as_json: bool = JSON_OPTION,
 ) -> None:
     """Estimate the cost of a profile deployed for HOURS: per hour and per run, line by line.
 
@@ -44,6 +45,10 @@ def cost(
         report = estimate_cost(shape_for(settings), table, hours=hours, usage=usage)
     except (SettingsError, ValueError, KeyError) as exc:
         fail(str(exc).strip("'\""), code=EXIT_USAGE)
+    if as_json:
+        print_json({**vars(report), "usd_per_hour": report.usd_per_hour, "usd_per_run": report.usd_per_run,
+                    "has_estimates": report.has_estimates})
+        return
     typer.echo(render_report(report))
     next_step(f"skymaze deploy --profile {profile}")
 

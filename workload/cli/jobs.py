@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from workload.cli._common import EXIT_USAGE, fail, next_step
+from workload.cli._common import EXIT_USAGE, JSON_OPTION, fail, next_step, print_json
 from workload.cli.recipe import SET_HELP, load_or_exit, problems_of
 
 ADDRESS_HELP = "Ray dashboard: http://HOST:8265 (local head or port-forward) or sagemaker_ray://CLUSTER/NAMESPACE."
@@ -61,6 +61,7 @@ def submit(
     keep_run_name: bool = typer.Option(
         False, "--keep-run-name",
         help="Keep the recipe's run name although settings changed (resumes that run's checkpoints)."),
+    as_json: bool = JSON_OPTION,
 ) -> None:
     """Validate a recipe and submit it as a Ray job that runs SkyRL in the trainer image.
 
@@ -89,20 +90,59 @@ def submit(
     resolved, client = _client(address)
     try:
         job_id = jobs.submit(client, job_spec(recipe), preflight=preflight, job_env=job_env)
-        typer.echo(f"submitted {job_id} (recipe {recipe_name}, run {recipe.run_id}, {resolved})")
-        if job_env.describe():
-            typer.echo(job_env.describe())
-        if wait_s > 0:
-            final = jobs.wait(client, job_id, timeout_s=wait_s)
+        if not as_json:
+            typer.echo(f"submitted {job_id} (recipe {recipe_name}, run {recipe.run_id}, {resolved})")
+            if job_env.describe():
+                typer.echo(job_env.describe())
+        final = _wait_with_progress(client, job_id, wait_s) if wait_s > 0 else None
+        if as_json:
+            print_json({"job_id": job_id, "recipe": recipe_name, "run_id": recipe.run_id, "address": resolved,
+                        "env": sorted(job_env.env_vars), "status": final.status if final else "SUBMITTED",
+                        "message": final.message if final else ""})
+        elif final:
             typer.echo(f"{job_id}: {final.status} {final.message}".rstrip())
-            if final.status != "SUCCEEDED":
-                fail(f"job {job_id} is {final.status}; see `skymaze logs {job_id}`")
+        if final and final.status != "SUCCEEDED":
+            fail(f"job {job_id} is {final.status}; see `skymaze logs {job_id}`")
     except jobs.JobsError as err:
         fail(str(err))
+    if as_json:
+        return
     next_step(f"skymaze status {job_id}{_address_flag(resolved)}", f"skymaze logs {job_id}{_address_flag(resolved)}")
 
 
-def status(job_id: str = typer.Argument(..., help="Job id printed by skymaze submit."), address: str = ADDRESS_OPTION) -> None:
+def _wait_with_progress(client, job_id: str, wait_s: float):
+    """``jobs.wait`` with the status on stderr: a spinner on a terminal, a line at each change."""
+    import sys
+    import time
+
+    from rich.console import Console
+
+    from workload.skyrl import jobs
+
+    console = Console(stderr=True)
+    started = time.monotonic()
+    seen: list[str] = []
+
+    def report(current) -> None:
+        elapsed_s = time.monotonic() - started
+        if not seen or seen[-1] != current.status:
+            seen.append(current.status)
+            typer.echo(f"{job_id}: {current.status} after {elapsed_s:.0f} s", err=True)
+        if spinner is not None:
+            spinner.update(f"{job_id}: {current.status}, {elapsed_s:.0f} s of {wait_s:.0f} s")
+
+    spinner = console.status(f"{job_id}: waiting") if sys.stderr.isatty() else None
+    if spinner is None:
+        return jobs.wait(client, job_id, timeout_s=wait_s, on_poll=report)
+    with spinner:
+        return jobs.wait(client, job_id, timeout_s=wait_s, on_poll=report)
+
+
+def status(
+    job_id: str = typer.Argument(..., help="Job id printed by skymaze submit."),
+    address: str = ADDRESS_OPTION,
+    as_json: bool = JSON_OPTION,
+) -> None:
     """Print the job's status. Exit 0 while PENDING/RUNNING or SUCCEEDED, 1 when FAILED or STOPPED.
 
     Example:  skymaze status raysubmit_abc123
@@ -114,6 +154,11 @@ def status(job_id: str = typer.Argument(..., help="Job id printed by skymaze sub
         current = jobs.state(client, job_id)
     except jobs.JobsError as err:
         fail(str(err))
+    if as_json:
+        print_json(vars(current))
+        if current.status in {"FAILED", "STOPPED"}:
+            raise typer.Exit(code=1)
+        return
     typer.echo(f"{job_id}: {current.status}")
     if current.message:
         typer.echo(current.message)

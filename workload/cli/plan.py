@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from workload.cli._common import EXIT_USAGE, deploy_setting, fail, next_step
+from workload.cli._common import EXIT_USAGE, JSON_OPTION, deploy_setting, fail, next_step, print_json
 from workload.cli.jobs import load_run_or_exit
 from workload.cli.recipe import SET_HELP
 
@@ -15,6 +15,7 @@ def plan(
     profile: str = typer.Option("blog", "--profile", help="Deploy profile whose FSx size applies."),
     fsx_gib: int = typer.Option(None, "--fsx-gib", help="FSx capacity to plan against (default: the profile's)."),
     context: list[str] = typer.Option([], "--context", "-c", help="deploy setting override KEY=VALUE (as for deploy)"),
+    as_json: bool = JSON_OPTION,
 ) -> None:
     """Print GPUs, steps, rollouts, evaluations, checkpoint/export sizes and FSx space over the run,
     and how the Ray pods fit the profile's nodes (allocatable vs requested per instance group).
@@ -35,12 +36,19 @@ def plan(
         result = build_plan(recipe.resolved(), train_rows=recipe.train_rows(), fsx_gib=fsx_gib)
     except (KeyError, ValueError) as err:
         fail(f"recipe {recipe_name!r} cannot be planned: {err}", code=EXIT_USAGE)
+    warnings = plan_warnings(result)
+    if as_json:
+        print_json({"recipe": recipe_name, "run_id": recipe.run_id, "profile": profile, **vars(result),
+                    "peak_bytes": result.peak_bytes, "fits_fsx": result.peak_bytes <= result.fsx_bytes,
+                    "cluster_fit": [line.strip() for line in fit_lines], "warnings": warnings})
+        if result.peak_bytes > result.fsx_bytes:
+            raise typer.Exit(code=1)
+        return
     typer.echo(f"recipe {recipe_name} (run {recipe.run_id})")
     for line in render_plan(result):
         typer.echo(line)
     for line in fit_lines:
         typer.echo(line)
-    warnings = plan_warnings(result)
     for line in warnings:
         typer.echo(f"warning: {line}", err=True)
     if result.peak_bytes > result.fsx_bytes:

@@ -13,6 +13,7 @@ import importlib.util
 import shlex
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -112,14 +113,20 @@ def state(client: Any, job_id: str) -> JobState:
     return JobState(job_id=job_id, status=str(info.status.value), message=info.message or "", entrypoint=info.entrypoint)
 
 
-def wait(client: Any, job_id: str, *, timeout_s: float, until: frozenset[str] = TERMINAL) -> JobState:
-    """Poll until the job reaches one of ``until`` or the deadline passes (then the last state)."""
+def wait(client: Any, job_id: str, *, timeout_s: float, until: frozenset[str] = TERMINAL,
+         on_poll: Callable[[JobState], None] | None = None) -> JobState:
+    """Poll until the job reaches one of ``until`` or the deadline passes (then the last state).
+
+    ``on_poll`` sees every state read (progress display)."""
     deadline = time.monotonic() + timeout_s
     current = state(client, job_id)
-    while current.status not in until and time.monotonic() < deadline:
+    while True:
+        if on_poll is not None:
+            on_poll(current)
+        if current.status in until or time.monotonic() >= deadline:
+            return current
         time.sleep(POLL_S)
         current = state(client, job_id)
-    return current
 
 
 def logs(client: Any, job_id: str) -> str:

@@ -80,6 +80,10 @@ def test_env_secrets_runtime_env_and_tracker_reach_the_ray_job_and_jobs_list_sho
     assert result.exit_code == 0, result.output
     job_id = result.stdout.split()[1]
     assert "job env: FROM_JSON, HF_HOME; WANDB_API_KEY (from the shell, not shown)" in result.stdout
+    # --wait-s reports each status change on stderr while it waits
+    assert f"{job_id}: SUCCEEDED after " in result.stderr
+    changes = [line.split()[1] for line in result.stderr.splitlines() if line.startswith(f"{job_id}: ")]
+    assert changes[-1] == "SUCCEEDED" and len(changes) == len(set(changes))
     info = JobSubmissionClient(skyrl_ray_head.dashboard_url).get_job_info(job_id)
     assert info.runtime_env["env_vars"] == {"FROM_JSON": "1", "HF_HOME": "/shared/hf", "WANDB_API_KEY": SECRET}
     assert info.runtime_env["config"]["setup_timeout_seconds"] == 300
@@ -96,3 +100,17 @@ def test_env_secrets_runtime_env_and_tracker_reach_the_ray_job_and_jobs_list_sho
     assert rows[job_id]["run_id"] == "maze-blog"
     table = runner.invoke(app, ["jobs", "list", *address])
     assert table.exit_code == 0 and job_id in table.stdout and "SUCCEEDED" in table.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.e2e
+def test_submit_and_status_json(skyrl_ray_head, tmp_path):
+    address = ["--address", skyrl_ray_head.dashboard_url]
+    runner = CliRunner()
+    result = runner.invoke(app, ["submit", "--recipe", "blog", "--set", f"shared_root={tmp_path}", "--preflight",
+                                 "--wait-s", "120", "--json", *address])
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.stdout)
+    assert document["status"] == "SUCCEEDED" and document["run_id"] == "maze-blog" and document["env"] == []
+    status = runner.invoke(app, ["status", document["job_id"], "--json", *address])
+    assert status.exit_code == 0 and json.loads(status.stdout)["status"] == "SUCCEEDED"
