@@ -62,6 +62,8 @@ def compose(app: cdk.App, settings: Settings) -> dict[str, cdk.Stack]:
         file_system=storage.file_system,
         fsx_csi=cluster.fsx_csi,
         trainer_image=images.trainer,
+        hyperpod=cluster.hyperpod,
+        execution_role=cluster.execution_role,
         env=env,
     )
     stacks: dict[str, cdk.Stack] = {

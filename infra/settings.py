@@ -113,6 +113,21 @@ class Settings(BaseModel):
     # IAM Identity Center user and group ids given the ADMIN role in the Grafana workspace.
     grafana_admin_user_ids: tuple[str, ...] = ()
     grafana_admin_group_ids: tuple[str, ...] = ()
+    # Unattended runs (README "Unattended runs"): the in-cluster run supervisor ...
+    supervisor: bool = True
+    supervise_max_submissions: int = Field(default=8, ge=1, le=100)
+    supervise_max_failures_at_same_step: int = Field(default=3, ge=1, le=100)
+    supervise_node_wait_timeout_s: int = Field(default=5400, ge=60)
+    supervise_release_workers: bool = True
+    # Seconds after a run ends before the HyperPod GPU group is scaled to supervise_group_idle_count
+    # (HyperPod allows 0; 1 keeps a node for the RayService). None: the group stays as deployed.
+    supervise_group_idle_s: int | None = Field(default=None, ge=0)
+    supervise_group_idle_count: int = Field(default=0, ge=0)
+    # ... and the cap on the bill: a monthly AWS Budget, and GPU groups scaled to 0 after N hours deployed.
+    budget_usd_per_month: float | None = Field(default=None, gt=0)
+    alert_emails: tuple[str, ...] = ()
+    max_deployed_hours: float | None = Field(default=None, gt=0)
+    deploy_guard_warn_hours: float = Field(default=2.0, gt=0)
 
     @field_validator("admin_principal_arns", "user_principal_arns", "grafana_admin_user_ids",
                      "grafana_admin_group_ids", mode="before")
@@ -200,6 +215,24 @@ class Settings(BaseModel):
         if self.trainer_workers is not None and self.trainer_workers > self.worker_count:
             raise ValueError(f"trainer_workers={self.trainer_workers} exceeds worker_count={self.worker_count}: "
                              "the trainer's pods need one GPU node each")
+        return self
+
+    @field_validator("alert_emails", mode="before")
+    @classmethod
+    def _emails(cls, value: Any) -> Any:
+        items = [v.strip() for v in value.split(",") if v.strip()] if isinstance(value, str) else value
+        bad = [v for v in items if not re.fullmatch(r"[^@\s]+@[^@\s]+\.[^@\s]+", v)]
+        if bad:
+            raise ValueError(f"{bad[0]!r} is not an e-mail address; give a comma-separated list: a@example.com,b@example.com")
+        return tuple(items)
+
+    @model_validator(mode="after")
+    def _spending_guard(self) -> Settings:
+        if (self.budget_usd_per_month or self.max_deployed_hours) and not self.alert_emails:
+            raise ValueError("budget_usd_per_month / max_deployed_hours alert by e-mail: set alert_emails=you@example.com")
+        if self.max_deployed_hours and self.deploy_guard_warn_hours >= self.max_deployed_hours:
+            raise ValueError(f"deploy_guard_warn_hours={self.deploy_guard_warn_hours} must be below "
+                             f"max_deployed_hours={self.max_deployed_hours}: the warning comes before the scale-down")
         return self
 
     @model_validator(mode="after")

@@ -25,6 +25,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("workload.evaluate", "workload.serve", "workload.skyrl"),  # endpoint scoring, serving, the SkyRL plugin
     ("infra",),  # the CDK app; renders the serve config
     ("workload.local", "workload.ops"),  # the CPU rehearsal; AWS operations
+    ("workload.supervise",),  # the run supervisor: resubmits SkyRL jobs, drills on the rehearsal's run dir
     ("workload.cli", "app"),  # entry points
 )
 

@@ -10,6 +10,7 @@ from aws_cdk import aws_sagemaker as sagemaker
 from aws_cdk.lambda_layer_kubectl_v35 import KubectlV35Layer
 from constructs import Construct, IDependable
 
+from infra.constructs.budget import SpendingGuard
 from infra.constructs.hyperpod_chart import HyperPodDependencyChart
 from infra.constructs.nag import acknowledge, acknowledge_handlers
 from infra.constructs.node_waiter import HyperPodNodeWaiter
@@ -93,6 +94,12 @@ class ClusterStack(Stack):
             iam.PolicyStatement(actions=["fsx:DescribeFileSystems"], resources=["*"])])
         self.fsx_csi = self._addon(FSX_CSI_ADDON, service_account=FSX_CSI_SERVICE_ACCOUNT, role=self.fsx_csi_role)
         self.fsx_csi.node.add_dependency(self.node_waiter.resource)  # its controller pods need nodes
+        if settings.budget_usd_per_month or settings.max_deployed_hours:
+            SpendingGuard(self, "Spending", name=settings.name, budget_usd_per_month=settings.budget_usd_per_month,
+                          alert_emails=settings.alert_emails, max_deployed_hours=settings.max_deployed_hours,
+                          warn_before_hours=settings.deploy_guard_warn_hours, hyperpod_cluster_name=self.hyperpod.cluster_name,
+                          hyperpod_cluster_arn=self.hyperpod.attr_cluster_arn, execution_role_arn=self.execution_role.role_arn,
+                          gpu_groups=[WORKER_GROUP])
         CfnOutput(self, "EksClusterName", value=self.eks.cluster_name)
         CfnOutput(self, "HyperPodClusterName", value=self.hyperpod.cluster_name)
         CfnOutput(self, "KubeconfigCommand",

@@ -7,11 +7,13 @@ from aws_cdk import aws_ecr_assets as ecr_assets
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_fsx as fsx
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct, IDependable
 
 from infra.constructs import ray_manifests as rm
 from infra.constructs.nag import acknowledge
 from infra.constructs.pod_identity import pod_identity_role
+from infra.constructs.supervisor import RunSupervisor, SupervisorConfig
 from infra.settings import Settings
 
 KUBERAY_REPOSITORY = "https://ray-project.github.io/kuberay-helm/"
@@ -32,6 +34,8 @@ class RayStack(Stack):
         file_system: fsx.LustreFileSystem,
         fsx_csi: IDependable,
         trainer_image: ecr_assets.DockerImageAsset,
+        hyperpod: sagemaker.CfnCluster | None = None,
+        execution_role: iam.IRole | None = None,
         **kwargs,
     ) -> None:
         super().__init__(scope, construct_id, **kwargs)
@@ -71,6 +75,18 @@ class RayStack(Stack):
             cluster, "TrainerRayCluster", [rm.ray_cluster(name=self.trainer_cluster_name, ns=ns, spec=spec)],
             after=[self.operator, account, claim, fsx_csi],
         )
+        if settings.supervisor:
+            self.supervisor = RunSupervisor(
+                self, "Supervisor", cluster=cluster, image=trainer_image.image_uri, node_instance_type=settings.head_instance_type,
+                env=self.pod_env, after=[self.trainer, account, claim],
+                hyperpod_cluster_arn=hyperpod.attr_cluster_arn if hyperpod else None,
+                execution_role_arn=execution_role.role_arn if execution_role else None,
+                config=SupervisorConfig(
+                    namespace=ns, raycluster=self.trainer_cluster_name, expected_workers=settings.trainer_worker_count,
+                    max_submissions=settings.supervise_max_submissions, node_wait_timeout_s=settings.supervise_node_wait_timeout_s,
+                    max_failures_at_same_step=settings.supervise_max_failures_at_same_step,
+                    release_workers=settings.supervise_release_workers, group_idle_s=settings.supervise_group_idle_s,
+                    hyperpod_cluster=hyperpod.cluster_name if hyperpod else None, hyperpod_idle_count=settings.supervise_group_idle_count))
         # Prerequisites of any Ray object in the namespace (the serving stack's RayService too).
         self.ready: list[IDependable] = [self.operator, account, claim, fsx_csi]
         CfnOutput(self, "RayNamespace", value=ns)

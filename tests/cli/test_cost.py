@@ -76,3 +76,19 @@ def test_a_region_without_prices_is_refused_listing_the_regions_known():
     assert "-c region=us-east-1: the price table" in result.stderr
     assert "has us-west-2 prices only (regions known: us-west-2); pass --prices FILE with us-east-1 prices" in result.stderr
     assert runner.invoke(app, ["cost", "--profile", "small", "--hours", "1", "-c", "region=us-west-2"]).exit_code == 0
+
+
+def test_the_deploy_guard_saving_is_the_gpu_hours_it_cuts():
+    result = runner.invoke(app, ["cost", "--profile", "blog", "--hours", "12", "--left-up-hours", "72", "--guard-hours", "14"])
+    assert result.exit_code == 0, result.output
+    gpu_hourly = float(re.search(r"^HyperPod ml\.g7e\.12xlarge \(workers\)\s+.*?\s+([\d.]+)\s+[\d.]+$", result.output,
+                                 flags=re.MULTILINE).group(1))
+    saved = float(re.search(r"GPU nodes stop 58 h early, saving \$([\d,.]+)", result.output).group(1).replace(",", ""))
+    assert abs(saved - 58 * gpu_hourly) < 0.05
+    never = runner.invoke(app, ["cost", "--profile", "blog", "--hours", "12", "--left-up-hours", "10", "--guard-hours", "14"])
+    assert "the guard never fires" in never.output
+
+
+def test_a_guard_saving_without_a_guard_says_how_to_set_one():
+    result = runner.invoke(app, ["cost", "--profile", "blog", "--hours", "12", "--left-up-hours", "72"])
+    assert result.exit_code == 2 and "max_deployed_hours" in result.stderr

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import socket
 
+import pytest
 from typer.testing import CliRunner
 
 from workload.cli.main import app
@@ -44,6 +46,70 @@ def test_unreachable_dashboard_fails_with_a_hint():
 
 
 def test_commands_document_an_example():
-    for command in ("submit", "status", "logs", "stop"):
+    for command in ("submit", "status", "logs", "stop", "supervise"):
         result = runner.invoke(app, [command, "--help"])
         assert result.exit_code == 0 and "Example:" in result.stdout, command
+
+
+def test_supervise_needs_a_job_or_watch():
+    result = runner.invoke(app, ["supervise"])
+    assert result.exit_code == 2 and "give a JOB_ID, or --watch" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--hyperpod-cluster", "skymaze"], "supervise.group_idle_s is not"),
+        (["--backoff-base-s", "0"], "need 0 < base <= cap"),
+        (["--max-submissions", "0"], "supervise.max_submissions=0"),
+        (["--hyperpod-cluster", "skymaze", "--group-idle-s", "60", "--hyperpod-idle-count", "-1"], "hyperpod_idle_count=-1"),
+    ],
+)
+def test_supervise_refuses_bad_settings_naming_the_key(args, message):
+    result = runner.invoke(app, ["supervise", "raysubmit_x", *args, "--address", f"http://127.0.0.1:{_closed_port()}"])
+    assert result.exit_code == 2 and message in result.stderr
+
+
+@pytest.fixture(scope="module")
+def ray_head():
+    from tests.workload.skyrl.ray_head import local_ray_head
+
+    with local_ray_head() as head:
+        yield head
+
+
+@pytest.mark.slow
+@pytest.mark.e2e
+def test_a_supervised_preflight_is_watched_to_the_end_once(ray_head, tmp_path):
+    address = ["--address", ray_head.dashboard_url]
+    submitted = runner.invoke(app, ["submit", "--recipe", "blog", "--set", f"shared_root={tmp_path}", "--preflight", "--supervise", *address])
+    assert submitted.exit_code == 0, submitted.output
+    job_id = submitted.stdout.split()[1]
+    assert f"skymaze supervise {job_id}" in submitted.stdout
+
+    flags = ["--no-release", "--poll-s", "0.2", "--metrics-port", "0", *address]
+    one = runner.invoke(app, ["supervise", job_id, *flags])
+    assert one.exit_code == 0, one.output
+    decisions = [json.loads(line) for line in one.stdout.splitlines() if line.startswith("{")]
+    assert decisions[-1]["action"] == "done" and decisions[-1]["run"] == "maze-blog"
+    assert all(d["action"] in ("wait", "done") for d in decisions)
+    assert f"run maze-blog finished in 1 submission(s): {job_id}" in one.stdout
+
+    handled = tmp_path / "handled.txt"
+    watched = runner.invoke(app, ["supervise", "--watch", "--once", "--handled-file", str(handled), *flags])
+    assert watched.exit_code == 0, watched.output
+    assert f"supervised 1 run(s): {job_id}" in watched.stdout
+    assert handled.read_text().split() == [job_id]
+    again = runner.invoke(app, ["supervise", "--watch", "--once", "--handled-file", str(handled), *flags])
+    assert "supervised 0 run(s)" in again.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.e2e
+def test_a_job_submitted_without_supervise_cannot_be_supervised(ray_head, tmp_path):
+    address = ["--address", ray_head.dashboard_url]
+    submitted = runner.invoke(app, ["submit", "--recipe", "blog", "--set", f"shared_root={tmp_path}", "--preflight", *address])
+    job_id = submitted.stdout.split()[1]
+    result = runner.invoke(app, ["supervise", job_id, "--metrics-port", "0", *address])
+    assert result.exit_code == 2 and "carries no 'skymaze_job_spec' metadata" in result.stderr
+    assert "skymaze submit --supervise" in result.stderr

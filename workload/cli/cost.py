@@ -17,6 +17,8 @@ def cost(
     nat_gb: float = typer.Option(None, "--nat-gb", help="GB through the NAT gateway a run (default 130: images, model)"),
     amp_series: int = typer.Option(None, "--amp-series", help="active Prometheus series (default 30000)"),
     artifacts_gib: float = typer.Option(None, "--artifacts-gib", help="GiB kept in the artifacts bucket (default 50)"),
+    left_up_hours: float = typer.Option(None, "--left-up-hours", help="also show what the deploy guard saves on a deployment forgotten this long"),
+    guard_hours: float = typer.Option(None, "--guard-hours", help="the guard's limit (default: setting max_deployed_hours)"),
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Estimate the cost of a profile deployed for HOURS: per hour and per run, line by line.
@@ -25,9 +27,9 @@ def cost(
 
     Exit codes: 0 ok, 2 bad input.
 
-    Example:  skymaze cost --profile blog --hours 12
+    Example:  skymaze cost --profile blog --hours 12 --left-up-hours 72 --guard-hours 14
     """
-    from workload.ops.cost import Usage, estimate_cost, render_report
+    from workload.ops.cost import Usage, estimate_cost, guard_saving, render_report
     from workload.ops.prices import DEFAULT_PRICES_PATH, load_prices
     from workload.ops.profiles import SettingsError, parse_overrides, settings_for, shape_for
 
@@ -43,13 +45,19 @@ def cost(
         given = {"nat_gb_per_run": nat_gb, "amp_active_series": amp_series, "artifacts_gib": artifacts_gib}
         usage = Usage(**{key: value for key, value in given.items() if value is not None})
         report = estimate_cost(shape_for(settings), table, hours=hours, usage=usage)
+        limit = guard_hours or getattr(settings, "max_deployed_hours", None)
+        if left_up_hours is not None and limit is None:
+            raise ValueError("no deploy guard to price: pass --guard-hours or deploy with -c max_deployed_hours=H")
+        saving = guard_saving(shape_for(settings), table, left_up_hours=left_up_hours, guard_hours=limit) if left_up_hours else None
     except (SettingsError, ValueError, KeyError) as exc:
         fail(str(exc).strip("'\""), code=EXIT_USAGE)
     if as_json:
         print_json({**vars(report), "usd_per_hour": report.usd_per_hour, "usd_per_run": report.usd_per_run,
-                    "has_estimates": report.has_estimates})
+                    "has_estimates": report.has_estimates, "guard_saving": saving})
         return
     typer.echo(render_report(report))
+    if saving:
+        typer.echo(f"\n{saving.render()}")
     next_step(f"skymaze deploy --profile {profile}")
 
 

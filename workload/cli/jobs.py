@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
+import sys
+from pathlib import Path
+
 import typer
 
 from workload.cli._common import EXIT_USAGE, JSON_OPTION, fail, next_step, print_json
 from workload.cli.recipe import SET_HELP, load_or_exit, problems_of
+from workload.supervise.machine import Policy
+from workload.supervise.settings import DEFAULT_METRICS_PORT
 
 ADDRESS_HELP = "Ray dashboard: http://HOST:8265 (local head or port-forward) or sagemaker_ray://CLUSTER/NAMESPACE."
 ADDRESS_OPTION = typer.Option(None, "--address", envvar="RAY_ADDRESS", help=ADDRESS_HELP, show_envvar=True)
@@ -49,6 +55,11 @@ def submit(
     address: str = ADDRESS_OPTION,
     preflight: bool = typer.Option(False, "--preflight", help="Only prepare data/model paths on /shared and print the plan."),
     wait_s: float = typer.Option(0.0, "--wait-s", help="Wait up to this many seconds for the job to finish (0: return at once)."),
+    supervise: bool = typer.Option(
+        False, "--supervise",
+        help="Hand the run to the supervisor (the skymaze-supervisor Deployment, or `skymaze supervise JOB`): "
+        "resubmitted after node or worker failures, GPU workers released at the end.",
+    ),
     env: list[str] = typer.Option([], "--env", help="Env var for the job, NAME=VALUE (repeatable), e.g. HF_HOME=/shared/hf."),
     env_from_shell: list[str] = typer.Option(
         [], "--env-from-shell", help="Forward this shell variable to the job without printing it (repeatable), e.g. HF_TOKEN."),
@@ -67,7 +78,7 @@ def submit(
 
     Prints the job id. With --wait-s, exits 1 unless the job SUCCEEDED in time. Env vars and secrets reach the job through Ray's runtime_env (visible to whoever can read the Ray dashboard), never through the recipe or job.json.
 
-    Example:  skymaze submit --recipe blog --address http://127.0.0.1:8265 --tracker wandb
+    Example:  skymaze submit --recipe blog --supervise --address http://127.0.0.1:8265 --tracker wandb
     """
     import os
 
@@ -88,17 +99,22 @@ def submit(
             typer.echo(f"error: {line}", err=True)
         fail(f"recipe {recipe_name!r} would fail on the cluster; see `skymaze recipe check {recipe_name}`", code=EXIT_USAGE)
     resolved, client = _client(address)
+    spec = job_spec(recipe)
     try:
-        job_id = jobs.submit(client, job_spec(recipe), preflight=preflight, job_env=job_env)
+        job_id = jobs.submit(client, spec, preflight=preflight, job_env=job_env,
+                             extra_metadata=_supervise_metadata(spec) if supervise else None)
         if not as_json:
             typer.echo(f"submitted {job_id} (recipe {recipe_name}, run {recipe.run_id}, {resolved})")
             if job_env.describe():
                 typer.echo(job_env.describe())
+            if supervise:
+                typer.echo(f"supervised: the skymaze-supervisor Deployment takes {job_id} up within a poll "
+                           f"(no Deployment: run `skymaze supervise {job_id}{_address_flag(resolved)}` where it can stay up)")
         final = _wait_with_progress(client, job_id, wait_s) if wait_s > 0 else None
         if as_json:
             print_json({"job_id": job_id, "recipe": recipe_name, "run_id": recipe.run_id, "address": resolved,
                         "env": sorted(job_env.env_vars), "status": final.status if final else "SUBMITTED",
-                        "message": final.message if final else ""})
+                        "message": final.message if final else "", "supervised": supervise})
         elif final:
             typer.echo(f"{job_id}: {final.status} {final.message}".rstrip())
         if final and final.status != "SUCCEEDED":
@@ -108,6 +124,12 @@ def submit(
     if as_json:
         return
     next_step(f"skymaze status {job_id}{_address_flag(resolved)}", f"skymaze logs {job_id}{_address_flag(resolved)}")
+
+
+def _supervise_metadata(spec) -> dict[str, str]:
+    from workload.supervise.settings import JOB_SPEC_KEY, SUPERVISE_KEY
+
+    return {SUPERVISE_KEY: "root", JOB_SPEC_KEY: spec.to_json()}
 
 
 def _wait_with_progress(client, job_id: str, wait_s: float):
@@ -215,7 +237,83 @@ def stop(job_id: str = typer.Argument(..., help="Job id printed by skymaze submi
     next_step(f"skymaze status {job_id}{_address_flag(resolved)}")
 
 
+def supervise(
+    job_id: str = typer.Argument(None, help="Job submitted with `skymaze submit --supervise` (omit with --watch)."),
+    address: str = ADDRESS_OPTION,
+    watch: bool = typer.Option(False, "--watch", help="Supervise every job submitted with --supervise, one after another (the Deployment's mode)."),
+    once: bool = typer.Option(False, "--once", help="With --watch: handle the jobs there now, then exit."),
+    handled_file: Path = typer.Option(Path("/shared/supervisor/handled.txt"), "--handled-file", help="With --watch: ids of runs already handled (kept on /shared across pod restarts)."),
+    in_cluster: bool = typer.Option(False, "--in-cluster", help="Read GPU worker readiness from, and release workers through, the Kubernetes API (the pod's service account)."),
+    namespace: str = typer.Option("ray", "--namespace", help="Namespace of the trainer RayCluster."),
+    raycluster: str = typer.Option("skymaze-train", "--raycluster", help="The trainer RayCluster."),
+    gpu_group: str = typer.Option("gpu", "--gpu-group", help="Its GPU worker group."),
+    expected_workers: int = typer.Option(None, "--expected-workers", help="GPU workers the run needs (default: the group's replicas; locally: Ray's worker nodes)."),
+    max_submissions: int = typer.Option(Policy.max_submissions, "--max-submissions", help="Submissions in all, the first included."),
+    max_failures_at_same_step: int = typer.Option(Policy.max_failures_at_same_step, "--max-failures-at-same-step", help="Failures with no new checkpoint before giving up."),
+    backoff_base_s: float = typer.Option(Policy.backoff_base_s, "--backoff-base-s"),
+    backoff_cap_s: float = typer.Option(Policy.backoff_cap_s, "--backoff-cap-s"),
+    node_wait_timeout_s: float = typer.Option(Policy.node_wait_timeout_s, "--node-wait-timeout-s", help="Give up when GPU workers are not all Ready after this long."),
+    release: bool = typer.Option(True, "--release/--no-release", help="Scale the trainer's GPU workers to zero when the run is over."),
+    group_idle_s: float = typer.Option(None, "--group-idle-s", help="Scale the HyperPod GPU group down this long after the run is over (needs --hyperpod-cluster)."),
+    hyperpod_cluster: str = typer.Option(None, "--hyperpod-cluster", help="HyperPod cluster whose GPU group to scale down."),
+    hyperpod_group: str = typer.Option("workers", "--hyperpod-group", help="Its GPU instance group."),
+    hyperpod_idle_count: int = typer.Option(0, "--hyperpod-idle-count", help="Instances the group keeps after the idle period (1 keeps a node for serving)."),
+    metrics_port: int = typer.Option(DEFAULT_METRICS_PORT, "--metrics-port", help="Serve Prometheus /metrics here (0: off)."),
+    metrics_host: str = typer.Option("127.0.0.1", "--metrics-host", help="In the pod: 0.0.0.0, so the scraper reaches it."),
+    poll_s: float = typer.Option(15.0, "--poll-s", help="Seconds between looks at the job and the cluster."),
+) -> None:
+    """Keep a supervised run going to its last step, then free its GPU workers.
+
+    Resubmits (resume_mode=latest) after node, worker, actor, driver or head failures once every
+    GPU worker is Ready again; gives up on a bad recipe, a crash loop or a spent budget. Each
+    decision is one JSON line on stdout. Exit 0 when the run finished, 1 when it gave up.
+
+    Example:  skymaze supervise raysubmit_abc123 --address http://127.0.0.1:8265 --poll-s 5
+    """
+    from workload.supervise import service
+    from workload.supervise.settings import HyperPodTarget, KubeTarget, SupervisorSettings
+    from workload.supervise.telemetry import Telemetry
+
+    if not watch and not job_id:
+        fail("give a JOB_ID, or --watch to supervise every job submitted with --supervise", code=EXIT_USAGE)
+    try:
+        policy = Policy(max_submissions=max_submissions, max_failures_at_same_step=max_failures_at_same_step,
+                        backoff_base_s=backoff_base_s, backoff_cap_s=backoff_cap_s, node_wait_timeout_s=node_wait_timeout_s,
+                        release_workers=release, group_idle_s=group_idle_s)
+        settings = SupervisorSettings(
+            address=address or "", policy=policy,
+            kube=KubeTarget(namespace, raycluster, gpu_group) if in_cluster else None,
+            expected_workers=expected_workers,
+            hyperpod=HyperPodTarget(hyperpod_cluster, hyperpod_group, hyperpod_idle_count) if hyperpod_cluster else None,
+            metrics_port=metrics_port or None, metrics_host=metrics_host, poll_s=poll_s,
+        )
+    except ValueError as err:
+        fail(str(err), code=EXIT_USAGE)
+    resolved, client = _client(address)
+    settings = dataclasses.replace(settings, address=resolved)
+    telemetry = Telemetry("", sys.stdout)
+    if settings.metrics_port:
+        telemetry.serve(settings.metrics_port, settings.metrics_host)
+    try:
+        if watch:
+            handled = service.watch(settings, client, handled_file, telemetry, forever=not once)
+            typer.echo(f"supervised {len(handled)} run(s): {' '.join(handled) or '-'}")
+            return
+        outcome = service.run_one(settings, client, job_id, telemetry)
+    except service.SuperviseError as err:
+        fail(str(err), code=EXIT_USAGE)
+    except Exception as err:  # an edge failed (Kubernetes, SageMaker, Ray): say which, exit 1
+        fail(f"supervision stopped: {err}")
+    last = outcome.job_ids[-1]
+    gave_up = any(r["action"] == "give_up" for r in outcome.records)
+    if gave_up:
+        reason = next(r["reason"] for r in outcome.records if r["action"] == "give_up")
+        fail(f"gave up on run {telemetry.run_id}: {reason}; see `skymaze logs {last}{_address_flag(resolved)}`")
+    typer.echo(f"run {telemetry.run_id} finished in {len(outcome.job_ids)} submission(s): {' '.join(outcome.job_ids)}")
+    next_step(f"skymaze logs {last}{_address_flag(resolved)}", "skymaze promote --help")
+
+
 def register(app: typer.Typer) -> None:
-    """Add submit, status, logs and stop."""
-    for command in (submit, status, logs, stop):
+    """Add submit, status, logs, stop and supervise."""
+    for command in (submit, status, logs, stop, supervise):
         app.command(command.__name__)(command)

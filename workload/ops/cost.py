@@ -180,3 +180,42 @@ def render_report(report: CostReport) -> str:
         rows.append("\n* estimate: derived, not a published list price; "
                     "see its derivation in workload/ops/prices.yaml")
     return "\n".join(rows)
+
+
+@dataclass(frozen=True)
+class GuardSaving:
+    """What the deploy guard (``max_deployed_hours``) saves on a deployment left up ``left_up_hours``.
+
+    Only the GPU group's instance hours count: the guard scales that group to zero and keeps
+    everything else (head node, FSx, EKS, NAT), which keeps billing.
+    """
+
+    left_up_hours: float
+    guard_hours: float
+    gpu_usd_per_hour: float
+
+    @property
+    def hours_saved(self) -> float:
+        return max(0.0, self.left_up_hours - self.guard_hours)
+
+    @property
+    def usd_saved(self) -> float:
+        return self.hours_saved * self.gpu_usd_per_hour
+
+    def render(self) -> str:
+        if not self.hours_saved:
+            return f"deploy guard ({self.guard_hours:g} h): left up {self.left_up_hours:g} h, the guard never fires"
+        return (f"deploy guard ({self.guard_hours:g} h): left up {self.left_up_hours:g} h, GPU nodes stop "
+                f"{self.hours_saved:g} h early, saving ${self.usd_saved:,.2f} (${self.gpu_usd_per_hour:.2f}/h of GPU nodes)")
+
+
+def guard_saving(shape: ClusterShape, prices: PriceTable, *, left_up_hours: float, guard_hours: float,
+                 gpu_group: str = "workers") -> GuardSaving:
+    """The saving of scaling ``gpu_group`` to zero after ``guard_hours`` of a ``left_up_hours`` deployment."""
+    if left_up_hours <= 0 or guard_hours <= 0:
+        raise ValueError(f"left-up hours ({left_up_hours}) and guard hours ({guard_hours}) must be > 0")
+    groups = [g for g in shape.instance_groups if g.name == gpu_group]
+    if not groups:
+        raise ValueError(f"profile {shape.profile!r} has no instance group {gpu_group!r}")
+    usd_per_hour = sum(prices.instance(g.instance_type).usd * g.count for g in groups)
+    return GuardSaving(left_up_hours, guard_hours, usd_per_hour)

@@ -86,7 +86,7 @@ def entrypoint_command(*, preflight: bool) -> str:
 
 
 def submit(client: Any, spec: JobSpec, *, preflight: bool = False, submission_id: str | None = None,
-           job_env: JobEnv | None = None) -> str:
+           extra_metadata: dict[str, str] | None = None, job_env: JobEnv | None = None) -> str:
     """Upload job.json as the job's working dir and start the entrypoint; returns the job id.
 
     ``job_env`` adds env vars (secrets included) and Ray runtime_env fields; they go to Ray only.
@@ -98,7 +98,7 @@ def submit(client: Any, spec: JobSpec, *, preflight: bool = False, submission_id
                 entrypoint=entrypoint_command(preflight=preflight),
                 runtime_env=runtime_env_for(job_env or JobEnv(), folder),
                 submission_id=submission_id,
-                metadata={"skymaze_recipe": spec.recipe, "skymaze_run_id": spec.run_id},
+                metadata={"skymaze_recipe": spec.recipe, "skymaze_run_id": spec.run_id, **(extra_metadata or {})},
             )
         except RuntimeError as err:
             raise JobsError(f"the cluster refused the job: {err}") from None

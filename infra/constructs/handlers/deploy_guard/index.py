@@ -1,0 +1,82 @@
+"""Scheduled: warn before a deployment reaches its hour limit, then scale its GPU groups to zero.
+
+The deployment's age is the HyperPod cluster's ``CreationTime``. Scaling a group to zero keeps
+the group, the cluster, FSx and S3: nothing is deleted, and ``UpdateCluster`` with the old count
+brings the nodes back. The request copies the group as DescribeCluster reports it (UpdateCluster
+requires InstanceGroupName, InstanceCount and ExecutionRole) and changes only the count, as
+``workload/supervise/hyperpod.py`` does; a test holds the two to the same request.
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import UTC, datetime
+
+CARRIED = ("InstanceGroupName", "InstanceType", "LifeCycleConfig", "ExecutionRole", "ThreadsPerCore",
+           "InstanceStorageConfigs", "OnStartDeepHealthChecks", "OverrideVpcConfig", "TrainingPlanArn",
+           "KubernetesConfig")
+WARN = "warn"
+SCALE_DOWN = "scale_down"
+
+
+def decide(age_h: float, *, max_h: float, warn_h: float, period_h: float) -> str | None:
+    """WARN once (the one period that starts ``warn_h`` before the limit), SCALE_DOWN from the limit on."""
+    if age_h >= max_h:
+        return SCALE_DOWN
+    start = max_h - warn_h
+    if start <= age_h < start + period_h:
+        return WARN
+    return None
+
+
+def scale_request(described: dict, group: str, count: int) -> dict:
+    """UpdateCluster parameters that set ``group`` to ``count`` instances."""
+    (found,) = [g for g in described["InstanceGroups"] if g["InstanceGroupName"] == group]
+    spec = {key: found[key] for key in CARRIED if found.get(key) not in (None, [], {})}
+    spec["InstanceCount"] = count
+    if found.get("MinCount") is not None and found["MinCount"] > count:
+        spec["MinInstanceCount"] = count
+    return {"ClusterName": described["ClusterName"], "InstanceGroups": [spec]}
+
+
+def _count(described: dict, group: str) -> int:
+    (found,) = [g for g in described["InstanceGroups"] if g["InstanceGroupName"] == group]
+    return int(found.get("CurrentCount", found.get("TargetCount", 0)))
+
+
+def run(sagemaker, sns, *, cluster: str, groups: list[str], topic_arn: str, max_h: float, warn_h: float,
+        period_h: float, now: datetime) -> dict:
+    """One scheduled check; returns what it did."""
+    described = sagemaker.describe_cluster(ClusterName=cluster)
+    age_h = (now - described["CreationTime"]).total_seconds() / 3600
+    action = decide(age_h, max_h=max_h, warn_h=warn_h, period_h=period_h)
+    if action == WARN:
+        sns.publish(TopicArn=topic_arn, Subject=f"{cluster}: GPU nodes stop in {max_h - age_h:.1f} h",
+                    Message=(f"{cluster} has been deployed {age_h:.1f} h; at {max_h:g} h its GPU groups {groups} "
+                             "are scaled to 0 (data kept). To keep them, redeploy with a larger max_deployed_hours "
+                             "or tear down now: skymaze teardown."))
+        return {"action": WARN, "age_h": age_h}
+    if action == SCALE_DOWN:
+        scaled = {}
+        for group in groups:
+            before = _count(described, group)
+            if before:
+                sagemaker.update_cluster(**scale_request(described, group, 0))
+                scaled[group] = before
+        if scaled:
+            sns.publish(TopicArn=topic_arn, Subject=f"{cluster}: GPU groups scaled to 0 after {max_h:g} h",
+                        Message=f"Scaled to 0 (was {scaled}); FSx, S3 and the cluster are kept. Tear down: skymaze teardown.")
+        return {"action": SCALE_DOWN, "age_h": age_h, "scaled": scaled}
+    return {"action": None, "age_h": age_h}
+
+
+def handler(_event: dict, _context: object = None) -> dict:
+    import boto3
+
+    return run(
+        boto3.client("sagemaker"), boto3.client("sns"),
+        cluster=os.environ["CLUSTER_NAME"], groups=os.environ["GPU_GROUPS"].split(","),
+        topic_arn=os.environ["TOPIC_ARN"], max_h=float(os.environ["MAX_HOURS"]),
+        warn_h=float(os.environ["WARN_HOURS"]), period_h=float(os.environ["PERIOD_HOURS"]),
+        now=datetime.now(UTC),
+    )

@@ -1,0 +1,151 @@
+"""The run supervisor in the cluster: a one-replica Deployment running ``skymaze supervise --watch``.
+
+It lives in the Ray namespace, in the trainer image, on the CPU head node (it must outlive
+the GPU nodes it watches), with /shared mounted to read checkpoints. Its service account may
+only read its namespace's pods and read/patch the trainer RayCluster; with
+``group_idle_s`` set, Pod Identity lets it describe and update that one HyperPod cluster.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from aws_cdk import Stack
+from aws_cdk import aws_eks_v2 as eks
+from aws_cdk import aws_iam as iam
+from constructs import Construct, IDependable
+
+from infra.constructs import ray_manifests as rm
+from infra.constructs.pod_identity import pod_identity_role
+
+NAME = "skymaze-supervisor"
+METRICS_PORT = 9400  # workload.supervise.settings.DEFAULT_METRICS_PORT (infra does not import the workload)
+HANDLED_FILE = f"{rm.SHARED_MOUNT}/supervisor/handled.txt"
+# The supervisor polls and writes JSON lines: a fraction of a core and a few hundred MiB (measured locally:
+# about 150 MiB resident with ray.job_submission and prometheus_client loaded).
+CPU = "250m"
+MEMORY = "512Mi"
+
+
+@dataclass(frozen=True)
+class SupervisorConfig:
+    """What the Deployment passes to ``skymaze supervise`` (settings ``supervise_*``)."""
+
+    namespace: str
+    raycluster: str
+    head_service_port: int = 8265
+    gpu_group: str = "gpu"
+    expected_workers: int | None = None
+    max_submissions: int = 8
+    max_failures_at_same_step: int = 3
+    node_wait_timeout_s: int = 5400
+    release_workers: bool = True
+    group_idle_s: int | None = None
+    hyperpod_cluster: str | None = None
+    hyperpod_group: str = "workers"
+    hyperpod_idle_count: int = 0
+
+    @property
+    def address(self) -> str:
+        return f"http://{self.raycluster}-head-svc.{self.namespace}.svc:{self.head_service_port}"
+
+    def command(self) -> list[str]:
+        args = ["skymaze", "supervise", "--watch", "--in-cluster", "--address", self.address,
+                "--namespace", self.namespace, "--raycluster", self.raycluster, "--gpu-group", self.gpu_group,
+                "--handled-file", HANDLED_FILE, "--metrics-host", "0.0.0.0", "--metrics-port", str(METRICS_PORT),
+                "--max-submissions", str(self.max_submissions), "--node-wait-timeout-s", str(self.node_wait_timeout_s),
+                "--max-failures-at-same-step", str(self.max_failures_at_same_step),
+                "--release" if self.release_workers else "--no-release"]
+        if self.expected_workers:
+            args += ["--expected-workers", str(self.expected_workers)]
+        if self.group_idle_s is not None and self.hyperpod_cluster:
+            args += ["--group-idle-s", str(self.group_idle_s), "--hyperpod-cluster", self.hyperpod_cluster,
+                     "--hyperpod-group", self.hyperpod_group, "--hyperpod-idle-count", str(self.hyperpod_idle_count)]
+        return args
+
+
+def rbac(config: SupervisorConfig) -> list[dict[str, Any]]:
+    """ServiceAccount, Role and RoleBinding: read pods, read and patch the one trainer RayCluster."""
+    ns = config.namespace
+    meta = {"name": NAME, "namespace": ns}
+    rules = [
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]},
+        {"apiGroups": ["ray.io"], "resources": ["rayclusters"], "resourceNames": [config.raycluster],
+         "verbs": ["get", "patch"]},
+    ]
+    return [
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": meta, "rules": rules},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": meta,
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": NAME},
+         "subjects": [{"kind": "ServiceAccount", "name": NAME, "namespace": ns}]},
+    ]
+
+
+def deployment(config: SupervisorConfig, *, image: str, node_instance_type: str, env: list[dict]) -> dict[str, Any]:
+    """One replica (two supervisors would both resubmit), restarted by Kubernetes if it dies."""
+    labels = {"app.kubernetes.io/name": NAME}
+    resources = {"requests": {"cpu": CPU, "memory": MEMORY}, "limits": {"memory": MEMORY}}
+    container = {
+        "name": "supervisor", "image": image, "command": config.command(), "resources": resources, "env": env,
+        "ports": [{"name": "metrics", "containerPort": METRICS_PORT}],
+        "volumeMounts": [{"name": "shared", "mountPath": rm.SHARED_MOUNT}, {"name": "tmp", "mountPath": "/tmp"}],
+        "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
+                            "capabilities": {"drop": ["ALL"]}},
+    }
+    return {
+        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": NAME, "namespace": config.namespace},
+        "spec": {
+            "replicas": 1, "strategy": {"type": "Recreate"}, "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels, "annotations": {
+                    "prometheus.io/scrape": "true", "prometheus.io/port": str(METRICS_PORT)}},
+                "spec": {
+                    "serviceAccountName": NAME,
+                    "nodeSelector": {rm.INSTANCE_TYPE_LABEL: node_instance_type},
+                    "containers": [container],
+                    # /tmp: a resubmission stages job.json in a temporary working dir.
+                    "volumes": [{"name": "shared", "persistentVolumeClaim": {"claimName": rm.FSX_CLAIM}},
+                                {"name": "tmp", "emptyDir": {"sizeLimit": "1Gi"}}],
+                },
+            },
+        },
+    }
+
+
+def metrics_service(config: SupervisorConfig) -> dict[str, Any]:
+    """A ClusterIP Service in front of /metrics: the observability add-on scrapes services it is told of
+    (ObservabilityConfig ``customServiceScrapeTargets``), not pod annotations."""
+    return {"apiVersion": "v1", "kind": "Service", "metadata": {"name": NAME, "namespace": config.namespace},
+            "spec": {"selector": {"app.kubernetes.io/name": NAME},
+                     "ports": [{"name": "metrics", "port": METRICS_PORT, "targetPort": METRICS_PORT}]}}
+
+
+def hyperpod_statements(cluster_arn: str, execution_role_arn: str) -> list[iam.PolicyStatement]:
+    """Describe and update one HyperPod cluster; UpdateCluster passes the group's execution role."""
+    return [
+        iam.PolicyStatement(actions=["sagemaker:DescribeCluster", "sagemaker:UpdateCluster"], resources=[cluster_arn]),
+        iam.PolicyStatement(actions=["iam:PassRole"], resources=[execution_role_arn],
+                            conditions={"StringEquals": {"iam:PassedToService": "sagemaker.amazonaws.com"}}),
+    ]
+
+
+class RunSupervisor(Construct):
+    """The supervisor Deployment, its RBAC and (when it may scale HyperPod) its Pod Identity role."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, cluster: eks.ICluster, config: SupervisorConfig,
+                 image: str, node_instance_type: str, env: list[dict], after: list[IDependable],
+                 hyperpod_cluster_arn: str | None = None, execution_role_arn: str | None = None) -> None:
+        super().__init__(scope, construct_id)
+        objects = [*rbac(config), deployment(config, image=image, node_instance_type=node_instance_type, env=env),
+                   metrics_service(config)]
+        self.manifest = eks.KubernetesManifest(self, "Manifest", cluster=cluster, manifest=objects, overwrite=True)
+        for dependency in after:
+            self.manifest.node.add_dependency(dependency)
+        self.role: iam.Role | None = None
+        if config.group_idle_s is not None and hyperpod_cluster_arn and execution_role_arn:
+            self.role = pod_identity_role(self, "Role", statements=hyperpod_statements(hyperpod_cluster_arn, execution_role_arn))
+            eks.CfnPodIdentityAssociation(self, "Identity", cluster_name=cluster.cluster_name, namespace=config.namespace,
+                                          service_account=NAME, role_arn=self.role.role_arn)
+        Stack.of(self)  # must sit in a stack (the manifest's provider lives there)

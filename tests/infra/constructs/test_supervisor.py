@@ -1,0 +1,84 @@
+"""The supervisor's Kubernetes objects and permissions, synthesized in a bare stack."""
+
+from __future__ import annotations
+
+import aws_cdk as cdk
+import pytest
+from aws_cdk import aws_eks_v2 as eks
+from aws_cdk.assertions import Template
+from typer.testing import CliRunner
+
+from infra.constructs import supervisor as sv
+from tests.infra.conftest import k8s_manifests, resources
+
+CONFIG = sv.SupervisorConfig(namespace="ray", raycluster="skymaze-train", expected_workers=3, group_idle_s=1800,
+                             hyperpod_cluster="skymaze-hyperpod", hyperpod_group="workers", hyperpod_idle_count=1)
+
+
+def test_the_role_reads_pods_and_patches_only_the_trainer_raycluster():
+    role = next(o for o in sv.rbac(CONFIG) if o["kind"] == "Role")
+    assert role["rules"] == [
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]},
+        {"apiGroups": ["ray.io"], "resources": ["rayclusters"], "resourceNames": ["skymaze-train"], "verbs": ["get", "patch"]},
+    ]
+    binding = next(o for o in sv.rbac(CONFIG) if o["kind"] == "RoleBinding")
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": sv.NAME, "namespace": "ray"}]
+
+
+def test_the_deployment_runs_one_supervisor_in_watch_mode_on_the_cpu_node():
+    obj = sv.deployment(CONFIG, image="img:1", node_instance_type="ml.r5d.16xlarge", env=[])
+    spec = obj["spec"]
+    assert spec["replicas"] == 1 and spec["strategy"] == {"type": "Recreate"}  # never two supervisors at once
+    pod = spec["template"]["spec"]
+    assert pod["serviceAccountName"] == sv.NAME
+    assert pod["nodeSelector"] == {"node.kubernetes.io/instance-type": "ml.r5d.16xlarge"}
+    (container,) = pod["containers"]
+    assert container["command"][:4] == ["skymaze", "supervise", "--watch", "--in-cluster"]
+    assert "http://skymaze-train-head-svc.ray.svc:8265" in container["command"]
+    assert container["securityContext"]["allowPrivilegeEscalation"] is False
+
+
+def test_the_deployment_command_is_one_the_cli_accepts():
+    """Every flag the Deployment passes exists on `skymaze supervise` (parsed by the real CLI)."""
+    from workload.cli.main import app
+
+    command = CONFIG.command()
+    assert command[:2] == ["skymaze", "supervise"]
+    # --help after all flags: typer parses every flag first and fails on an unknown one.
+    result = CliRunner().invoke(app, [*command[1:], "--help"])
+    assert result.exit_code == 0, result.output
+
+
+def _synth(config: sv.SupervisorConfig) -> dict:
+    app = cdk.App()
+    stack = cdk.Stack(app, "S", env=cdk.Environment(account="111111111111", region="us-west-2"))
+    from aws_cdk.lambda_layer_kubectl_v35 import KubectlV35Layer
+
+    cluster = eks.Cluster(stack, "Eks", version=eks.KubernetesVersion.of("1.35"), default_capacity=0,
+                          default_capacity_type=eks.DefaultCapacityType.NODEGROUP,
+                          kubectl_provider_options=eks.KubectlProviderOptions(kubectl_layer=KubectlV35Layer(stack, "Layer")))
+    sv.RunSupervisor(stack, "Supervisor", cluster=cluster, config=config, image="img:1", node_instance_type="ml.r5d.16xlarge",
+                     env=[], after=[], hyperpod_cluster_arn="arn:aws:sagemaker:us-west-2:111111111111:cluster/abc123abc123",
+                     execution_role_arn="arn:aws:iam::111111111111:role/exec")
+    return Template.from_stack(stack).to_json()
+
+
+@pytest.mark.slow
+def test_pod_identity_may_update_only_that_cluster_and_pass_only_its_role():
+    template = _synth(CONFIG)
+    kinds = [o["kind"] for o in k8s_manifests(template)]
+    assert kinds == ["ServiceAccount", "Role", "RoleBinding", "Deployment", "Service"]
+    (association,) = resources(template, "AWS::EKS::PodIdentityAssociation").values()
+    assert association["Properties"]["ServiceAccount"] == sv.NAME
+    statements = [s for p in resources(template, "AWS::IAM::Policy").values() for s in p["Properties"]["PolicyDocument"]["Statement"]]
+    update = next(s for s in statements if "sagemaker:UpdateCluster" in s["Action"])
+    assert update["Resource"] == "arn:aws:sagemaker:us-west-2:111111111111:cluster/abc123abc123"
+    pass_role = next(s for s in statements if s["Action"] == "iam:PassRole")
+    assert pass_role["Resource"] == "arn:aws:iam::111111111111:role/exec"
+    assert pass_role["Condition"] == {"StringEquals": {"iam:PassedToService": "sagemaker.amazonaws.com"}}
+
+
+@pytest.mark.slow
+def test_without_a_group_idle_period_the_supervisor_gets_no_aws_role():
+    template = _synth(sv.SupervisorConfig(namespace="ray", raycluster="skymaze-train"))
+    assert not resources(template, "AWS::EKS::PodIdentityAssociation")

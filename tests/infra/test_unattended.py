@@ -1,0 +1,84 @@
+"""Unattended-run settings through the whole app: supervisor, budget and deploy guard synthesize,
+pass cdk-nag and cfn-lint; bad values fail naming the key."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.infra.conftest import cli_context, k8s_manifests, one, resources
+
+GUARDED = {"budget_usd_per_month": "3000", "alert_emails": "ops@example.com,ml@example.com", "max_deployed_hours": "14",
+           "supervise_group_idle_s": "1800", "supervise_group_idle_count": "1"}
+
+
+@pytest.fixture(scope="module")
+def guarded(tmp_path_factory):
+    import aws_cdk as cdk
+    from aws_cdk.assertions import Template
+
+    import app as cdk_app
+    from infra.settings import load_settings
+
+    outdir = tmp_path_factory.mktemp("cdk.out")
+    context = cli_context(profile="blog", **GUARDED)
+    app = cdk.App(context=context, outdir=str(outdir))
+    stacks = cdk_app.compose(app, load_settings(context))
+    app.synth()  # cdk-nag runs here and raises on any unacknowledged finding
+    return {role: Template.from_stack(stack).to_json() for role, stack in stacks.items()}, outdir
+
+
+@pytest.mark.slow
+def test_supervisor_budget_and_guard_are_in_the_templates(guarded):
+    templates, _ = guarded
+    deployment = next(o for o in k8s_manifests(templates["ray"]) if o["kind"] == "Deployment")
+    command = deployment["spec"]["template"]["spec"]["containers"][0]["command"]
+    assert command[command.index("--group-idle-s") + 1] == "1800"
+    assert command[command.index("--hyperpod-idle-count") + 1] == "1"
+    assert command[command.index("--expected-workers") + 1] == "3"
+    assert resources(templates["ray"], "AWS::EKS::PodIdentityAssociation")
+    _, budget = one(templates["cluster"], "AWS::Budgets::Budget")
+    assert budget["Properties"]["Budget"]["BudgetLimit"]["Amount"] == 3000
+    assert len(resources(templates["cluster"], "AWS::SNS::Subscription")) == 2
+    functions = [f for f in resources(templates["cluster"], "AWS::Lambda::Function").values()
+                 if f["Properties"].get("Environment", {}).get("Variables", {}).get("MAX_HOURS") == "14.0"]
+    assert len(functions) == 1
+    assert functions[0]["Properties"]["Environment"]["Variables"]["GPU_GROUPS"] == "workers"
+
+
+@pytest.mark.slow
+def test_the_guarded_templates_pass_cfn_lint(guarded):
+    _, outdir = guarded
+    templates = [str(p) for p in sorted(Path(outdir).glob("*.template.json"))]
+    cfn_lint = Path(sys.executable).with_name("cfn-lint")
+    result = subprocess.run([str(cfn_lint), "--regions", "us-west-2", "--non-zero-exit-code", "error", "--", *templates],
+                            capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"budget_usd_per_month": "3000"}, "set alert_emails=you@example.com"),
+        ({"max_deployed_hours": "2", "alert_emails": "a@example.com"}, "deploy_guard_warn_hours=2.0 must be below max_deployed_hours=2.0"),
+        ({"alert_emails": "not-an-address"}, "'not-an-address' is not an e-mail address"),
+        ({"supervise_max_submissions": "0"}, "supervise_max_submissions"),
+    ],
+)
+def test_bad_unattended_settings_name_the_key(overrides, message):
+    from infra.settings import SettingsError, load_settings
+
+    with pytest.raises(SettingsError, match=message.replace("(", r"\(").replace(".", r"\.")):
+        load_settings({"profile": "blog", **overrides})
+
+
+def test_without_guards_there_is_no_budget_and_the_supervisor_is_on_by_default():
+    from infra.settings import load_settings
+
+    settings = load_settings({"profile": "blog"})
+    assert settings.supervisor and settings.budget_usd_per_month is None and settings.max_deployed_hours is None
+    assert load_settings({"profile": "blog", "alert_emails": "a@example.com, b@example.com"}).alert_emails == (
+        "a@example.com", "b@example.com")

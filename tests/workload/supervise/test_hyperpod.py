@@ -1,0 +1,91 @@
+"""The SageMaker edge, checked against botocore's model of the SageMaker API.
+
+moto 5.2.5 models CreateCluster/DescribeCluster but not UpdateCluster, and its instance-type
+list predates ml.g7e and ml.r5d groups, so the DescribeCluster answer here is written out and
+botocore's Stubber validates it (and every request) against the service model instead.
+"""
+
+from __future__ import annotations
+
+import botocore.session
+import pytest
+from botocore.stub import Stubber
+from botocore.validate import ParamValidator
+
+from workload.supervise.hyperpod import HyperPodError, scale_group, update_request
+
+CLUSTER = "skymaze"
+ROLE = "arn:aws:iam::123456789012:role/hyperpod-exec"
+LIFECYCLE = {"SourceS3Uri": "s3://lifecycle-bucket/scripts/", "OnCreate": "on_create.sh"}
+
+
+def _group(name: str, instance_type: str, count: int) -> dict:
+    return {"InstanceGroupName": name, "InstanceType": instance_type, "CurrentCount": count, "TargetCount": count,
+            "LifeCycleConfig": LIFECYCLE, "ExecutionRole": ROLE, "ThreadsPerCore": 1, "Status": "InService"}
+
+
+@pytest.fixture
+def described():
+    answer = {
+        "ClusterArn": "arn:aws:sagemaker:us-west-2:123456789012:cluster/abcdef123456",
+        "ClusterName": CLUSTER,
+        "ClusterStatus": "InService",
+        "InstanceGroups": [_group("head", "ml.r5d.16xlarge", 1), _group("gpu", "ml.g7e.12xlarge", 3)],
+        "NodeRecovery": "Automatic",
+    }
+    client = _client()
+    with Stubber(client) as stub:  # checks the answer against DescribeCluster's output shape
+        stub.add_response("describe_cluster", answer, {"ClusterName": CLUSTER})
+        return client.describe_cluster(ClusterName=CLUSTER)
+
+
+def _client():
+    return botocore.session.get_session().create_client("sagemaker", region_name="us-west-2",
+                                                        aws_access_key_id="x", aws_secret_access_key="y")
+
+
+def _validate(request: dict) -> None:
+    model = botocore.session.get_session().get_service_model("sagemaker")
+    report = ParamValidator().validate(request, model.operation_model("UpdateCluster").input_shape)
+    assert not report.has_errors(), report.generate_report()
+
+
+def test_update_request_changes_only_the_gpu_group_count_and_validates(described):
+    request = update_request(described, "gpu", 0)
+    _validate(request)
+    (group,) = request["InstanceGroups"]
+    assert group["InstanceGroupName"] == "gpu" and group["InstanceCount"] == 0
+    assert group["InstanceType"] == "ml.g7e.12xlarge" and group["ExecutionRole"] == ROLE
+    assert group["LifeCycleConfig"] == LIFECYCLE and group["ThreadsPerCore"] == 1
+
+
+def test_a_negative_count_or_unknown_group_is_refused(described):
+    with pytest.raises(ValueError, match="HyperPod allows 0 or more"):
+        update_request(described, "gpu", -1)
+    with pytest.raises(ValueError, match=r"no instance group 'workers' \(it has \['gpu', 'head'\]\).*supervise.gpu_group"):
+        update_request(described, "workers", 0)
+
+
+def test_botocore_itself_rejects_a_request_without_the_execution_role(described):
+    request = update_request(described, "gpu", 0)
+    del request["InstanceGroups"][0]["ExecutionRole"]
+    with pytest.raises(AssertionError, match="ExecutionRole"):
+        _validate(request)
+
+
+def test_scale_group_calls_update_cluster_with_the_validated_request(described):
+    client = _client()
+    with Stubber(client) as stub:  # the stubber validates every request against the service model
+        stub.add_response("describe_cluster", described, {"ClusterName": CLUSTER})
+        stub.add_response("update_cluster", {"ClusterArn": described["ClusterArn"]}, update_request(described, "gpu", 1))
+        assert scale_group(client, CLUSTER, "gpu", 1) == 3
+        stub.assert_no_pending_responses()
+
+
+def test_a_refused_update_says_why(described):
+    client = _client()
+    with Stubber(client) as stub:
+        stub.add_response("describe_cluster", described, {"ClusterName": CLUSTER})
+        stub.add_client_error("update_cluster", "ValidationException", "Deep health checks are in progress")
+        with pytest.raises(HyperPodError, match="deep health checks"):
+            scale_group(client, CLUSTER, "gpu", 0)

@@ -1,0 +1,74 @@
+"""The SageMaker edge: scale one HyperPod instance group with ``UpdateCluster``.
+
+``UpdateCluster`` takes whole instance-group specifications (``InstanceCount``,
+``InstanceGroupName`` and ``ExecutionRole`` are required by the service model), so the
+request copies the group as ``DescribeCluster`` reports it and changes only the count.
+Rules (checked in tests against botocore's model of the API):
+
+- ``InstanceCount`` may be 0 (service model: min 0, max 6758); scaling a group to zero keeps
+  the group and its settings, and ``UpdateCluster`` with the old count brings it back.
+  https://docs.aws.amazon.com/sagemaker/latest/dg/smcluster-scale-down.html
+- ``UpdateCluster`` is refused while deep health checks run (they run on every node that
+  joins), so a refusal is reported, not retried in a loop here.
+  https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-eks-operate-cli-command-update-cluster.html
+- Scaling back up is a node launch plus lifecycle scripts plus on-start deep health checks:
+  tens of minutes (HyperPod cluster creation takes 15-25 min; shared/reference/hyperpod-iac.md).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+# DescribeCluster's instance-group fields that UpdateCluster's ClusterInstanceGroupSpecification also takes.
+_CARRIED = ("InstanceGroupName", "InstanceType", "LifeCycleConfig", "ExecutionRole", "ThreadsPerCore",
+            "InstanceStorageConfigs", "OnStartDeepHealthChecks", "OverrideVpcConfig", "TrainingPlanArn",
+            "KubernetesConfig")
+MIN_INSTANCE_COUNT = 0  # botocore sagemaker service model, ClusterInstanceGroupSpecification.InstanceCount
+
+
+class HyperPodError(RuntimeError):
+    """A SageMaker call failed; the message names the cluster and group."""
+
+
+def update_request(described: dict[str, Any], group: str, count: int) -> dict[str, Any]:
+    """The ``UpdateCluster`` parameters that set ``group`` to ``count`` instances (pure)."""
+    if count < MIN_INSTANCE_COUNT:
+        raise ValueError(f"instance count {count} for group {group!r}: HyperPod allows {MIN_INSTANCE_COUNT} or more")
+    groups = {g["InstanceGroupName"]: g for g in described.get("InstanceGroups", [])}
+    if group not in groups:
+        raise ValueError(
+            f"cluster {described.get('ClusterName')!r} has no instance group {group!r} (it has {sorted(groups)}). "
+            "Fix: set supervise.gpu_group to one of those names."
+        )
+    spec = {key: groups[group][key] for key in _CARRIED if groups[group].get(key) not in (None, [], {})}
+    spec["InstanceCount"] = count
+    minimum = groups[group].get("MinCount")
+    if minimum is not None and minimum > count:
+        spec["MinInstanceCount"] = count  # a group floor above the new count would refuse the update
+    return {"ClusterName": described["ClusterName"], "InstanceGroups": [spec]}
+
+
+def group_count(described: dict[str, Any], group: str) -> int:
+    """The group's current instance count."""
+    for g in described.get("InstanceGroups", []):
+        if g["InstanceGroupName"] == group:
+            return int(g.get("CurrentCount", g.get("TargetCount", 0)))
+    raise ValueError(f"cluster {described.get('ClusterName')!r} has no instance group {group!r}")
+
+
+def scale_group(client: Any, cluster: str, group: str, count: int) -> int:
+    """Set ``group`` of ``cluster`` to ``count`` instances; returns the count it had before."""
+    from botocore.exceptions import ClientError
+
+    try:
+        described = client.describe_cluster(ClusterName=cluster)
+        before = group_count(described, group)
+        if before == count:
+            return before
+        client.update_cluster(**update_request(described, group, count))
+    except ClientError as err:
+        raise HyperPodError(
+            f"cannot scale {cluster}/{group} to {count}: {err}. "
+            "UpdateCluster is refused while deep health checks run; try again when they finish."
+        ) from None
+    return before

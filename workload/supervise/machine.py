@@ -1,0 +1,274 @@
+"""The supervisor's decisions as a pure function: ``decide(state, observation, policy)``.
+
+One call a poll. The observation is what the edges saw (the job's status and failure
+cause, the latest checkpoint, the GPU workers expected and Ready, the clock); the result is
+the next state and exactly one action for the edges to carry out. Nothing here reads a
+clock, a file or the network, so every path is tested by enumeration.
+
+Phases::
+
+    RUNNING --failed, fixable--> BACKOFF --delay over, nodes whole--> RUNNING (resubmitted)
+                                    |                                   ^
+                                    +--nodes missing--> WAITING_FOR_NODES
+    RUNNING --succeeded / failed for good--> ENDED --> RELEASED --(idle period)--> DONE
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+
+from workload.supervise.causes import Cause
+
+ACTIVE = frozenset({"PENDING", "RUNNING"})
+MISSING = "MISSING"
+"""The dashboard answered but no longer knows the job: the head restarted and lost its job table."""
+UNREACHABLE = "UNREACHABLE"
+"""The dashboard did not answer (head pod restarting, port-forward down)."""
+
+
+class Phase(enum.Enum):
+    RUNNING = "running"
+    BACKOFF = "backoff"
+    WAITING_FOR_NODES = "waiting_for_nodes"
+    ENDED = "ended"
+    RELEASED = "released"
+    DONE = "done"
+
+
+class Kind(enum.Enum):
+    WAIT = "wait"
+    WAIT_FOR_NODES = "wait_for_nodes"
+    RESUBMIT = "resubmit"
+    GIVE_UP = "give_up"
+    RELEASE = "release"
+    SCALE_DOWN_GROUP = "scale_down_group"
+    DONE = "done"
+
+
+@dataclasses.dataclass(frozen=True)
+class Policy:
+    """How hard the supervisor tries, and what it frees at the end (settings: ``supervise.*``)."""
+
+    max_submissions: int = 8
+    """Submissions in all, the first included; a 160-step run that loses a node every two hours needs about five."""
+    max_failures_at_same_step: int = 3
+    """Failures with no new checkpoint between them, for causes the job may own (crash, killed driver,
+    dead worker or actor), before the supervisor calls it a crash loop. Node loss, preemption and
+    head restarts never count; ``max_submissions`` bounds them."""
+    backoff_base_s: float = 30.0
+    backoff_cap_s: float = 900.0
+    node_wait_timeout_s: float = 5400.0
+    """How long to wait for every GPU worker to be Ready again; HyperPod replaces a node in tens of minutes."""
+    release_workers: bool = True
+    """Scale the trainer RayCluster's GPU workers to zero when the run ends (frees nodes for the RayService)."""
+    group_idle_s: float | None = None
+    """Seconds after the run ends before the HyperPod GPU group is scaled down; None never scales it."""
+
+    def __post_init__(self) -> None:
+        if self.max_submissions < 1:
+            raise ValueError(f"supervise.max_submissions={self.max_submissions}: must be >= 1 (the first submission counts)")
+        if self.max_failures_at_same_step < 1:
+            raise ValueError(f"supervise.max_failures_at_same_step={self.max_failures_at_same_step}: must be >= 1")
+        if not 0 < self.backoff_base_s <= self.backoff_cap_s:
+            raise ValueError(
+                f"supervise.backoff_base_s={self.backoff_base_s}, backoff_cap_s={self.backoff_cap_s}: "
+                "need 0 < base <= cap (the delay doubles from base and stops at cap)"
+            )
+        if self.node_wait_timeout_s <= 0:
+            raise ValueError(f"supervise.node_wait_timeout_s={self.node_wait_timeout_s}: must be > 0")
+        if self.group_idle_s is not None and self.group_idle_s < 0:
+            raise ValueError(f"supervise.group_idle_s={self.group_idle_s}: must be >= 0, or null to keep the group")
+
+
+@dataclasses.dataclass(frozen=True)
+class Observation:
+    """What the edges saw at ``now_s``."""
+
+    now_s: float
+    job_status: str
+    """PENDING | RUNNING | SUCCEEDED | FAILED | STOPPED | MISSING | UNREACHABLE"""
+    cause: Cause | None = None
+    ckpt_step: int | None = None
+    """Latest complete checkpoint (``latest_ckpt_global_step.txt``); None before the first."""
+    step_reached: int | None = None
+    """Last step the job logged; with ``ckpt_step`` it gives the steps a failure lost."""
+    ready_workers: int = 0
+    expected_workers: int = 0
+
+
+@dataclasses.dataclass(frozen=True)
+class Failure:
+    cause: Cause
+    ckpt_step: int
+    lost_steps: int
+    at_s: float
+
+
+@dataclasses.dataclass(frozen=True)
+class State:
+    phase: Phase = Phase.RUNNING
+    submissions: int = 1
+    failures: tuple[Failure, ...] = ()
+    retry_at_s: float | None = None
+    waiting_since_s: float | None = None
+    ended_at_s: float | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Action:
+    kind: Kind
+    reason: str
+    delay_s: float = 0.0
+    """WAIT: seconds until the supervisor has something to do (a poll may come sooner)."""
+    resume_from_step: int | None = None
+    lost_steps: int = 0
+    waited_for_nodes_s: float = 0.0
+
+
+def backoff_s(failures_without_progress: int, policy: Policy) -> float:
+    """``base * 2**(n-1)``, capped: 30, 60, 120, ... 900 s with the defaults."""
+    assert failures_without_progress >= 1
+    exponent = min(failures_without_progress - 1, 32)  # 2**32 * base is past any cap
+    return min(policy.backoff_cap_s, policy.backoff_base_s * 2**exponent)
+
+
+# Failures the cluster causes whatever the job does: they never count towards a crash loop (the
+# submission budget bounds them). A node that is still dying can fail the next submission too,
+# before Kubernetes and Ray mark it gone (found by the node drill in tests/workload/supervise).
+NOT_THE_JOBS_FAULT = frozenset({Cause.NODE_LOST, Cause.PREEMPTED, Cause.HEAD_RESTARTED})
+
+
+def failures_at_step(failures: tuple[Failure, ...]) -> int:
+    """How many of the latest failures happened with the same newest checkpoint (no progress between)
+    for a reason the job itself may cause (a crash, a killed driver, a dead worker or actor: OOM)."""
+    if not failures:
+        return 0
+    last = failures[-1].ckpt_step
+    count = 0
+    for failure in reversed(failures):
+        if failure.ckpt_step != last:
+            break
+        count += failure.cause not in NOT_THE_JOBS_FAULT
+    return count
+
+
+def without_progress(failures: tuple[Failure, ...]) -> int:
+    """Latest failures in a row with the same newest checkpoint, whatever their cause (sets the backoff)."""
+    last = failures[-1].ckpt_step
+    count = 0
+    for failure in reversed(failures):
+        if failure.ckpt_step != last:
+            break
+        count += 1
+    return count
+
+
+def _end(state: State, obs: Observation, kind: Kind, reason: str, **extra) -> tuple[State, Action]:
+    return dataclasses.replace(state, phase=Phase.ENDED, ended_at_s=obs.now_s, retry_at_s=None, waiting_since_s=None), Action(
+        kind, reason, **extra
+    )
+
+
+def _after_end(state: State, obs: Observation, policy: Policy) -> tuple[State, Action]:
+    if state.phase is Phase.ENDED:
+        released = dataclasses.replace(state, phase=Phase.RELEASED)
+        if policy.release_workers:
+            return released, Action(Kind.RELEASE, "run over: scale the trainer RayCluster's GPU workers to zero")
+        state = released
+    if state.phase is Phase.RELEASED:
+        if policy.group_idle_s is None:
+            return dataclasses.replace(state, phase=Phase.DONE), Action(Kind.DONE, "run over; the GPU group stays as deployed")
+        assert state.ended_at_s is not None
+        due = state.ended_at_s + policy.group_idle_s
+        if obs.now_s < due:
+            return state, Action(Kind.WAIT, "GPU group idle; scaling it down when the idle period ends", delay_s=due - obs.now_s)
+        return dataclasses.replace(state, phase=Phase.DONE), Action(
+            Kind.SCALE_DOWN_GROUP, f"GPU group idle for {policy.group_idle_s:.0f} s after the run ended"
+        )
+    return state, Action(Kind.DONE, "nothing left to do")
+
+
+def _on_failure(state: State, obs: Observation, policy: Policy, cause: Cause) -> tuple[State, Action]:
+    ckpt = obs.ckpt_step or 0
+    lost = max(0, (obs.step_reached or ckpt) - ckpt)
+    failures = (*state.failures, Failure(cause, ckpt, lost, obs.now_s))
+    state = dataclasses.replace(state, failures=failures, waiting_since_s=None)
+    info = {"lost_steps": lost, "resume_from_step": ckpt}
+    if cause is Cause.BAD_RECIPE:
+        return _end(state, obs, Kind.GIVE_UP, "bad recipe or configuration: a resubmit fails the same way; fix it and submit again", **info)
+    if cause is Cause.STOPPED:
+        return _end(state, obs, Kind.GIVE_UP, "the job was stopped by a user; not resubmitting", **info)
+    same = failures_at_step(failures)
+    if same >= policy.max_failures_at_same_step:
+        return _end(state, obs, Kind.GIVE_UP, f"{same} failures in a row at checkpoint step {ckpt} (last: {cause.value}): a crash loop", **info)
+    if state.submissions >= policy.max_submissions:
+        return _end(state, obs, Kind.GIVE_UP, f"{state.submissions} submissions spent (supervise.max_submissions); last failure: {cause.value}", **info)
+    delay = backoff_s(max(1, without_progress(failures)), policy)
+    state = dataclasses.replace(state, phase=Phase.BACKOFF, retry_at_s=obs.now_s + delay)
+    return state, Action(Kind.WAIT, f"{cause.value} at step {obs.step_reached or ckpt}; resubmitting in {delay:.0f} s", delay_s=delay, **info)
+
+
+def _resubmit(state: State, obs: Observation, policy: Policy, waited_s: float) -> tuple[State, Action]:
+    ckpt = obs.ckpt_step or 0
+    if state.submissions >= policy.max_submissions:  # a state restored from an older policy
+        return _end(state, obs, Kind.GIVE_UP, f"{state.submissions} submissions spent (supervise.max_submissions)")
+    state = dataclasses.replace(state, phase=Phase.RUNNING, submissions=state.submissions + 1, retry_at_s=None, waiting_since_s=None)
+    return state, Action(
+        Kind.RESUBMIT,
+        f"submission {state.submissions}: resume_mode=latest from checkpoint step {ckpt}",
+        resume_from_step=ckpt,
+        waited_for_nodes_s=waited_s,
+    )
+
+
+def _nodes_whole(obs: Observation) -> bool:
+    return obs.ready_workers >= obs.expected_workers
+
+
+def decide(state: State, obs: Observation, policy: Policy) -> tuple[State, Action]:
+    """The next state and the one action to take now."""
+    if state.phase in (Phase.ENDED, Phase.RELEASED, Phase.DONE):
+        return _after_end(state, obs, policy)
+    if state.phase is Phase.RUNNING:
+        return _running(state, obs, policy)
+    if state.phase is Phase.BACKOFF:
+        assert state.retry_at_s is not None
+        if obs.now_s < state.retry_at_s:
+            return state, Action(Kind.WAIT, "backing off before the resubmit", delay_s=state.retry_at_s - obs.now_s)
+        if _nodes_whole(obs):
+            return _resubmit(state, obs, policy, 0.0)
+        state = dataclasses.replace(state, phase=Phase.WAITING_FOR_NODES, waiting_since_s=obs.now_s)
+    # WAITING_FOR_NODES
+    assert state.waiting_since_s is not None
+    waited = obs.now_s - state.waiting_since_s
+    if _nodes_whole(obs):
+        return _resubmit(state, obs, policy, waited)
+    if waited >= policy.node_wait_timeout_s:
+        return _end(
+            state, obs, Kind.GIVE_UP,
+            f"{obs.ready_workers}/{obs.expected_workers} GPU workers Ready after {waited:.0f} s (supervise.node_wait_timeout_s)",
+            waited_for_nodes_s=waited,
+        )
+    return state, Action(Kind.WAIT_FOR_NODES, f"{obs.ready_workers}/{obs.expected_workers} GPU workers Ready", waited_for_nodes_s=waited)
+
+
+def _running(state: State, obs: Observation, policy: Policy) -> tuple[State, Action]:
+    status = obs.job_status
+    if status in ACTIVE:
+        return dataclasses.replace(state, waiting_since_s=None), Action(Kind.WAIT, f"job {status.lower()}")
+    if status == UNREACHABLE:
+        since = obs.now_s if state.waiting_since_s is None else state.waiting_since_s
+        waited = obs.now_s - since
+        if waited >= policy.node_wait_timeout_s:
+            return _end(state, obs, Kind.GIVE_UP, f"Ray dashboard unreachable for {waited:.0f} s (supervise.node_wait_timeout_s)")
+        return dataclasses.replace(state, waiting_since_s=since), Action(Kind.WAIT, "Ray dashboard unreachable; head restarting?")
+    if status == "SUCCEEDED":
+        state = dataclasses.replace(state, phase=Phase.ENDED, ended_at_s=obs.now_s, waiting_since_s=None)
+        new_state, action = _after_end(state, obs, policy)
+        return new_state, dataclasses.replace(action, reason=f"run finished at step {obs.ckpt_step}; {action.reason}")
+    if status == MISSING:
+        return _on_failure(state, obs, policy, Cause.HEAD_RESTARTED)
+    if status in ("FAILED", "STOPPED"):
+        return _on_failure(state, obs, policy, obs.cause or (Cause.STOPPED if status == "STOPPED" else Cause.CRASH))
+    raise ValueError(f"job status {status!r} is not one of Ray's (PENDING, RUNNING, SUCCEEDED, FAILED, STOPPED)")

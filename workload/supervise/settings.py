@@ -1,0 +1,60 @@
+"""The supervisor's settings, read once (``skymaze supervise`` options) into one frozen object."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from workload.supervise.machine import Policy
+
+SUPERVISE_KEY = "skymaze_supervise"
+"""Ray job metadata: ``root`` on a job the user submitted with --supervise, ``resubmit`` on the supervisor's."""
+JOB_SPEC_KEY = "skymaze_job_spec"
+"""Ray job metadata: the job.json the job was submitted with, so the supervisor can submit it again."""
+ROOT_KEY = "skymaze_supervised_root"
+DEFAULT_METRICS_PORT = 9400  # outside Ray's 8265/8080/6379/10001 on the same pod network
+
+
+@dataclass(frozen=True)
+class KubeTarget:
+    """The trainer RayCluster whose GPU workers the run needs, and frees at the end."""
+
+    namespace: str = "ray"
+    raycluster: str = "skymaze-train"
+    group: str = "gpu"
+
+
+@dataclass(frozen=True)
+class HyperPodTarget:
+    """The HyperPod GPU instance group to scale down after the idle period (``group_idle_s``)."""
+
+    cluster: str
+    group: str
+    idle_count: int = 0
+    """Instances the group keeps; 1 leaves a node for the RayService. HyperPod allows 0."""
+
+    def __post_init__(self) -> None:
+        if self.idle_count < 0:
+            raise ValueError(f"supervise.hyperpod_idle_count={self.idle_count}: HyperPod instance counts start at 0")
+
+
+@dataclass(frozen=True)
+class SupervisorSettings:
+    address: str
+    policy: Policy = field(default_factory=Policy)
+    kube: KubeTarget | None = None
+    """None: no Kubernetes (local Ray); readiness is then Ray's alive worker nodes."""
+    expected_workers: int | None = None
+    """GPU workers the run needs; None takes the RayCluster group's replicas."""
+    hyperpod: HyperPodTarget | None = None
+    metrics_port: int | None = DEFAULT_METRICS_PORT
+    metrics_host: str = "127.0.0.1"
+    poll_s: float = 15.0
+
+    def __post_init__(self) -> None:
+        if self.hyperpod is not None and self.policy.group_idle_s is None:
+            raise ValueError(
+                "supervise.hyperpod_cluster is set but supervise.group_idle_s is not: "
+                "say after how many idle seconds the GPU group is scaled down (e.g. --group-idle-s 1800)"
+            )
+        if self.poll_s <= 0:
+            raise ValueError(f"supervise.poll_s={self.poll_s}: must be > 0")
