@@ -75,3 +75,22 @@ def print_json(value) -> None:
         return str(obj)
 
     typer.echo(json.dumps(value, default=default, indent=2))
+
+
+def port_taken(host: str, port: int) -> bool:
+    """Whether something already listens on ``host:port`` (port 0 never is).
+
+    A plain bind without SO_REUSEPORT fails on any listener, including servers that set
+    SO_REUSEPORT themselves and would otherwise silently share the port with a second server.
+    """
+    import socket
+
+    if port == 0:
+        return False
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        try:
+            probe.bind((host, port))
+        except OSError:
+            return True
+    return False
