@@ -28,8 +28,6 @@ ACTING = {
     "recipe show": "stdout is SkyRL's argv by design",
     "supervise": "a long-running supervisor whose every decision is already one JSON line",
 }
-# Reporting commands still without --json; the test fails once one gains it, to be removed here.
-PENDING = {"evaluate"}
 OFFLINE_REPORTS = [
     ["cost", "--profile", "small", "--hours", "2"],
     ["plan", "--recipe", "blog", "--profile", "blog"],
@@ -53,7 +51,7 @@ def test_every_reporting_command_has_json():
     assert set(ACTING) <= set(commands), set(ACTING) - set(commands)
     missing = [name for name, command in commands.items() if name not in ACTING
                and not any("--json" in param.opts for param in command.params)]
-    assert sorted(missing) == sorted(PENDING)
+    assert missing == []
 
 
 @pytest.mark.parametrize("args", OFFLINE_REPORTS, ids=lambda a: " ".join(a[:2]))
