@@ -18,6 +18,8 @@ from typing import Any
 
 import yaml
 
+from workload.maze.heldout import size_mismatch
+
 RECIPES_DIR = Path(__file__).parent / "recipes"
 RESUME_MODES = ("latest", "none")
 LOSS_REDUCTIONS = ("token_mean",)
@@ -287,6 +289,10 @@ def validate(cfg: RehearsalConfig) -> RehearsalConfig:
         raise ValueError(
             f"environment.maze.size must be odd and >= 5 (VisGym), got {cfg.environment.maze.size}"
         )
+    mismatch = size_mismatch(cfg.environment.heldout_set, cfg.environment.maze.size,
+                             size_key="environment.maze.size", set_key="environment.heldout_set")
+    if mismatch:
+        raise ValueError(mismatch)
     if cfg.sft.target_solved > cfg.sft.validation_size:
         raise ValueError(
             f"sft.target_solved ({cfg.sft.target_solved}) exceeds sft.validation_size ({cfg.sft.validation_size}): "

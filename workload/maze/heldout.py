@@ -90,6 +90,27 @@ def _check_name(name: str) -> SetSpec:
     return SPECS[name]
 
 
+def size_mismatch(set_name: str, maze_size: int, *, size_key: str, set_key: str) -> str | None:
+    """Why ``maze_size`` and the held-out set ``set_name`` cannot go together (None when they can).
+
+    Training on one size and evaluating on another fails at the first evaluation (every
+    held-out init state is the wrong shape), long after the run started.
+    """
+    if set_name not in SPECS:
+        return f"{set_key}: unknown held-out set {set_name!r}. Fix: choose one of {sorted(SPECS)}."
+    set_size = SPECS[set_name].size
+    if set_size == maze_size:
+        return None
+    same_size = sorted(name for name, spec in SPECS.items() if spec.size == maze_size)
+    choice = f"choose a {maze_size}x{maze_size} set ({', '.join(same_size)})" if same_size else (
+        f"no frozen set is {maze_size}x{maze_size}; freeze one first"
+    )
+    return (
+        f"{set_key}: {set_name!r} holds {set_size}x{set_size} mazes but {size_key} is {maze_size}. "
+        f"Fix: set {size_key}={set_size}, or {choice}."
+    )
+
+
 def build_entries(name: str) -> list[dict]:
     """Generate a set's entries from its spec (what ``freeze_set`` writes)."""
     spec = _check_name(name)

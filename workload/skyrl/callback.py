@@ -11,7 +11,15 @@ from pathlib import Path
 from typing import Any
 
 from workload.files import write_json_atomic
-from workload.skyrl.metrics import SKYRL_EVAL_SOLVED, STRICT_LOG_KEY, RayMetricsExporter, derive_metrics
+from workload.skyrl.metrics import (
+    EPISODES_KEY,
+    SKYRL_EVAL_ENV_PREFIX,
+    SOLVED_SUM_KEY,
+    STRICT_LOG_KEY,
+    RayMetricsExporter,
+    derive_metrics,
+    rate,
+)
 
 EVENTS = (
     "on_train_start", "on_train_end", "on_epoch_start", "on_epoch_end", "on_step_start",
@@ -40,8 +48,9 @@ class MazeTrainingCallback:
         logs = callback_input.logs
         if logs is None:
             return
-        if self.strict_metric and SKYRL_EVAL_SOLVED in logs:
-            logs[STRICT_LOG_KEY] = logs[SKYRL_EVAL_SOLVED]
+        strict = rate(logs, SKYRL_EVAL_ENV_PREFIX, "solved") if self.strict_metric else None
+        if strict is not None:
+            logs[STRICT_LOG_KEY] = strict
         derived = derive_metrics(logs, strict_metric=self.strict_metric, trajectories_per_step=self.trajectories_per_step)
         self.exporter.export(derived)
 
@@ -52,6 +61,9 @@ class MazeTrainingCallback:
         record = {"step": step, "set_name": self.eval_set, "skyrl": metrics}
         if "eval/all/pass_at_1" in metrics:
             record["reward_pass_at_1"] = metrics["eval/all/pass_at_1"]
-        if self.strict_metric and SKYRL_EVAL_SOLVED in metrics:
-            record["strict_pass_at_1"] = metrics[SKYRL_EVAL_SOLVED]
+        strict = rate(metrics, SKYRL_EVAL_ENV_PREFIX, "solved") if self.strict_metric else None
+        if strict is not None:
+            record["strict_pass_at_1"] = strict
+            record["solved"] = int(metrics[SKYRL_EVAL_ENV_PREFIX + SOLVED_SUM_KEY])
+            record["episodes"] = int(metrics[SKYRL_EVAL_ENV_PREFIX + EPISODES_KEY])
         write_json_atomic(self.evals_dir / f"global_step_{step}.json", record)

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 SKYRL_VERSION = "0.4.0"
-"""The SkyRL release the trainer image installs (containers/trainer/requirements.txt)."""
+"""The SkyRL release the trainer image installs (containers/trainer/requirements.in)."""
 
 KEYS_FILE = Path(__file__).with_name(f"skyrl_{SKYRL_VERSION}_keys.txt")
 FREE_SUFFIX = ".*"
@@ -69,13 +69,16 @@ def _is_free_dict(annotation: object) -> bool:
 
 
 def derive_keys(config_cls: type, prefix: str = "") -> list[str]:
-    """Every dotted leaf key of a dataclass tree; dict-typed fields end in ``.*``."""
+    """Every dotted leaf key of a dataclass tree; dict-typed fields end in ``.*``; optional sections are keys too."""
     hints = typing.get_type_hints(config_cls)
     keys: list[str] = []
     for field in dataclasses.fields(config_cls):
         annotation = hints[field.name]
         nested = _nested_dataclass(annotation)
         if nested is not None:
+            if nested is not annotation:
+                # Optional[Section] = None: SkyRL takes the section itself (``key=null``) too.
+                keys.append(f"{prefix}{field.name}")
             keys.extend(derive_keys(nested, f"{prefix}{field.name}."))
         elif _is_free_dict(annotation):
             keys.append(f"{prefix}{field.name}{FREE_SUFFIX}")

@@ -6,8 +6,15 @@ the trainer mirrors a few headline numbers through ``ray.util.metrics`` gauges; 
 prefixes them with ``ray_`` (``eval/strict_pass_at_1`` -> ``ray_skymaze_eval_strict_pass_at_1``).
 
 SkyRL's ``eval/all/pass_at_1`` counts any reward > 0 as a pass (format-only passes
-included); the strict rate is the maze env's ``solved`` metric, which SkyRL aggregates
-as ``eval/all/environment/solved``.
+included); the strict rate is solved episodes / episodes, from the maze env's counts.
+
+Why counts: SkyRL 0.4.0 evaluates in batches of ``trainer.eval_batch_size`` and merges the
+batches' custom env metrics by key name (``concatenate_generator_outputs`` in
+``skyrl/train/generators/utils.py``): a key containing ``avg`` or ``mean`` is averaged over
+batches, ``min``/``max`` take the extreme, and every other key is summed. A per-batch rate
+named ``solved`` would be summed (four batches of 16: four times too high), and even a
+``solved_mean`` would weigh a short last batch like a full one. Counts summed over batches
+are exact whatever the batch size, and the rate is derived from them here.
 """
 
 from __future__ import annotations
@@ -21,10 +28,20 @@ SKYRL_STEP = "trainer/global_step"
 SKYRL_EVAL_PASS = "eval/all/pass_at_1"
 SKYRL_TRAIN_REWARD = "reward/avg_raw_reward"
 SKYRL_GENERATE_S = "timing/generate"
-# MazeEnv.get_metrics()["solved"], averaged by SkyRL over the eval episodes.
-SKYRL_EVAL_SOLVED = "eval/all/environment/solved"
-SKYRL_TRAIN_SOLVED = "environment/solved"
+# MazeEnv.aggregate_metrics() counts, as SkyRL prefixes them (environment/<key>; eval/all/ at eval).
+EPISODES_KEY = "episodes"
+SUM_SUFFIX = "_sum"
+SOLVED_SUM_KEY = "solved" + SUM_SUFFIX
+SKYRL_ENV_PREFIX = "environment/"
+SKYRL_EVAL_ENV_PREFIX = "eval/all/environment/"
 STRICT_LOG_KEY = "eval/all/strict_pass_at_1"
+# SkyRL 0.4.0 concatenate_generator_outputs: the substrings that make a key averaged, min'd or
+# max'd across generate() batches, checked in this order; any other key is summed.
+SKYRL_CROSS_BATCH_RULES: tuple[tuple[tuple[str, ...], str], ...] = (
+    (("avg", "mean"), "mean"),
+    (("min",), "min"),
+    (("max",), "max"),
+)
 
 PROMETHEUS_PREFIX = "skymaze_"
 RAY_PREFIX = "ray_"
@@ -49,6 +66,38 @@ def prometheus_name(name: str) -> str:
     return PROMETHEUS_PREFIX + re.sub(r"[^a-zA-Z0-9_]", "_", name)
 
 
+def cross_batch_reduction(key: str) -> str:
+    """How SkyRL 0.4.0 merges a custom rollout metric over several generate() batches.
+
+    >>> cross_batch_reduction("solved_sum"), cross_batch_reduction("solved_mean"), cross_batch_reduction("terminated")
+    ('sum', 'mean', 'min')
+    """
+    for substrings, reduction in SKYRL_CROSS_BATCH_RULES:
+        if any(part in key for part in substrings):
+            return reduction
+    return "sum"
+
+
+def require_summable(keys: list[str] | tuple[str, ...]) -> None:
+    """Raise unless SkyRL sums every key over eval batches (what counts need to stay exact)."""
+    wrong = {key: cross_batch_reduction(key) for key in keys if cross_batch_reduction(key) != "sum"}
+    if wrong:
+        raise ValueError(
+            f"env metric keys {wrong} would be merged over SkyRL's eval batches by "
+            "their name (avg/mean -> mean, min, max), not summed. Fix: rename them without "
+            "'avg', 'mean', 'min' or 'max' and report counts."
+        )
+
+
+def rate(logs: dict[str, Any], prefix: str, name: str) -> float | None:
+    """``<name>_sum / episodes`` under ``prefix`` (None when the counts are absent or zero)."""
+    total = logs.get(prefix + name + SUM_SUFFIX)
+    episodes = logs.get(prefix + EPISODES_KEY)
+    if total is None or not episodes:
+        return None
+    return float(total) / float(episodes)
+
+
 def derive_metrics(logs: dict[str, Any], *, strict_metric: bool, trajectories_per_step: int) -> dict[str, float]:
     """Pick and rename the headline numbers of one SkyRL log payload (pure)."""
     out: dict[str, float] = {}
@@ -61,10 +110,14 @@ def derive_metrics(logs: dict[str, Any], *, strict_metric: bool, trajectories_pe
         out["rollout/trajectories_per_s"] = trajectories_per_step / generate_s
     if SKYRL_EVAL_PASS in logs:
         out["eval/reward_pass_at_1"] = float(logs[SKYRL_EVAL_PASS])
-    if strict_metric and SKYRL_EVAL_SOLVED in logs:
-        out["eval/strict_pass_at_1"] = float(logs[SKYRL_EVAL_SOLVED])
-    if strict_metric and SKYRL_TRAIN_SOLVED in logs:
-        out["train/strict_solve_rate"] = float(logs[SKYRL_TRAIN_SOLVED])
+    if not strict_metric:
+        return out
+    eval_strict = rate(logs, SKYRL_EVAL_ENV_PREFIX, "solved")
+    if eval_strict is not None:
+        out["eval/strict_pass_at_1"] = eval_strict
+    train_strict = rate(logs, SKYRL_ENV_PREFIX, "solved")
+    if train_strict is not None:
+        out["train/strict_solve_rate"] = train_strict
     return out
 
 

@@ -15,9 +15,12 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, PositiveInt, model_validator
 
+from workload.maze.heldout import size_mismatch
 from workload.skyrl.known_keys import load_known_keys
+from workload.skyrl.tickets import ENV_CLASS
 
-# SkyRL 0.4.0 dataclass defaults (skyrl/train/config/config.py) for the keys the rules read.
+# SkyRL 0.4.0 dataclass defaults (skyrl/train/config/config.py) for the keys the rules read;
+# SkyRL expands "~" in the paths. `make contract` compares them with the installed SkyRL.
 SKYRL_DEFAULTS: dict[str, Any] = {
     "trainer.strategy": "fsdp",
     "trainer.placement.colocate_all": True,
@@ -35,7 +38,7 @@ SKYRL_DEFAULTS: dict[str, Any] = {
     "trainer.policy.model.lora.rank": 0,
     "trainer.policy.model.lora.exclude_modules": None,
     "trainer.policy.model.lora.lora_sync_path": "/tmp/skyrl_lora_sync",
-    "trainer.policy.model.path": None,
+    "trainer.policy.model.path": "Qwen/Qwen2.5-1.5B-Instruct",
     "trainer.ckpt_path": "~/ckpts/",
     "trainer.export_path": "~/exports/",
     "generator.max_turns": 1,
@@ -46,8 +49,10 @@ SKYRL_DEFAULTS: dict[str, Any] = {
     "trainer.remove_microbatch_padding": True,
     "generator.use_conversation_multi_turn": True,
     "trainer.max_ckpts_to_keep": -1,
-    "data.train_data": [],
-    "data.val_data": [],
+    "data.train_data": ["~/data/gsm8k/train.parquet"],
+    "data.val_data": ["~/data/gsm8k/validation.parquet"],
+    "environment.env_class": "gsm8k",
+    "generator.step_wise_trajectories": False,
 }
 
 # A Qwen3-VL vision-tower module name, as PEFT sees it on Qwen3VLForConditionalGeneration.
@@ -72,6 +77,9 @@ class TrainingSettings(BaseModel):
     gpus_per_node: PositiveInt
     shared_root: str
     serving_max_lora_rank: PositiveInt
+    maze_size: PositiveInt = 9
+    eval_set: str = "easy-64"
+    strict_metric: bool = True
 
     def get(self, key: str) -> Any:
         """The value SkyRL will use: the override, else SkyRL's default."""
@@ -239,6 +247,31 @@ def check_checkpoint_retention(s: TrainingSettings) -> list[str]:
     return []
 
 
+def check_eval_set(s: TrainingSettings) -> list[str]:
+    """The held-out set must hold mazes of the size the job trains on."""
+    problem = size_mismatch(s.eval_set, s.maze_size, size_key="dataset.maze_size", set_key="dataset.eval_set")
+    return [problem] if problem else []
+
+
+def check_strict_metric(s: TrainingSettings) -> list[str]:
+    """The strict rate is solved_sum / episodes from the maze env's counts, one row a trajectory."""
+    if not s.strict_metric:
+        return []
+    problems = []
+    env_class = s.get("environment.env_class")
+    if env_class != ENV_CLASS:
+        problems.append(
+            f"environment.env_class: {env_class!r} does not report the maze env's solved counts, so "
+            f"fixes.strict_solve_metric would log nothing. Fix: set environment.env_class={ENV_CLASS}."
+        )
+    if s.get("generator.step_wise_trajectories"):
+        problems.append(
+            "generator.step_wise_trajectories: step-wise rows repeat each episode's metrics once per turn, "
+            "so solved_sum / episodes would not be the strict rate. Fix: set it to false."
+        )
+    return problems
+
+
 RULES: tuple[Rule, ...] = (
     check_known_keys,
     check_colocation,
@@ -249,6 +282,8 @@ RULES: tuple[Rule, ...] = (
     check_vision_language,
     check_lengths,
     check_checkpoint_retention,
+    check_eval_set,
+    check_strict_metric,
 )
 
 
@@ -260,4 +295,7 @@ def validate_recipe(recipe: Any) -> TrainingSettings:
         gpus_per_node=recipe.cluster.gpus_per_node,
         shared_root=recipe.shared_root,
         serving_max_lora_rank=recipe.serving.max_lora_rank,
+        maze_size=recipe.dataset.maze_size,
+        eval_set=recipe.dataset.eval_set,
+        strict_metric=recipe.fixes.strict_solve_metric,
     )

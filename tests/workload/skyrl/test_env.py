@@ -13,6 +13,7 @@ from workload.maze.generator import generate_from_seed
 from workload.maze.prompts import COMPACT_INSTRUCTION, FORMAT_INSTRUCTION, data_uri_to_image
 from workload.maze.solver import solve
 from workload.skyrl.env import MazeEnv, register_maze_env
+from workload.skyrl.metrics import cross_batch_reduction, rate
 
 SEED0_SOLUTION = solve(generate_from_seed(0, 9))  # 12 moves + stop
 
@@ -167,13 +168,39 @@ def test_unseeded_env_draws_a_maze(env_id):
     assert info["seed"] is None and info["shortest_path_len"] >= 12
 
 
-def test_aggregate_metrics_averages():
+def test_aggregate_metrics_counts_episodes_and_sums_each_metric():
     assert MazeEnv.aggregate_metrics(
         [{"solved": 1.0, "turns": 13.0}, {"solved": 0.0, "turns": 15.0, "note": "x"}]
     ) == {
-        "solved": 0.5,
-        "turns": 14.0,
+        "episodes": 2.0,
+        "solved_sum": 1.0,
+        "turns_sum": 28.0,
     }
+
+
+def _merge_like_skyrl(batches: list[dict[str, float]]) -> dict[str, float]:
+    """SkyRL 0.4.0's cross-batch merge of custom rollout metrics, by key name."""
+    reducers = {"sum": sum, "mean": lambda v: sum(v) / len(v), "min": min, "max": max}
+    return {key: reducers[cross_batch_reduction(key)]([b[key] for b in batches]) for key in batches[0]}
+
+
+@pytest.mark.parametrize("batch_size", [16, 4, 6])
+def test_strict_rate_is_exact_with_one_eval_batch_or_several(batch_size):
+    # 16 held-out episodes, 3 solved: 0.1875 whether SkyRL evaluates them in one batch or several
+    # (6 leaves a short last batch, which a mean of batch means would over-weigh).
+    episodes = [{"solved": 1.0 if i in (0, 5, 11) else 0.0, "turns": 15.0} for i in range(16)]
+    batches = [MazeEnv.aggregate_metrics(episodes[i:i + batch_size]) for i in range(0, 16, batch_size)]
+    merged = {f"eval/all/environment/{k}": v for k, v in _merge_like_skyrl(batches).items()}
+    assert rate(merged, "eval/all/environment/", "solved") == 3 / 16
+    assert rate(merged, "eval/all/environment/", "turns") == 15.0
+
+
+def test_every_real_episode_metric_is_summed_across_batches(env_id):
+    env = skyrl_gym.make(env_id, env_config=None, extras={"seed": 3})
+    env.init([])
+    env.step("('stop', 'stop')")
+    keys = tuple(MazeEnv.aggregate_metrics([env.get_metrics()]))
+    assert {cross_batch_reduction(key) for key in keys} == {"sum"}, keys
 
 
 @pytest.mark.parametrize(

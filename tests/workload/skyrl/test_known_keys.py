@@ -28,9 +28,11 @@ class _Engine:
 
 
 def test_derive_keys_walks_nested_and_optional_dataclasses_and_marks_dicts_free():
+    # An Optional section is a key of its own: SkyRL 0.4.0 accepts `...fsdp_config.mixed_precision=null`.
     assert derive_keys(_Engine) == [
         "engine_init_kwargs.*",
         "speculative_config.*",
+        "model",
         "model.path",
         "model.lora.rank",
         "model.lora.exclude_modules",

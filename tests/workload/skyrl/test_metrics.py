@@ -10,15 +10,24 @@ from types import SimpleNamespace
 import pytest
 
 from workload.skyrl.callback import MazeTrainingCallback
-from workload.skyrl.metrics import EXPORTED, RAY_PREFIX, derive_metrics, prometheus_name
+from workload.skyrl.metrics import (
+    EXPORTED,
+    RAY_PREFIX,
+    cross_batch_reduction,
+    derive_metrics,
+    prometheus_name,
+    require_summable,
+)
 
 EVAL_LOGS = {
     "trainer/global_step": 20,
     "eval/all/pass_at_1": 0.9,
-    "eval/all/environment/solved": 0.5,
+    "eval/all/environment/solved_sum": 32.0,
+    "eval/all/environment/episodes": 64.0,
     "reward/avg_raw_reward": 0.42,
     "timing/generate": 12.0,
-    "environment/solved": 0.25,
+    "environment/solved_sum": 60.0,
+    "environment/episodes": 240.0,
 }
 
 
@@ -31,6 +40,19 @@ def test_derive_metrics_renames_the_headline_numbers():
         "eval/strict_pass_at_1": 0.5,
         "train/strict_solve_rate": 0.25,
     }
+
+
+def test_skyrls_cross_batch_rule_by_key_name():
+    # skyrl/train/generators/utils.py (0.4.0): avg/mean averaged, min, max, everything else summed.
+    assert [cross_batch_reduction(k) for k in ("solved", "solved_sum", "solved_mean", "avg_turns", "turns_max", "terminated")] == [
+        "sum", "sum", "mean", "mean", "max", "min",
+    ]
+
+
+def test_metric_names_that_skyrl_would_not_sum_are_rejected():
+    require_summable(("episodes", "solved_sum"))
+    with pytest.raises(ValueError, match=r"solved_mean.*Fix: rename"):
+        require_summable(("episodes", "solved_mean"))
 
 
 def test_exact_replication_logs_no_strict_metric():
@@ -83,7 +105,8 @@ def test_callback_writes_the_step_eval_file_for_promote(tmp_path):
     import json
 
     cb, _ = _callback(tmp_path, strict=True)
-    cb.on_eval_end(None, SimpleNamespace(metrics={"eval/all/pass_at_1": 0.9, "eval/all/environment/solved": 0.5}, global_step=40), None)
+    cb.on_eval_end(None, SimpleNamespace(metrics={"eval/all/pass_at_1": 0.9, "eval/all/environment/solved_sum": 32.0,
+                                                   "eval/all/environment/episodes": 64.0}, global_step=40), None)
     record = json.loads((tmp_path / "evals" / "global_step_40.json").read_text())
     assert (record["step"], record["strict_pass_at_1"], record["reward_pass_at_1"], record["set_name"]) == (40, 0.5, 0.9, "easy-64")
 

@@ -1,10 +1,11 @@
-"""containers/trainer: the Ray its build checks is its base image's; the SkyRL pin is the key list's."""
+"""containers/: the trainer's base Ray, its lock, its off-PyPI wheels and the Dockerfile agree; serve adds no packages."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
 
+from workload.skyrl.image_check import build_ties, cuda_of_lock, installed_problems, normalize, off_pypi, pins
 from workload.skyrl.known_keys import SKYRL_VERSION
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -20,17 +21,110 @@ def test_the_build_checks_the_ray_of_the_base_image_it_names():
     assert f"ray.__version__ == '{tag.group(1)}'" in text
 
 
-def test_skyrl_pin_is_the_version_the_validator_knows():
-    pins = dict(
+def _inputs() -> dict[str, str]:
+    return dict(
         re.match(r"([A-Za-z0-9_.\[\]-]+)==(\S+)", line).groups()
-        for line in (TRAINER / "requirements.txt").read_text().splitlines()
+        for line in (TRAINER / "requirements.in").read_text().splitlines()
         if line and not line.startswith("#")
     )
-    assert pins["skyrl[fsdp]"] == SKYRL_VERSION
-    assert pins["skyrl-gym"] == SKYRL_VERSION
 
 
-def test_every_requirement_is_pinned_exactly():
-    for line in (TRAINER / "requirements.txt").read_text().splitlines():
+LOCKED = pins((TRAINER / "requirements.lock").read_text())
+WHEELS = off_pypi((TRAINER / "off-pypi.txt").read_text())
+
+
+def test_skyrl_pin_is_the_version_the_validator_knows():
+    assert _inputs()["skyrl[fsdp]"] == SKYRL_VERSION
+    assert _inputs()["skyrl-gym"] == SKYRL_VERSION
+
+
+def test_every_input_is_pinned_exactly():
+    for line in (TRAINER / "requirements.in").read_text().splitlines():
         if line and not line.startswith("#"):
             assert "==" in line, line
+
+
+def test_the_lock_holds_every_input_at_its_pinned_version():
+    for name, version in _inputs().items():
+        assert LOCKED[normalize(name.split("[")[0])] == version, name
+
+
+def test_every_locked_package_carries_a_sha256():
+    blocks = re.split(r"\n(?=[A-Za-z0-9])", (TRAINER / "requirements.lock").read_text())
+    for block in blocks:
+        if re.match(r"[A-Za-z0-9]", block):
+            assert "--hash=sha256:" in block, block.splitlines()[0]
+    assert len(LOCKED) > 200  # skyrl[fsdp] pulls in vLLM, Ray, torch and their CUDA wheels
+
+
+def test_numpy_admits_vllms_mistral_common():
+    # vllm 0.30.0 -> mistral-common[image]>=1.11.6 -> numpy>=1.25,<2.4 on Python 3.12 (PyPI METADATA);
+    # the earlier numpy==2.4.6 pin made the image unresolvable.
+    assert tuple(int(p) for p in LOCKED["numpy"].split(".")[:2]) < (2, 4)
+
+
+def test_off_pypi_wheels_are_pinned_with_their_https_index_and_kept_out_of_the_lock():
+    assert {name for name, _v, _i in WHEELS} == {"flash-attn", "causal-conv1d", "flashinfer-jit-cache", "flashinfer-cubin"}
+    for name, version, index in WHEELS:
+        assert name not in LOCKED, name
+        assert index.startswith("https://") and re.fullmatch(r"[0-9][0-9A-Za-z.+]*", version), (name, version)
+    indexes = {name: index for name, _v, index in WHEELS}
+    assert indexes["flash-attn"] == indexes["causal-conv1d"] == "https://wheels.astral.sh/simple/cu130/"
+    assert indexes["flashinfer-jit-cache"] == "https://flashinfer.ai/whl/cu130"
+    assert indexes["flashinfer-cubin"] == "https://flashinfer.ai/whl"
+
+
+def test_off_pypi_wheels_are_built_for_the_locks_torch_and_cuda():
+    assert LOCKED["torch"] == "2.13.0" and cuda_of_lock(LOCKED) == (13, 0)
+    assert build_ties(LOCKED, WHEELS) == []
+
+
+def test_a_wheel_built_for_another_torch_is_named():
+    stale = [("flash-attn", "2.8.3+cu.13.0.torch.2.11", "https://wheels.astral.sh/simple/cu130/"),
+             ("flashinfer-jit-cache", "0.6.18.post1+cu129", "https://flashinfer.ai/whl/cu129")]
+    problems = build_ties(LOCKED, stale)
+    assert "flash-attn==2.8.3+cu.13.0.torch.2.11: built for torch 2.11 / CUDA 13.0" in problems[0]
+    assert "Fix: pin +cu.13.0.torch.2.13" in problems[0]
+    assert "flashinfer-jit-cache==0.6.18.post1+cu129: built for CUDA 12.9" in problems[1]
+
+
+def test_build_check_names_a_version_drift_and_an_unmet_requirement():
+    installed = {"torch": "2.12.0", "einops": "0.8.2", "flash-attn": "2.8.3+cu.13.0.torch.2.13"}
+    problems = installed_problems(
+        {"torch": "2.13.0", "einops": "0.8.2"},
+        [("flash-attn", "2.8.3+cu.13.0.torch.2.13", "https://wheels.astral.sh/simple/cu130/")],
+        installed.get,
+        lambda name: ["torch==2.13.*", "einops", 'pytest; extra == "test"'],
+    )
+    assert problems == [
+        "torch: pinned 2.13.0, installed 2.12.0",
+        "flash-attn requires torch==2.13.*, installed 2.12.0",
+    ]
+
+
+def test_dockerfile_installs_the_lock_with_hashes_and_each_off_pypi_wheel_from_its_own_index():
+    text = (TRAINER / "Dockerfile").read_text()
+    assert "pip install --no-cache-dir --no-deps --require-hashes -r requirements.lock" in text
+    assert 'pip install --no-cache-dir --no-deps --index-url "${index}" "${requirement}"' in text
+    assert "extra-index-url" not in text  # one index per package: no name can come from the wrong one
+    assert "python -m workload.skyrl.image_check requirements.lock off-pypi.txt" in text
+    assert re.search(r"^COPY .*containers/trainer/requirements\.lock containers/trainer/off-pypi\.txt", text, re.M)
+
+
+def test_serve_image_adds_no_packages_to_rays_llm_image():
+    # Ray's image already holds Ray, vLLM and their stack; the project installs only itself, --no-deps.
+    installs = re.findall(r"pip install[^\n&\\]*", (ROOT / "containers" / "serve" / "Dockerfile").read_text())
+    assert [line.strip() for line in installs] == ["pip install --no-cache-dir --no-deps ."]
+
+
+
+
+def test_the_contract_environment_runs_the_images_versions():
+    # make contract installs tests/contract/requirements.txt under the trainer lock's pins, so a
+    # pin there that differs from the image would make the install fail; this says which one.
+    contract = pins((ROOT / "tests" / "contract" / "requirements.txt").read_text())
+    assert contract["skyrl"] == contract["skyrl-gym"] == SKYRL_VERSION
+    differing = {name: (version, LOCKED[name]) for name, version in contract.items() if name in LOCKED and LOCKED[name] != version}
+    assert differing == {}
+    makefile = (ROOT / "Makefile").read_text()
+    assert re.search(rf"^UV_VERSION := {re.escape(contract['uv'])}$", makefile, re.M)

@@ -105,3 +105,33 @@ def test_all_problems_are_reported_together():
         _check("generator.inference_engine.num_engines=4", "trainer.policy.model.lora.rank=64")
     text = str(info.value)
     assert "num_engines" in text and "max_lora_rank" in text
+
+
+def test_maze_size_must_match_the_held_out_set():
+    # 11x11 training with the 9x9 easy-64 set failed at the first evaluation on the cluster.
+    with pytest.raises(ValidationError, match=r"dataset.eval_set: 'easy-64' holds 9x9 mazes but dataset.maze_size is 11\. Fix: set dataset.maze_size=9"):
+        _check("dataset.maze_size=11")
+
+
+def test_a_held_out_set_of_the_trained_size_is_accepted():
+    assert _check("dataset.maze_size=7", "dataset.eval_set=rehearsal-7x7-64").eval_set == "rehearsal-7x7-64"
+
+
+def test_unknown_held_out_set_is_named():
+    with pytest.raises(ValidationError, match=r"dataset.eval_set: unknown held-out set 'hard-64'"):
+        _check("dataset.eval_set=hard-64")
+
+
+def test_strict_metric_needs_the_maze_env():
+    with pytest.raises(ValidationError, match=r"environment.env_class: 'gsm8k' does not report the maze env's solved counts"):
+        _check("environment.env_class=gsm8k")
+
+
+def test_strict_metric_rejects_step_wise_rows():
+    with pytest.raises(ValidationError, match=r"generator.step_wise_trajectories: step-wise rows repeat"):
+        _check("generator.step_wise_trajectories=true")
+
+
+def test_exact_replication_has_no_strict_metric_to_protect():
+    recipe = load_recipe("blog-exact", sets=["environment.env_class=gsm8k"])
+    assert validate_recipe(recipe).strict_metric is False

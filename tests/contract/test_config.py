@@ -1,0 +1,146 @@
+"""The shipped recipes through SkyRL 0.4.0's own config loading and validation, and the
+project's hand-kept key list and rules held against SkyRL's real config."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+import os
+import typing
+
+import pytest
+from omegaconf import OmegaConf
+from skyrl.train.config import SkyRLTrainConfig
+from skyrl.train.utils.utils import validate_cfg
+
+from workload.skyrl.known_keys import FREE_SUFFIX, _nested_dataclass, derive_keys, load_known_keys
+from workload.skyrl.recipe import load_recipe
+from workload.skyrl.validate import SKYRL_DEFAULTS, validate_recipe
+
+
+@pytest.mark.parametrize("name", ["blog", "blog-exact"])
+def test_recipe_loads_and_validates_in_skyrl(name):
+    recipe = load_recipe(name)
+    validate_recipe(recipe)  # the fast first line agrees ...
+    cfg = SkyRLTrainConfig.from_cli_overrides(recipe.overrides())
+    validate_cfg(cfg)  # ... with SkyRL's own parser and validation
+    values = recipe.resolved()
+    for key in ("trainer.policy.model.lora.rank", "generator.max_turns", "generator.n_samples_per_prompt",
+                "trainer.eval_interval", "environment.env_class", "trainer.policy.model.lora.exclude_modules"):
+        assert OmegaConf.select(OmegaConf.structured(cfg), key) == values[key], key
+    assert cfg.data.val_data == values["data.val_data"]
+
+
+def _leaf_keys(node, prefix=""):
+    """Dotted leaf keys of SkyRL's default config instance (a dict-typed field is one free prefix)."""
+    keys = set()
+    for field in dataclasses.fields(node):
+        value = getattr(node, field.name)
+        if dataclasses.is_dataclass(value):
+            keys |= _leaf_keys(value, f"{prefix}{field.name}.")
+        else:
+            keys.add(f"{prefix}{field.name}")
+    return keys
+
+
+def _file_keys():
+    from workload.skyrl.known_keys import KEYS_FILE
+
+    return [line.strip() for line in KEYS_FILE.read_text().splitlines() if line.strip() and not line.startswith("#")]
+
+
+def _cli_value(value) -> str:
+    """A default as SkyRL's command line takes it back (YAML scalars, flow lists and maps)."""
+    if dataclasses.is_dataclass(value):
+        return "{}"
+    if isinstance(value, str):
+        return json.dumps(value) if value == "" or value.strip() != value else value
+    return json.dumps(value)
+
+
+def test_the_key_file_is_derived_from_the_installed_skyrl():
+    assert set(derive_keys(SkyRLTrainConfig)) == set(_file_keys())
+
+
+def test_every_key_skyrl_has_is_listed():
+    assert _leaf_keys(SkyRLTrainConfig()) - load_known_keys().exact == set()
+
+
+def _field_default(field):
+    if field.default is not dataclasses.MISSING:
+        return field.default
+    if field.default_factory is not dataclasses.MISSING:
+        return field.default_factory()
+    return "contract-probe"  # a required field: any string parses
+
+
+@functools.cache
+def _defaults():
+    return OmegaConf.structured(SkyRLTrainConfig())
+
+
+def _probe(key: str) -> list[str]:
+    """``key=<its default>``, plus the required fields of an optional section that is unset by default."""
+    defaults = _defaults()
+    parts, cls, overrides = key.split("."), SkyRLTrainConfig, []
+    for depth, part in enumerate(parts):
+        field = next(f for f in dataclasses.fields(cls) if f.name == part)
+        if depth == len(parts) - 1:
+            value = _field_default(field)
+            break
+        cls = _nested_dataclass(typing.get_type_hints(cls)[part])
+        section = ".".join(parts[: depth + 1])
+        if OmegaConf.select(defaults, section) is None:
+            overrides += [f"{section}.{f.name}=contract-probe" for f in dataclasses.fields(cls)
+                          if f.name != parts[depth + 1] and _field_default(f) == "contract-probe"]
+    text = "null" if value is None else _cli_value(value)
+    return [f"{key}={text}", *overrides]
+
+
+def test_every_listed_key_is_accepted_by_skyrls_parser():
+    # One parse with every key at its default (an unset optional section gets its required
+    # fields too), and one per optional section set to null; SkyRL names a field it rejects.
+    keys = [k.removesuffix(FREE_SUFFIX) for k in _file_keys()]
+    sections = {k for k in keys if any(other.startswith(k + ".") for other in keys)}
+    probes = list(dict.fromkeys(item for key in keys if key not in sections for item in _probe(key)))
+    SkyRLTrainConfig.from_cli_overrides(probes)
+    for section in sorted(sections):
+        SkyRLTrainConfig.from_cli_overrides([f"{section}=null"])
+
+
+def test_free_dict_keys_take_any_sub_key_in_skyrl():
+    free = [k[: -len(FREE_SUFFIX)] for k in _file_keys() if k.endswith(FREE_SUFFIX)]
+    assert "generator.inference_engine.engine_init_kwargs" in free
+    for prefix in free[:5]:
+        cfg = SkyRLTrainConfig.from_cli_overrides([f"{prefix}.contract_probe=1"])
+        assert OmegaConf.select(OmegaConf.structured(cfg), f"{prefix}.contract_probe") == 1, prefix
+
+
+@pytest.mark.parametrize(("override", "named"), [("trainer.polcy.model.lora.rank=8", "polcy"), ("generator.max_turn=15", "max_turn")])
+def test_a_key_the_list_rejects_skyrl_rejects_too(override, named):
+    assert not load_known_keys().accepts(override.split("=")[0])
+    with pytest.raises(ValueError, match=rf"Invalid fields {{'{named}'}}"):
+        SkyRLTrainConfig.from_cli_overrides([override])
+
+
+def test_plus_prefix_is_rejected_by_skyrl_as_the_rule_says():
+    with pytest.raises(ValueError, match=r"'\+' prefix"):
+        SkyRLTrainConfig.from_cli_overrides(["+trainer.seed=1"])
+
+
+# Defaults SkyRL derives after construction (SkyRLTrainConfig.__post_init__) from another key.
+DERIVED = {"generator.max_input_length": "trainer.max_prompt_length"}
+
+
+def test_the_rules_defaults_are_skyrls():
+    effective = _defaults()
+    for key, ours in SKYRL_DEFAULTS.items():
+        real = OmegaConf.select(effective, key)
+        real = OmegaConf.to_container(real) if OmegaConf.is_config(real) else real
+        if key in DERIVED:
+            assert ours is None and real == OmegaConf.select(effective, DERIVED[key]), key
+            continue
+        expanded = [os.path.expanduser(i) for i in ours] if isinstance(ours, list) else (
+            os.path.expanduser(ours) if isinstance(ours, str) else ours)
+        assert expanded == real, key
