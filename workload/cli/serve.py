@@ -76,9 +76,16 @@ def serve(
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
-    next_step(
-        f"skymaze evaluate --endpoint {server.url} --model {example} --set easy-64 --out evals/{example.replace(':', '-')}"
-    )
+    next_step(_evaluate_hint(server.url, example, adapters))
+
+
+def _evaluate_hint(url: str, model_id: str, adapters: str) -> str:
+    """The evaluate command for one served id; a local adapter brings its own prompt settings and set."""
+    out = f"--out evals/{model_id.replace(':', '-')}"
+    _, _, adapter = model_id.partition(":")
+    if adapter and not adapters.startswith("s3://"):
+        return f"skymaze evaluate --endpoint {url} --model {model_id} --adapter {Path(adapters) / adapter} {out}"
+    return f"skymaze evaluate --endpoint {url} --model {model_id} --set easy-64 {out}"
 
 
 def _serve_until_stopped(server, api_key: str | None, stop: threading.Event, *, once: bool) -> str:
