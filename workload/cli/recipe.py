@@ -6,12 +6,14 @@ import typer
 
 from workload.cli._common import (
     EXIT_USAGE,
+    JSON_OPTION,
     PROFILE_OPTION,
     RECIPE_SET_HELP,
     RECIPE_SETS_OPTION,
     deploy_setting_if_installed,
     fail,
     next_step,
+    print_json,
 )
 
 recipe_app = typer.Typer(
@@ -76,13 +78,20 @@ def problems_of(recipe, profile: str | None = None) -> list[str]:
 
 
 @recipe_app.command("list")
-def list_recipes() -> None:
+def list_recipes(as_json: bool = JSON_OPTION) -> None:
     """List the shipped recipes: cluster recipes (skymaze submit) and rehearsal recipes (skymaze rehearse).
 
     Example:  skymaze recipe list
     """
     from workload.local.config import available_recipes as rehearsal_recipes
     from workload.skyrl.recipe import available_recipes, load_recipe
+
+    if as_json:
+        print_json([{"name": name, "kind": "cluster", "description": load_recipe(name).description}
+                    for name in available_recipes()]
+                   + [{"name": name, "kind": "rehearsal", "description": load_rehearsal_or_exit(name, []).description}
+                      for name in rehearsal_recipes()])
+        return
 
     for name in available_recipes():
         typer.echo(f"{name:<14} cluster    {load_recipe(name).description}")
@@ -129,6 +138,7 @@ def check(
     name: str = typer.Argument("blog", help=NAME_HELP),
     sets: list[str] = RECIPE_SETS_OPTION,
     profile: str = PROFILE_OPTION,
+    as_json: bool = JSON_OPTION,
 ) -> None:
     """Validate a recipe: a cluster recipe against the rules that make SkyRL fail late on the cluster
     (the LoRA rank against the deploy profile's endpoint), a rehearsal recipe against its own rules.
@@ -139,11 +149,20 @@ def check(
     """
     if kind_of(name) == "rehearsal":
         cfg = load_rehearsal_or_exit(name, sets)
+        if as_json:
+            print_json({"recipe": name, "kind": "rehearsal", "run_id": cfg.run_id, "ok": True, "problems": []})
+            return
         typer.echo(f"recipe {name!r}: ok (rehearsal; run {cfg.run_id})")
         next_step(f"skymaze rehearse --recipe {name}")
         return
     recipe = load_or_exit(name, sets)
     problems = problems_of(recipe, profile)
+    if as_json:
+        print_json({"recipe": name, "run_id": recipe.run_id, "ok": not problems, "problems": problems,
+                    "overrides": len(recipe.overrides()), "fixes": recipe.fixes.model_dump()})
+        if problems:
+            raise typer.Exit(code=1)
+        return
     if problems:
         for line in problems:
             typer.echo(f"error: {line}", err=True)
