@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
 from typer.testing import CliRunner
 
+from infra.settings import PROFILES
 from workload.cli.main import app
+from workload.config import DEFAULT_PROFILE
 
 runner = CliRunner()
 
@@ -65,3 +68,12 @@ def test_changed_settings_plan_a_run_of_their_own_and_keep_it_across_commands():
     assert runs[0] == runs[1] != runs[2] and runs[0].startswith("recipe blog (run maze-blog-")
     assert runs[3] == "recipe blog (run maze-blog)"  # where it is stored does not change the run
     assert "--keep-run-name resumes maze-blog instead" in changed.stderr
+
+
+@pytest.mark.parametrize("profile", sorted(PROFILES))
+def test_without_recipe_plan_runs_the_recipe_sized_for_the_profile_and_it_fits(profile):
+    args = ["plan"] if profile == DEFAULT_PROFILE else ["plan", "--profile", profile]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith(f"recipe {profile} (run ")
+    assert f"skymaze submit --recipe {profile} --profile {profile}" in result.stdout

@@ -19,7 +19,7 @@ from workload.skyrl.recipe import load_recipe
 from workload.skyrl.validate import SKYRL_DEFAULTS, validate_recipe
 
 
-@pytest.mark.parametrize("name", ["blog", "blog-exact"])
+@pytest.mark.parametrize("name", ["blog", "blog-exact", "small"])
 def test_recipe_loads_and_validates_in_skyrl(name):
     recipe = load_recipe(name)
     validate_recipe(recipe)  # the fast first line agrees ...

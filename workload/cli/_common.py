@@ -16,6 +16,16 @@ RECIPE_SET_HELP = ("Change one recipe setting, KEY=VALUE (repeatable): a field s
 DEPLOY_SET_HELP = "Change one deploy setting, KEY=VALUE (repeatable), as `cdk -c`: e.g. -c worker_count=2; README lists them."
 PROFILE_HELP = "Deploy profile: small (one GPU node, no endpoint) or blog (the published 3 GPU nodes, with the endpoint)."
 PROFILE_OPTION = typer.Option(DEFAULT_PROFILE, "--profile", help=PROFILE_HELP)
+# Each deploy profile has a cluster recipe of the same name sized for its GPUs, so the defaults of
+# deploy, plan and submit always fit each other.
+RUN_RECIPE_OPTION = typer.Option(
+    None, "--recipe", help="Cluster recipe name (skymaze recipe list); default: the one named like --profile."
+)
+
+
+def recipe_for_profile(recipe_name: str | None, profile: str) -> str:
+    """The recipe a command runs: the one named, else the recipe sized for ``profile``."""
+    return recipe_name or profile
 RECIPE_SETS_OPTION = typer.Option(None, RECIPE_FLAG, metavar="KEY=VALUE", help=RECIPE_SET_HELP)
 DEPLOY_SETS_OPTION = typer.Option([], DEPLOY_FLAG, "-c", metavar="KEY=VALUE", help=DEPLOY_SET_HELP)
 

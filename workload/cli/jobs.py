@@ -13,9 +13,11 @@ from workload.cli._common import (
     JSON_OPTION,
     PROFILE_OPTION,
     RECIPE_SETS_OPTION,
+    RUN_RECIPE_OPTION,
     fail,
     next_step,
     print_json,
+    recipe_for_profile,
 )
 from workload.cli.recipe import load_or_exit, problems_of
 from workload.supervise.machine import Policy
@@ -58,7 +60,7 @@ def _address_flag(address: str) -> str:
 
 
 def submit(
-    recipe_name: str = typer.Option("blog", "--recipe", help="Recipe name (skymaze recipe list)."),
+    recipe_name: str | None = RUN_RECIPE_OPTION,
     sets: list[str] = RECIPE_SETS_OPTION,
     profile: str = PROFILE_OPTION,
     address: str = ADDRESS_OPTION,
@@ -95,6 +97,7 @@ def submit(
     from workload.skyrl.entrypoint import job_spec
     from workload.skyrl.job_env import JobEnvError, build_job_env
 
+    recipe_name = recipe_for_profile(recipe_name, profile)
     recipe = load_run_or_exit(recipe_name, [*(sets or []), *([f"trainer.logger={tracker}"] if tracker != "console" else [])],
                               keep_run_name=keep_run_name)
     try:

@@ -10,16 +10,18 @@ from workload.cli._common import (
     JSON_OPTION,
     PROFILE_OPTION,
     RECIPE_SETS_OPTION,
+    RUN_RECIPE_OPTION,
     deploy_setting,
     fail,
     next_step,
     print_json,
+    recipe_for_profile,
 )
 from workload.cli.jobs import load_run_or_exit
 
 
 def plan(
-    recipe_name: str = typer.Option("blog", "--recipe", help="Recipe name (skymaze recipe list)."),
+    recipe_name: str | None = RUN_RECIPE_OPTION,
     sets: list[str] = RECIPE_SETS_OPTION,
     profile: str = PROFILE_OPTION,
     fsx_gib: int = typer.Option(None, "--fsx-gib", help="FSx capacity to plan against (default: the profile's)."),
@@ -35,6 +37,7 @@ def plan(
     """
     from workload.skyrl.plan import build_plan, plan_warnings, render_plan
 
+    recipe_name = recipe_for_profile(recipe_name, profile)
     recipe = load_run_or_exit(recipe_name, list(sets or []))
     _refuse_misfit(recipe, profile, context)
     fit_lines = _cluster_fit(profile, context)
@@ -62,7 +65,7 @@ def plan(
         typer.echo(f"warning: {line}", err=True)
     if result.peak_bytes > result.fsx_bytes:
         fail("the run does not fit on FSx")
-    next_step(f"skymaze submit --recipe {recipe_name}")
+    next_step(f"skymaze submit --recipe {recipe_name} --profile {profile}")
 
 
 def _refuse_misfit(recipe, profile: str, context: list[str]) -> None:
