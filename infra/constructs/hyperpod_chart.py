@@ -75,7 +75,7 @@ class HyperPodDependencyChart(Construct):
                 "ClusterName": cluster.cluster_name,
                 "ChartVersion": version,
                 "Values": json.dumps(values, sort_keys=True),
-                **(dict(zip(("ChartPath", "Release", "Namespace"), chart)) if chart else {}),
+                **(dict(zip(("ChartPath", "Release", "Namespace"), chart, strict=True)) if chart else {}),
             },
         )
         # The installer needs its access entry (a child of the cluster) before it can talk to the API server.

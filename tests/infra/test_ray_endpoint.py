@@ -100,7 +100,7 @@ def test_the_spaces_add_on_has_web_access_and_its_dependencies(endpoint_on):
     addons = {a["Properties"]["AddonName"]: (logical, a) for logical, a in resources(cluster, "AWS::EKS::Addon").items()}
     assert {endpoint.SPACES_ADDON, endpoint.CERT_MANAGER_ADDON, endpoint.EBS_CSI_ADDON, endpoint.EXTERNAL_DNS_ADDON,
             "eks-pod-identity-agent"} <= set(addons)
-    logical, spaces = addons[endpoint.SPACES_ADDON]
+    _, spaces = addons[endpoint.SPACES_ADDON]
     config = json.loads(_joined(spaces["Properties"]["ConfigurationValues"]))
     web = config["jupyter-k8s-aws-hyperpod"]["clusterWebUI"]
     assert web["enabled"] is True and web["domain"] == DOMAIN

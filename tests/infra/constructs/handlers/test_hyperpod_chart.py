@@ -13,7 +13,6 @@ import pytest
 
 from infra.constructs.handlers.hyperpod_chart import index as installer
 
-
 OPERATOR = "helm_chart/HyperPodHelmChart/charts/hyperpod-ray-endpoint-operator"
 
 
