@@ -70,6 +70,14 @@ def test_usage_options_change_only_their_line():
     assert _totals(more)[1] - _totals(base)[1] == pytest.approx(1000 * per_gb, abs=0.01)
 
 
+def test_a_region_without_prices_is_refused_listing_the_regions_known():
+    result = runner.invoke(app, ["cost", "--profile", "small", "--hours", "1", "-c", "region=us-east-1"])
+    assert result.exit_code == 2
+    assert "-c region=us-east-1: the price table" in result.stderr
+    assert "has us-west-2 prices only (regions known: us-west-2); pass --prices FILE with us-east-1 prices" in result.stderr
+    assert runner.invoke(app, ["cost", "--profile", "small", "--hours", "1", "-c", "region=us-west-2"]).exit_code == 0
+
+
 def test_the_deploy_guard_saving_is_the_gpu_hours_it_cuts():
     result = runner.invoke(app, ["cost", "--profile", "blog", "--hours", "12", "--left-up-hours", "72", "--guard-hours", "14"])
     assert result.exit_code == 0, result.output

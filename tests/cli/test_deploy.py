@@ -35,7 +35,7 @@ def deployer(monkeypatch):
 def test_dry_run_prints_the_cdk_command():
     result = runner.invoke(app, ["deploy", "--profile", "small", "--dry-run", "-c", "worker_count=2"])
     assert result.exit_code == 0, result.output
-    assert "would run: cdk deploy --all --require-approval never -c profile=small -c worker_count=2" in result.output
+    assert "would run: cdk deploy --all --require-approval broadening -c profile=small -c worker_count=2" in result.output
     assert re.search(r"-c dashboards_revision=\d{8}T\d{6}Z --outputs-file", result.output), result.output
     assert "-c admin_principal_arns=<your IAM role" in result.output
 
@@ -61,9 +61,9 @@ def test_deploy_runs_cdk_and_prints_next_steps_from_the_outputs(tmp_path, monkey
     result = runner.invoke(app, ["deploy", "--profile", "blog", "--cdk-bin", tools.cdk, "--outputs-file", str(outputs)])
     assert result.exit_code == 0, result.output
     (call,) = tools.calls()
-    assert re.fullmatch(rf"cdk deploy --all --require-approval never -c profile=blog "
+    assert re.fullmatch(rf"cdk deploy --all --require-approval broadening -c profile=blog "
                         rf"-c dashboards_revision=\d{{8}}T\d{{6}}Z --outputs-file {re.escape(str(outputs))} "
-                        rf"-c admin_principal_arns={re.escape(DEPLOYER)}", call), call
+                        rf"-c account=123456789012 -c admin_principal_arns={re.escape(DEPLOYER)}", call), call
     assert deployer == DEPLOYER
     assert "aws eks update-kubeconfig --name skymaze-eks --region us-west-2" in result.output
     assert "https://g-1.grafana-workspace.us-west-2.amazonaws.com" in result.output
@@ -88,7 +88,7 @@ def test_malformed_override_is_a_usage_error():
 def test_bootstrap_runs_before_deploy(tmp_path, monkeypatch, deployer):
     tools = install_fakes(tmp_path, monkeypatch, server=None, kinds={})
     outputs = tmp_path / "o.json"
-    result = runner.invoke(app, ["deploy", "--profile", "small", "--bootstrap", "--cdk-bin", tools.cdk,
+    result = runner.invoke(app, ["deploy", "--profile", "small", "--bootstrap", "--yes", "--cdk-bin", tools.cdk,
                                  "--outputs-file", str(outputs)])
     assert result.exit_code == 0, result.output
     bootstrap_call, deploy_call = tools.calls()

@@ -36,7 +36,8 @@ def test_plan_shows_how_the_ray_pods_fit_each_instance_group():
     assert "workers (ml.g7e.12xlarge, ThreadsPerCore=1): allocatable 23.87 CPU" in result.stdout
     assert "ray worker: 21 CPU, 466.0 GiB, 2 GPU, 1 EFA" in result.stdout
     assert "serve ray head" in result.stdout  # blog serves; small does not
-    small = runner.invoke(app, ["plan", "--recipe", "blog", "--profile", "small"])
+    small = runner.invoke(app, ["plan", "--recipe", "blog", "--profile", "small", "-c", "worker_count=3"])
+    assert small.exit_code == 0, small.output
     assert "head (ml.m5.4xlarge, ThreadsPerCore=2)" in small.stdout and "serve ray head" not in small.stdout
 
 
@@ -44,3 +45,23 @@ def test_plan_refuses_settings_whose_pods_cannot_fit_naming_the_key():
     result = runner.invoke(app, ["plan", "--recipe", "blog", "--profile", "blog", "-c", "worker_pod_cpu=36"])
     assert result.exit_code == 2
     assert "worker_pod_cpu=36" in result.stderr and "allocatable 23.87 CPU" in result.stderr
+
+
+def test_a_recipe_that_needs_more_workers_than_the_profile_deploys_is_refused_naming_both():
+    result = runner.invoke(app, ["plan", "--recipe", "blog", "--profile", "small"])
+    assert result.exit_code == 2
+    assert ("recipe 'blog' needs 3 GPU workers (cluster.nodes) but profile 'small' deploys 1 x ml.g7e.12xlarge "
+            "(2 GPUs each). Fix: deploy with -c worker_count=3") in result.stderr
+    assert "error: recipe 'blog' cannot run on profile 'small'" in result.stderr
+    assert "GPUs:" not in result.stdout
+
+
+def test_changed_settings_plan_a_run_of_their_own_and_keep_it_across_commands():
+    changed = runner.invoke(app, ["plan", "--recipe", "blog", "--profile", "blog", "--set", "trainer.eval_interval=5"])
+    again = runner.invoke(app, ["plan", "--recipe", "blog", "--profile", "blog", "--set", "trainer.eval_interval=5"])
+    other = runner.invoke(app, ["plan", "--recipe", "blog", "--profile", "blog", "--set", "trainer.eval_interval=4"])
+    stored = runner.invoke(app, ["plan", "--recipe", "blog", "--profile", "blog", "--set", "shared_root=/tmp/x"])
+    runs = [r.stdout.splitlines()[0] for r in (changed, again, other, stored)]
+    assert runs[0] == runs[1] != runs[2] and runs[0].startswith("recipe blog (run maze-blog-")
+    assert runs[3] == "recipe blog (run maze-blog)"  # where it is stored does not change the run
+    assert "--keep-run-name resumes maze-blog instead" in changed.stderr

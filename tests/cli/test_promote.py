@@ -54,3 +54,15 @@ def test_missing_bucket_is_an_operation_failure(run_dir):
         result = runner.invoke(app, ["promote", "--run", str(run_dir), "--step", "20", "--to", "s3://no-such-bucket/adapters/x"])
     assert result.exit_code == 1
     assert "promote failed" in result.stderr
+
+
+def test_next_commands_serve_the_promoted_folder_and_evaluate_with_the_adapter_settings(tmp_path):
+    from workload.cli.promote import _next_commands
+
+    manifest = {"name": "maze-rehearsal", "base_model": "/runs/local-1/models/sft"}
+    serve, evaluate = _next_commands(manifest, "adapters/maze-rehearsal", tmp_path / "export")
+    assert serve == "skymaze serve --model /runs/local-1/models/sft --adapters adapters --port 8000 &"
+    assert evaluate == ("skymaze evaluate --endpoint http://127.0.0.1:8000 --model sft:maze-rehearsal "
+                        "--adapter adapters/maze-rehearsal --out evals/maze-rehearsal")
+    (remote,) = _next_commands(manifest, "s3://b/adapters/maze-grpo", tmp_path / "export")
+    assert f"--adapter {tmp_path / 'export'}" in remote

@@ -180,3 +180,13 @@ def test_serve_listens_on_loopback_only_and_stops_cleanly_on_a_signal(
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()
         log.close()
+
+
+def test_the_evaluate_hint_passes_a_local_adapter_so_it_brings_its_own_settings():
+    from workload.cli.serve import _evaluate_hint
+
+    local = _evaluate_hint("http://127.0.0.1:8000", "sft:maze-rehearsal", "adapters")
+    assert "--adapter adapters/maze-rehearsal" in local and "--set" not in local
+    remote = _evaluate_hint("http://127.0.0.1:8000", "base:a1", "s3://bucket/adapters")
+    assert "--adapter" not in remote and "--set easy-64" in remote
+    assert "--adapter" not in _evaluate_hint("http://127.0.0.1:8000", "base", "adapters")

@@ -47,8 +47,10 @@ def test_unknown_override_is_a_usage_error():
 
 def test_declining_the_confirmation_changes_nothing(tmp_path, monkeypatch):
     tools = install_fakes(tmp_path, monkeypatch, server=None, kinds={})
-    result = runner.invoke(app, ["teardown", "--profile", "small", "--cdk-bin", tools.cdk], input="n\n")
+    with mock_aws():
+        result = runner.invoke(app, ["teardown", "--profile", "small", "--cdk-bin", tools.cdk], input="n\n")
     assert result.exit_code == 1
+    assert "in account 123456789012, us-west-2?" in result.output
     assert tools.calls() == []
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from workload.cli._common import EXIT_USAGE, fail, next_step
+from workload.cli._common import EXIT_USAGE, JSON_OPTION, fail, next_step, print_json
 
 
 def cost(
@@ -19,6 +19,7 @@ def cost(
     artifacts_gib: float = typer.Option(None, "--artifacts-gib", help="GiB kept in the artifacts bucket (default 50)"),
     left_up_hours: float = typer.Option(None, "--left-up-hours", help="also show what the deploy guard saves on a deployment forgotten this long"),
     guard_hours: float = typer.Option(None, "--guard-hours", help="the guard's limit (default: setting max_deployed_hours)"),
+    as_json: bool = JSON_OPTION,
 ) -> None:
     """Estimate the cost of a profile deployed for HOURS: per hour and per run, line by line.
 
@@ -36,6 +37,11 @@ def cost(
         overrides = parse_overrides(context)
         settings = settings_for(profile, overrides)
         table = load_prices(prices or DEFAULT_PRICES_PATH)
+        if table.region != settings.region:
+            raise ValueError(
+                f"-c region={settings.region}: the price table {prices or DEFAULT_PRICES_PATH} has {table.region} "
+                f"prices only (regions known: {table.region}); pass --prices FILE with {settings.region} prices "
+                f"(copy the table and update each row from its source)")
         given = {"nat_gb_per_run": nat_gb, "amp_active_series": amp_series, "artifacts_gib": artifacts_gib}
         usage = Usage(**{key: value for key, value in given.items() if value is not None})
         report = estimate_cost(shape_for(settings), table, hours=hours, usage=usage)
@@ -45,6 +51,10 @@ def cost(
         saving = guard_saving(shape_for(settings), table, left_up_hours=left_up_hours, guard_hours=limit) if left_up_hours else None
     except (SettingsError, ValueError, KeyError) as exc:
         fail(str(exc).strip("'\""), code=EXIT_USAGE)
+    if as_json:
+        print_json({**vars(report), "usd_per_hour": report.usd_per_hour, "usd_per_run": report.usd_per_run,
+                    "has_estimates": report.has_estimates, "guard_saving": saving})
+        return
     typer.echo(render_report(report))
     if saving:
         typer.echo(f"\n{saving.render()}")

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from workload.cli._common import EXIT_USAGE, fail, next_step
+from workload.cli._common import EXIT_USAGE, aws_identity, fail, next_step
 
 
 def deploy(
@@ -16,10 +16,18 @@ def deploy(
     dry_run: bool = typer.Option(False, "--dry-run", help="print the cdk command and change nothing"),
     cdk_bin: str = typer.Option(None, "--cdk-bin", help="cdk CLI (default: the pinned node_modules/.bin/cdk)"),
     outputs_file: Path = typer.Option(None, "--outputs-file", help="stack outputs (default cdk.out/outputs-PROFILE.json)"),
+    require_approval: str = typer.Option(
+        "broadening", "--require-approval",
+        help="cdk's approval level: broadening (CDK's default: ask before IAM/security-group changes that widen "
+             "access), any-change, destructive or never"),
+    no_approval: bool = typer.Option(False, "--yes", "--no-approval",
+                                     help="do not ask: same as --require-approval never (CI)"),
 ) -> None:
     """Deploy every stack of a profile (VPC, storage, EKS + HyperPod, observability, Ray, serving).
 
     Needs AWS credentials and a Docker daemon; takes 45-70 min. The first deploy into an account/region needs --bootstrap (the CDK's asset bucket and roles). Stack outputs are saved to cdk.out/outputs-PROFILE.json and the next steps (kubeconfig, submit, Grafana) are printed.
+
+    Like `cdk deploy`, it asks before security-widening changes (review them first with `skymaze diff`); --yes skips the question.
 
     Exit codes: 0 ok, 1 cdk failed (rerunning resumes), 2 bad input.
 
@@ -28,7 +36,7 @@ def deploy(
     from datetime import UTC, datetime
 
     from workload.ops.cdk import PROJECT_ROOT, CdkError, resolve_cdk, run_cdk
-    from workload.ops.deploy import deploy_args, next_steps, outputs_path, read_outputs
+    from workload.ops.deploy import APPROVAL_LEVELS, deploy_args, next_steps, outputs_path, read_outputs
     from workload.ops.profiles import SettingsError, parse_overrides, settings_for, target_for
 
     try:
@@ -37,38 +45,66 @@ def deploy(
         target = target_for(settings, overrides=overrides)
     except SettingsError as exc:
         fail(str(exc), code=EXIT_USAGE)
+    approval = "never" if no_approval else require_approval
+    if approval not in APPROVAL_LEVELS:
+        fail(f"--require-approval {approval!r}: expected one of {', '.join(APPROVAL_LEVELS)}", code=EXIT_USAGE)
     outputs = (outputs_file or PROJECT_ROOT / outputs_path(profile)).resolve()
-    deploy = deploy_args(target, outputs, dashboards_revision=datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ"))
+    deploy = deploy_args(target, outputs, dashboards_revision=datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ"),
+                         require_approval=approval)
     if dry_run:
         # Without AWS calls: the real deploy adds the caller's IAM principal as a cluster admin.
         deploy += ["-c", "admin_principal_arns=<your IAM role, from sts get-caller-identity>"]
     else:
-        deploy += _account_context(settings, target.region)
+        # Identity first: no synth, bootstrap or bucket lookup before the account is known to be usable.
+        session, identity = aws_identity(target.region, expected_account=dict(overrides).get("account"))
+        if "account" not in dict(overrides):
+            deploy += ["-c", f"account={identity.account}"]
+        deploy += _account_context(session, settings)
     commands = ([["bootstrap", *target.cdk_context]] if bootstrap else []) + [deploy]
     if dry_run:
         for args in commands:
             typer.echo(f"would run: cdk {' '.join(args)}")
         next_step(f"skymaze deploy --profile {profile}")
         return
+    started = False
     try:
         binary = resolve_cdk(cdk_bin)
         for args in commands:
-            run_cdk(binary, args, echo=typer.echo)
+            started = args is deploy
+            # A prompt needs cdk on the terminal itself; without one cdk streams through us line by line.
+            run_cdk(binary, args, echo=typer.echo, terminal=started and approval != "never")
     except CdkError as exc:
-        fail(f"{exc}; fix the cause shown above and rerun `skymaze deploy --profile {profile}` "
-             f"(CloudFormation resumes; `skymaze teardown --profile {profile}` removes a half-built deploy)")
+        fail(f"{exc}; fix the cause shown above and rerun `skymaze deploy --profile {profile}`"
+             + _half_built_hint(session, settings, profile, started))
     typer.echo(f"deployed profile {profile!r}; stack outputs in {outputs}")
     next_step(*next_steps(target, read_outputs(outputs)))
 
 
-def _account_context(settings, region: str) -> list[str]:
-    import boto3
+def _half_built_hint(session, settings, profile: str, started: bool) -> str:
+    """The teardown suggestion, only when `cdk deploy` ran and left stacks of this app behind."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    from workload.ops.aws import app_stacks
+
+    if not started:
+        return " (nothing was deployed)"
+    try:
+        stacks = app_stacks(session, settings.name)
+    except (BotoCoreError, ClientError):
+        return ""
+    if not stacks:
+        return " (no stack was created)"
+    return (f" (CloudFormation resumes {', '.join(stacks)}; "
+            f"`skymaze teardown --profile {profile}` removes a half-built deploy)")
+
+
+def _account_context(session, settings) -> list[str]:
     from botocore.exceptions import BotoCoreError, ClientError
 
     from workload.ops.deploy import deploy_context
 
     try:
-        extra = deploy_context(boto3.Session(region_name=region), settings)
+        extra = deploy_context(session, settings)
     except (BotoCoreError, ClientError, ValueError) as exc:
         fail(f"cannot read the deploying identity or the artifacts bucket: {exc}; check your AWS credentials "
              "(aws sts get-caller-identity)")

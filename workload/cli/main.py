@@ -24,7 +24,7 @@ app = typer.Typer(
         "Example:  skymaze maze show --seed 0 --size 9 -o maze.png"
     ),
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,
     pretty_exceptions_enable=False,
 )
 
@@ -39,17 +39,63 @@ def _register_command_modules() -> None:
             register(app)
 
 
+def package_version() -> str:
+    """The installed skymaze distribution's version; "unknown" where the package is only on PYTHONPATH."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("skymaze")
+    except PackageNotFoundError:
+        return "unknown (not installed: pip install -e .)"
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"skymaze {package_version()}")
+        raise typer.Exit()
+
+
 @app.callback()
-def _root() -> None:
+def _root(
+    show_version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True,
+                                      help="print the version and exit"),
+) -> None:
     """Visual-maze GRPO + LoRA on SageMaker HyperPod, with a CPU rehearsal."""
 
 
 _register_command_modules()
 
 
+def run(application: typer.Typer = app, argv: list[str] | None = None) -> int:
+    """Run ``application``; an AWS SDK error that escaped a command becomes one stderr line and exit 1.
+
+    Commands catch the errors they expect and say what to do; this is the last net, so that a
+    credentials or permissions problem never reaches the user as a botocore traceback.
+    """
+    try:
+        from botocore.exceptions import BotoCoreError, ClientError
+        aws_errors: tuple[type[Exception], ...] = (BotoCoreError, ClientError)
+    except ImportError:  # images without boto3 have no AWS errors to translate
+        aws_errors = ()
+    try:
+        application(args=argv, standalone_mode=True)
+    except SystemExit as done:
+        return done.code if isinstance(done.code, int) else (0 if done.code is None else 1)
+    except aws_errors as exc:
+        from workload.ops.identity import CREDENTIALS_HELP
+
+        typer.echo(f"error: AWS call failed: {_one_line(exc)}; {CREDENTIALS_HELP}", err=True)
+        return 1
+    return 0
+
+
+def _one_line(exc: Exception) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
 def main() -> None:
     """Console-script entry point."""
-    sys.exit(app())
+    sys.exit(run())
 
 
 if __name__ == "__main__":

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from workload.cli._common import EXIT_USAGE, fail, next_step
+from workload.cli._common import EXIT_USAGE, JSON_OPTION, fail, next_step, print_json
 
 maze_app = typer.Typer(
     help="The VisGym maze: pictures, frozen held-out sets.\n\nExample:  skymaze maze show --seed 0 --size 9 -o maze.png",
@@ -59,6 +59,7 @@ def show(
 def heldout(
     set_name: str | None = typer.Option(None, "--set", help="one set (default: every set)"),
     mazes: bool = typer.Option(False, "--mazes", help="also list every maze: seed, corners, path length"),
+    as_json: bool = JSON_OPTION,
 ) -> None:
     """Print the frozen held-out sets: shortest paths and the solvable ceiling at 15 and 20 turns.
 
@@ -74,6 +75,12 @@ def heldout(
         sets = [load_set(name) for name in names]
     except (HeldoutIntegrityError, FileNotFoundError) as error:
         fail(str(error))
+    if as_json:
+        print_json([{"name": held.name, "size": held.size, "mazes": [
+            {"seed": e["seed"], "agent": e["init_state"]["agent_location"],
+             "target": e["init_state"]["target_location"], "shortest_path_len": e["shortest_path_len"]}
+            for e in held.entries]} for held in sets])
+        return
     typer.echo(heldout_markdown(sets))
     if mazes:
         for held in sets:

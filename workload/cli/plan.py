@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import typer
 
-from workload.cli._common import EXIT_USAGE, deploy_setting, fail, next_step
-from workload.cli.recipe import SET_HELP, load_or_exit
+from workload.cli._common import EXIT_USAGE, JSON_OPTION, deploy_setting, fail, next_step, print_json
+from workload.cli.jobs import load_run_or_exit
+from workload.cli.recipe import SET_HELP
 
 
 def plan(
@@ -14,6 +15,7 @@ def plan(
     profile: str = typer.Option("blog", "--profile", help="Deploy profile whose FSx size applies."),
     fsx_gib: int = typer.Option(None, "--fsx-gib", help="FSx capacity to plan against (default: the profile's)."),
     context: list[str] = typer.Option([], "--context", "-c", help="deploy setting override KEY=VALUE (as for deploy)"),
+    as_json: bool = JSON_OPTION,
 ) -> None:
     """Print GPUs, steps, rollouts, evaluations, checkpoint/export sizes and FSx space over the run,
     and how the Ray pods fit the profile's nodes (allocatable vs requested per instance group).
@@ -24,7 +26,8 @@ def plan(
     """
     from workload.skyrl.plan import build_plan, plan_warnings, render_plan
 
-    recipe = load_or_exit(recipe_name, sets)
+    recipe = load_run_or_exit(recipe_name, list(sets or []))
+    _refuse_misfit(recipe, profile, context)
     fit_lines = _cluster_fit(profile, context)
     if fsx_gib is None:
         fsx_gib = fit_lines[0] if fit_lines else deploy_setting(profile, "fsx_storage_gib")
@@ -33,17 +36,41 @@ def plan(
         result = build_plan(recipe.resolved(), train_rows=recipe.train_rows(), fsx_gib=fsx_gib)
     except (KeyError, ValueError) as err:
         fail(f"recipe {recipe_name!r} cannot be planned: {err}", code=EXIT_USAGE)
+    warnings = plan_warnings(result)
+    if as_json:
+        print_json({"recipe": recipe_name, "run_id": recipe.run_id, "profile": profile, **vars(result),
+                    "peak_bytes": result.peak_bytes, "fits_fsx": result.peak_bytes <= result.fsx_bytes,
+                    "cluster_fit": [line.strip() for line in fit_lines], "warnings": warnings})
+        if result.peak_bytes > result.fsx_bytes:
+            raise typer.Exit(code=1)
+        return
     typer.echo(f"recipe {recipe_name} (run {recipe.run_id})")
     for line in render_plan(result):
         typer.echo(line)
     for line in fit_lines:
         typer.echo(line)
-    warnings = plan_warnings(result)
     for line in warnings:
         typer.echo(f"warning: {line}", err=True)
     if result.peak_bytes > result.fsx_bytes:
         fail("the run does not fit on FSx")
     next_step(f"skymaze submit --recipe {recipe_name}")
+
+
+def _refuse_misfit(recipe, profile: str, context: list[str]) -> None:
+    """Exit 2 naming the recipe and the profile when the recipe needs more GPU workers than deployed."""
+    try:
+        from workload.ops.profiles import SettingsError, parse_overrides, settings_for
+        from workload.ops.recipe_fit import recipe_profile_problems
+    except ImportError:  # inside the trainer image: no deploy settings
+        return
+    try:
+        problems = recipe_profile_problems(recipe, settings_for(profile, parse_overrides(context)))
+    except SettingsError as err:
+        fail(str(err), code=EXIT_USAGE)
+    if problems:
+        for line in problems:
+            typer.echo(f"error: {line}", err=True)
+        fail(f"recipe {recipe.name!r} cannot run on profile {profile!r}", code=EXIT_USAGE)
 
 
 def _cluster_fit(profile: str, context: list[str]) -> list:

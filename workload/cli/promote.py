@@ -41,7 +41,25 @@ def promote(
     strict = (manifest["eval"] or {}).get("strict_pass_at_1")
     typer.echo(f"promoted {manifest['name']} (rank {manifest['rank']}, {len(manifest['files'])} files) to {to}")
     typer.echo(f"base model: {manifest['base_model']}; strict pass@1 at step {step}: {'n/a' if strict is None else strict}")
-    next_step(f"skymaze evaluate --endpoint http://127.0.0.1:8000 --model <base-id>:{manifest['name']} --set easy-64")
+    next_step(*_next_commands(manifest, to, run / "exports" / f"global_step_{step}" / "policy"))
+
+
+LOCAL_ENDPOINT_PORT = 8000  # skymaze serve's default port
+
+
+def _next_commands(manifest: dict, to: str, export: Path) -> list[str]:
+    """Serve and evaluate the promoted adapter; evaluate reads the adapter's own settings (--adapter)."""
+    name = manifest["name"]
+    base = manifest["base_model"]
+    if to.startswith("s3://") or not base:
+        return [f"skymaze evaluate --endpoint <serving endpoint> --model <base-id>:{name} --adapter {export} "
+                f"--out evals/{name}"]
+    base_id = Path(base).name  # skymaze serve names the base model after its folder
+    url = f"http://127.0.0.1:{LOCAL_ENDPOINT_PORT}"
+    return [
+        f"skymaze serve --model {base} --adapters {Path(to).parent} --port {LOCAL_ENDPOINT_PORT} &",
+        f"skymaze evaluate --endpoint {url} --model {base_id}:{name} --adapter {to} --out evals/{name}",
+    ]
 
 
 def register(app: typer.Typer) -> None:

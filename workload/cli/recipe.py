@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from workload.cli._common import EXIT_USAGE, fail, next_step
+from workload.cli._common import EXIT_USAGE, JSON_OPTION, fail, next_step, print_json
 
 recipe_app = typer.Typer(
     help="Training recipes: the exact SkyRL overrides a cluster job runs with.\n\nExample:  skymaze recipe show blog",
@@ -38,12 +38,16 @@ def problems_of(recipe) -> list[str]:
 
 
 @recipe_app.command("list")
-def list_recipes() -> None:
+def list_recipes(as_json: bool = JSON_OPTION) -> None:
     """List the shipped recipes.
 
     Example:  skymaze recipe list
     """
     from workload.skyrl.recipe import available_recipes, load_recipe
+
+    if as_json:
+        print_json([{"name": name, "description": load_recipe(name).description} for name in available_recipes()])
+        return
 
     for name in available_recipes():
         typer.echo(f"{name:<14} {load_recipe(name).description}")
@@ -72,6 +76,7 @@ def show(
 def check(
     name: str = typer.Argument("blog", help="Recipe name (skymaze recipe list)."),
     sets: list[str] = typer.Option(None, "--set", help=SET_HELP),
+    as_json: bool = JSON_OPTION,
 ) -> None:
     """Validate a recipe against the rules that make SkyRL fail late on the cluster.
 
@@ -81,6 +86,12 @@ def check(
     """
     recipe = load_or_exit(name, sets)
     problems = problems_of(recipe)
+    if as_json:
+        print_json({"recipe": name, "run_id": recipe.run_id, "ok": not problems, "problems": problems,
+                    "overrides": len(recipe.overrides()), "fixes": recipe.fixes.model_dump()})
+        if problems:
+            raise typer.Exit(code=1)
+        return
     if problems:
         for line in problems:
             typer.echo(f"error: {line}", err=True)

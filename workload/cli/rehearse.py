@@ -43,7 +43,7 @@ def rehearse(
     best = report.get("best_step")
     hints = [f"tensorboard --logdir {report['run_dir']}/tensorboard"]
     if best is not None:
-        hints.insert(0, f"skymaze promote --run {report['run_dir']} --step {best} --to ./adapters")
+        hints.insert(0, f"skymaze promote --run {report['run_dir']} --step {best} --to adapters/maze-rehearsal")
     next_step(*hints)
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import typer
 
-from workload.cli._common import EXIT_USAGE, fail, next_step
+from workload.cli._common import EXIT_USAGE, JSON_OPTION, fail, next_step, print_json
 
 DEFAULT_PORT = 8000  # Ray Serve's default HTTP port, also the cluster's serve port
 API_KEY_ENV = "SKYMAZE_API_KEY"
@@ -46,12 +46,14 @@ def serve(
     Model ids: BASE and BASE:ADAPTER (ADAPTER = a sub-folder of --adapters). Ray's own ports stay
     on 127.0.0.1 behind Ray's token auth. Stop with Ctrl-C or SIGTERM (exits 0).
 
-    Example:  skymaze serve --model runs/latest/base --adapters runs/latest/exports --port 8000
+    Example:  skymaze serve --model runs/latest/models/sft --adapters adapters --port 8000
     """
     from workload.serve.local import LocalServer
 
     if port < 0 or port > 65535:
         fail(f"--port must be 0-65535, got {port}", code=EXIT_USAGE)
+    _refuse_taken_port(host, port)
+    _refuse_foreign_adapters(model, adapters)
     try:
         server = LocalServer(
             model,
@@ -74,9 +76,16 @@ def serve(
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
-    next_step(
-        f"skymaze evaluate --endpoint {server.url} --model {example} --set easy-64 --out evals/{example.replace(':', '-')}"
-    )
+    next_step(_evaluate_hint(server.url, example, adapters))
+
+
+def _evaluate_hint(url: str, model_id: str, adapters: str) -> str:
+    """The evaluate command for one served id; a local adapter brings its own prompt settings and set."""
+    out = f"--out evals/{model_id.replace(':', '-')}"
+    _, _, adapter = model_id.partition(":")
+    if adapter and not adapters.startswith("s3://"):
+        return f"skymaze evaluate --endpoint {url} --model {model_id} --adapter {Path(adapters) / adapter} {out}"
+    return f"skymaze evaluate --endpoint {url} --model {model_id} --set easy-64 {out}"
 
 
 def _serve_until_stopped(server, api_key: str | None, stop: threading.Event, *, once: bool) -> str:
@@ -110,44 +119,73 @@ def _handle_signals(stop: threading.Event) -> dict:
     return {signum: signal.signal(signum, lambda *_: stop.set()) for signum in (signal.SIGTERM, signal.SIGINT)}
 
 
+def _refuse_taken_port(host: str, port: int) -> None:
+    """Exit 1 when something listens on host:port: a second server would share the port silently."""
+    from workload.cli._common import port_taken
+
+    if port_taken(host, port):
+        fail(f"port {port} on {host} is already in use (another `skymaze serve`?); stop it or pass --port N "
+             "(0 picks a free one)")
+
+
+def _refuse_foreign_adapters(model: Path, adapters: str) -> None:
+    """Exit 2 when a local adapter was trained on another base model than --model (it would score ~0)."""
+    from workload.evaluate.adapter_facts import ADAPTER_CONFIG, read_adapter_facts, same_base
+
+    folder = Path(adapters)
+    if adapters.startswith("s3://") or not folder.is_dir():
+        return
+    for config in sorted(folder.glob(f"*/{ADAPTER_CONFIG}")):
+        facts = read_adapter_facts(config.parent)
+        if not same_base(facts.base_model, model):
+            fail(f"adapter {config.parent.name!r} was trained on {facts.base_model} ({config}), not on --model "
+                 f"{model}; serve it with --model {facts.base_model}", code=EXIT_USAGE)
+
+
+EVALUATE_DEFAULTS = {"style": "visgym", "max_turns": 15, "image_history": None, "cell_px": 25, "max_tokens": 1024,
+                     "set_name": "easy-64"}
+"""The cluster model's settings (VisGym prompt, 25 px cells, whole history, 15 turns, 1024-token replies)."""
+
+
 def evaluate(
     endpoint: str = typer.Option(..., help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000"),
     model: str = typer.Option(..., help="BASE or BASE:ADAPTER"),
-    set_name: str = typer.Option("easy-64", "--set", help="frozen held-out set: easy-64 | rehearsal-7x7-64"),
-    style: str = typer.Option(
-        "visgym", help="prompt style: visgym (cluster model) | compact (rehearsal model)"
-    ),
-    max_turns: int = typer.Option(15, help="turn cap an episode (the published run: 15)"),
+    adapter: Path | None = typer.Option(
+        None, "--adapter",
+        help="the adapter's folder: its trainer_config.json sets every option below it knows (style, cell px, "
+             "image history, reply length, turns, held-out set); a contradicting option is refused"),
+    set_name: str | None = typer.Option(None, "--set", help="frozen held-out set: easy-64 (default) | rehearsal-7x7-64"),
+    style: str | None = typer.Option(None, help="prompt style: visgym (cluster model, default) | compact (rehearsal model)"),
+    max_turns: int | None = typer.Option(None, help="turn cap an episode (default 15, the published run)"),
     image_history: int | None = typer.Option(None, help="user turns kept in the context (default: all)"),
-    cell_px: int = typer.Option(25, help="pixels a maze cell (VisGym: 25; the rehearsal: 8)"),
-    max_tokens: int = typer.Option(1024, help="reply length cap a turn"),
+    cell_px: int | None = typer.Option(None, help="pixels a maze cell (default 25, VisGym; the rehearsal: 8)"),
+    max_tokens: int | None = typer.Option(None, help="reply length cap a turn (default 1024)"),
     concurrency: int = typer.Option(4, help="episodes played at once"),
     limit: int | None = typer.Option(None, help="play only the first N mazes of the set"),
     out: Path | None = typer.Option(None, "--out", help="folder for report.json and the episode picture"),
+    as_json: bool = JSON_OPTION,
 ) -> None:
     """Play a frozen held-out set through an OpenAI-compatible endpoint; print and save the report.
 
-    Greedy, multi-turn with the image history; strict pass@1 with its 95% interval and the ceiling.
+    Greedy, multi-turn with the image history; strict pass@1 with its 95% interval and the ceiling. Shows progress on stderr. With --adapter, the settings the adapter was trained with are used (an adapter played with other settings scores near zero).
 
-    Example:  skymaze evaluate --endpoint http://127.0.0.1:8000 --model base:step-20 --set easy-64 --out evals/step-20
+    Example:  skymaze evaluate --endpoint http://127.0.0.1:8000 --model sft:maze-rehearsal --adapter adapters/maze-rehearsal --out evals/maze-rehearsal
     """
+    from workload.evaluate.adapter_facts import AdapterFacts, read_adapter_facts, settle
     from workload.evaluate.endpoint import EndpointError, evaluate_endpoint
     from workload.evaluate.report import format_report
 
+    given = {"style": style, "max_turns": max_turns, "image_history": image_history, "cell_px": cell_px,
+             "max_tokens": max_tokens, "set_name": set_name}
     try:
-        report = evaluate_endpoint(
-            endpoint=endpoint,
-            model=model,
-            set_name=set_name,
-            max_turns=max_turns,
-            style=style,
-            image_history=image_history,
-            cell_px=cell_px,
-            max_tokens=max_tokens,
-            concurrency=concurrency,
-            limit=limit,
-            out_dir=out,
-        )
+        facts = read_adapter_facts(adapter) if adapter is not None else AdapterFacts(Path("."), None, {})
+        settings = settle(facts, given, EVALUATE_DEFAULTS)
+    except ValueError as error:  # a bad --adapter folder, or an option the adapter contradicts
+        fail(str(error), code=EXIT_USAGE)
+    try:
+        with _progress(f"{model} on {settings['set_name']}", quiet=as_json) as on_episode:
+            report = evaluate_endpoint(endpoint=endpoint, model=model, concurrency=concurrency, limit=limit,
+                                       out_dir=out, on_episode=on_episode, **settings)
     except EndpointError as error:
         fail(str(error))
     except ValueError as error:
@@ -155,12 +193,48 @@ def evaluate(
             f"{error} (--set / --style / --max-turns / --image-history / --concurrency / --limit)",
             code=EXIT_USAGE,
         )
+    if as_json:
+        print_json(report)
+        return
     typer.echo(format_report(report))
     if out is not None:
         typer.echo(f"wrote {out / 'report.json'} and {out / report['picture']}")
+    same = " ".join(f"--{key.replace('_', '-')} {value}" for key, value in settings.items()
+                    if value is not None and key != "set_name")
     next_step(
-        f"skymaze evaluate --endpoint {endpoint} --model {model.split(':')[0]} --set {set_name}  # the base model, to compare"
+        f"skymaze evaluate --endpoint {endpoint} --model {model.split(':')[0]} --set {settings['set_name']} {same}"
+        "  # the base model, to compare"
     )
+
+
+def _progress(label: str, *, quiet: bool):
+    """A context giving ``on_episode(done, total, solved)``: a rich bar on a terminal, else a line a tenth."""
+    import contextlib
+    import sys
+
+    @contextlib.contextmanager
+    def bar():
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                      TextColumn("solved {task.fields[solved]}"), TimeElapsedColumn(), transient=True) as progress:
+            task = progress.add_task(label, total=None, solved=0)
+            yield lambda done, total, solved: progress.update(task, completed=done, total=total, solved=solved)
+
+    @contextlib.contextmanager
+    def lines():
+        def report(done: int, total: int, solved: int) -> None:
+            if done == total or done % max(1, total // 10) == 0:
+                typer.echo(f"{label}: {done}/{total} played, {solved} solved", err=True)
+        yield report
+
+    @contextlib.contextmanager
+    def silent():
+        yield None
+
+    if quiet:
+        return silent()
+    return bar() if sys.stderr.isatty() else lines()
 
 
 def register(app: typer.Typer) -> None:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from workload.cli._common import EXIT_USAGE, fail, next_step
+from workload.cli._common import EXIT_USAGE, aws_identity, fail, next_step
 from workload.ops.plan import DEFAULT_AWS_TIMEOUT_S, DEFAULT_KUBE_TIMEOUT_S, DEFAULT_POLL_INTERVAL_S
 
 STATE_DIR = Path(".skymaze")
@@ -47,25 +47,25 @@ def teardown(
         typer.echo(render_plan(target, steps))
         next_step(f"skymaze teardown --profile {profile}{' --keep-data' if keep_data else ''}")
         return
+    session, identity = aws_identity(target.region, expected_account=dict(target.overrides).get("account"))
     if not yes:
-        typer.confirm(f"Delete every resource of profile {profile!r} in {target.region}?", abort=True)
-    _execute(target, steps, state_dir=state_dir, cdk_bin=cdk_bin, kube_context=kube_context,
+        typer.confirm(f"Delete every resource of profile {profile!r} in account {identity.account}, "
+                      f"{target.region}?", abort=True)
+    _execute(target, steps, session=session, state_dir=state_dir, cdk_bin=cdk_bin, kube_context=kube_context,
              waits=(kube_timeout_s, aws_timeout_s, poll_s))
     typer.echo(f"profile {profile!r} is torn down" + (" (artifacts bucket kept)" if keep_data else ""))
     next_step(f"skymaze cost --profile {profile} --hours 12   # what the run cost, from the price table")
 
 
-def _execute(target, steps, *, state_dir: Path, cdk_bin: str | None, kube_context: str | None,
+def _execute(target, steps, *, session, state_dir: Path, cdk_bin: str | None, kube_context: str | None,
              waits: tuple[float, float, float]) -> None:
-    import boto3
-
     from workload.ops.cdk import CdkError, resolve_cdk
     from workload.ops.kube import Kubectl
     from workload.ops.teardown import TeardownError, TeardownExecutor, Waits
 
     try:
         executor = TeardownExecutor(
-            target, session=boto3.Session(region_name=target.region), kubectl=Kubectl(context=kube_context),
+            target, session=session, kubectl=Kubectl(context=kube_context),
             cdk_binary=resolve_cdk(cdk_bin), state_path=state_dir / f"teardown-{target.profile}.json",
             echo=typer.echo, waits=Waits(*waits),
         )

@@ -11,6 +11,7 @@ decoding. Episodes run concurrently (a bounded thread pool); the report is
 from __future__ import annotations
 
 import concurrent.futures
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -146,11 +147,13 @@ def evaluate_endpoint(
     out_dir: str | Path | None = None,
     api_key: str = "EMPTY",
     timeout_s: float = DEFAULT_TIMEOUT_S,
+    on_episode: Callable[[int, int, int], None] | None = None,
 ) -> dict:
     """Play the frozen set ``set_name`` through ``endpoint`` (``http://host:port`` or ``.../v1``).
 
     Returns the ``build_report`` dict (plus ``endpoint`` and ``model``). With ``out_dir`` it
     also writes ``report.json`` and ``episode-seed<N>.png`` (a solved episode when there is one).
+    ``on_episode(done, total, solved)`` is called as each episode finishes (a progress display).
     """
     import openai
 
@@ -169,7 +172,13 @@ def evaluate_endpoint(
     )
     _check_model(client, base_url, model)
     with concurrent.futures.ThreadPoolExecutor(max_workers=concurrency) as pool:
-        played = list(pool.map(lambda e: play_episode(client, e, held.size, options), entries))
+        futures = [pool.submit(play_episode, client, e, held.size, options) for e in entries]
+        solved = 0
+        for done, future in enumerate(concurrent.futures.as_completed(futures), start=1):
+            solved += bool(future.result().episode.solved)
+            if on_episode is not None:
+                on_episode(done, len(futures), solved)
+        played = [future.result() for future in futures]  # the set's order, whatever finished first
     report = build_report([p.episode for p in played], max_turns=max_turns, set_name=held.name)
     report.update(endpoint=base_url, model=model)
     if out_dir is not None:

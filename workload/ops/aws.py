@@ -238,3 +238,17 @@ def delete_log_groups(session, prefixes: list[str]) -> list[str]:
                 logs.delete_log_group(logGroupName=group["logGroupName"])
                 deleted.append(group["logGroupName"])
     return sorted(deleted)
+
+
+APP_STACK_SUFFIXES = ("Network", "Storage", "Cluster", "Observability", "Images", "Ray", "Serving")
+"""The stacks app.py creates, each named ``<App name capitalized><suffix>``."""
+
+
+def app_stacks(session, app_name: str) -> list[str]:
+    """The app's stacks that exist in CloudFormation now (any status but DELETE_COMPLETE)."""
+    wanted = {f"{app_name.capitalize()}{suffix}" for suffix in APP_STACK_SUFFIXES}
+    found = []
+    for page in session.client("cloudformation").get_paginator("list_stacks").paginate():
+        found += [s["StackName"] for s in page["StackSummaries"]
+                  if s["StackName"] in wanted and s["StackStatus"] != "DELETE_COMPLETE"]
+    return sorted(set(found))

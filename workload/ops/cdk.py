@@ -35,10 +35,23 @@ def resolve_cdk(explicit: str | None = None) -> str:
     raise CdkError("the CDK CLI is not installed: run `make install` (npm ci puts it in node_modules/.bin/cdk)")
 
 
-def run_cdk(binary: str, args: Sequence[str], *, echo: Callable[[str], None], cwd: Path = PROJECT_ROOT) -> None:
-    """Run ``binary args`` in ``cwd``, echoing each output line; raise ``CdkError`` on a non-zero exit."""
+def run_cdk(binary: str, args: Sequence[str], *, echo: Callable[[str], None], cwd: Path = PROJECT_ROOT,
+            terminal: bool = False) -> None:
+    """Run ``binary args`` in ``cwd``, echoing each output line; raise ``CdkError`` on a non-zero exit.
+
+    ``terminal=True`` gives cdk this process's own stdin/stdout instead: its approval prompt
+    ("Do you wish to deploy these changes (y/n)?") needs a TTY on stdout and ends without a newline.
+    """
     command = [binary, *args]
     env = {**os.environ, **CDK_ENV}
+    if terminal:
+        try:
+            code = subprocess.run(command, cwd=cwd, env=env, check=False).returncode
+        except FileNotFoundError as exc:
+            raise CdkError(f"{binary} not found: run `make install`") from exc
+        if code != 0:
+            raise CdkError(f"`cdk {' '.join(args)}` exited with status {code}")
+        return
     try:
         process = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                    text=True)

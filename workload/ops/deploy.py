@@ -13,6 +13,10 @@ EKS_CLUSTER_OUTPUT = re.compile(r"eks.*cluster.*name|^clustername$", re.IGNORECA
 GRAFANA_OUTPUT = re.compile(r"grafana.*(url|endpoint)", re.IGNORECASE)
 DASHBOARD_OUTPUT = re.compile(r"ray.*dashboard.*command", re.IGNORECASE)
 RAY_DASHBOARD_LOCAL = "http://127.0.0.1:8265"
+APPROVAL_LEVELS = ("never", "any-change", "broadening", "destructive")
+"""`cdk deploy --require-approval` choices (aws-cdk CLI 2.1148 `cdk deploy --help`)."""
+DEFAULT_APPROVAL = "broadening"
+"""CDK's own default: prompt before IAM or security-group changes that widen access."""
 
 
 def outputs_path(profile: str) -> Path:
@@ -21,16 +25,26 @@ def outputs_path(profile: str) -> Path:
 
 
 def deploy_args(target: TeardownTarget, outputs_file: Path | None = None, *,
-                dashboards_revision: str | None = None) -> list[str]:
-    """Arguments of `cdk deploy` for every stack of the profile, without prompts, saving the outputs.
+                dashboards_revision: str | None = None, require_approval: str = DEFAULT_APPROVAL) -> list[str]:
+    """Arguments of `cdk deploy` for every stack of the profile, saving the outputs.
+
+    ``require_approval`` is passed to cdk as is: CDK's default ``broadening`` prompts before
+    security-widening changes, ``never`` is the explicit opt-out (``skymaze deploy --yes``).
 
     A ``dashboards_revision`` (any new token, e.g. the deploy time) makes the Grafana importer
     run again, so every deploy re-imports the dashboards; without it they re-import only when a
     dashboard file changed.
     """
     revision = ["-c", f"dashboards_revision={dashboards_revision}"] if dashboards_revision else []
-    return ["deploy", "--all", "--require-approval", "never", *target.cdk_context, *revision,
+    if require_approval not in APPROVAL_LEVELS:
+        raise ValueError(f"--require-approval {require_approval!r}: expected one of {', '.join(APPROVAL_LEVELS)}")
+    return ["deploy", "--all", "--require-approval", require_approval, *target.cdk_context, *revision,
             "--outputs-file", str(outputs_file or outputs_path(target.profile))]
+
+
+def diff_args(target: TeardownTarget, *, fail_on_change: bool = False) -> list[str]:
+    """Arguments of `cdk diff` for every stack of the profile (``--fail``: exit 1 when anything differs)."""
+    return ["diff", "--all", *target.cdk_context, *(["--fail"] if fail_on_change else [])]
 
 
 def read_outputs(path: Path) -> dict[str, str]:

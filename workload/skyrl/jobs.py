@@ -13,11 +13,13 @@ import importlib.util
 import shlex
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from workload.skyrl.entrypoint import JobSpec
+from workload.skyrl.job_env import JobEnv, runtime_env_for
 
 DEFAULT_ADDRESS = "http://127.0.0.1:8265"
 """Ray's default dashboard port, where a local head or a port-forward listens."""
@@ -101,14 +103,17 @@ def entrypoint_command(*, preflight: bool) -> str:
 
 
 def submit(client: Any, spec: JobSpec, *, preflight: bool = False, submission_id: str | None = None,
-           extra_metadata: dict[str, str] | None = None) -> str:
-    """Upload job.json as the job's working dir and start the entrypoint; returns the job id."""
+           extra_metadata: dict[str, str] | None = None, job_env: JobEnv | None = None) -> str:
+    """Upload job.json as the job's working dir and start the entrypoint; returns the job id.
+
+    ``job_env`` adds env vars (secrets included) and Ray runtime_env fields; they go to Ray only.
+    """
     with tempfile.TemporaryDirectory(prefix="skymaze-job-") as folder:
         (Path(folder) / JOB_SPEC_FILE).write_text(spec.to_json())
         try:
             return client.submit_job(
                 entrypoint=entrypoint_command(preflight=preflight),
-                runtime_env={"working_dir": folder},
+                runtime_env=runtime_env_for(job_env or JobEnv(), folder),
                 submission_id=submission_id,
                 metadata={"skymaze_recipe": spec.recipe, "skymaze_run_id": spec.run_id, **(extra_metadata or {})},
             )
@@ -121,18 +126,24 @@ def state(client: Any, job_id: str) -> JobState:
     try:
         info = client.get_job_info(job_id)
     except RuntimeError as err:
-        raise JobsError(f"no job {job_id!r} on this cluster ({err}). List jobs with `ray job list`.") from None
+        raise JobsError(f"no job {job_id!r} on this cluster ({err}). List jobs with `skymaze jobs list`.") from None
     return JobState(job_id=job_id, status=str(info.status.value), message=info.message or "", entrypoint=info.entrypoint)
 
 
-def wait(client: Any, job_id: str, *, timeout_s: float, until: frozenset[str] = TERMINAL) -> JobState:
-    """Poll until the job reaches one of ``until`` or the deadline passes (then the last state)."""
+def wait(client: Any, job_id: str, *, timeout_s: float, until: frozenset[str] = TERMINAL,
+         on_poll: Callable[[JobState], None] | None = None) -> JobState:
+    """Poll until the job reaches one of ``until`` or the deadline passes (then the last state).
+
+    ``on_poll`` sees every state read (progress display)."""
     deadline = time.monotonic() + timeout_s
     current = state(client, job_id)
-    while current.status not in until and time.monotonic() < deadline:
+    while True:
+        if on_poll is not None:
+            on_poll(current)
+        if current.status in until or time.monotonic() >= deadline:
+            return current
         time.sleep(POLL_S)
         current = state(client, job_id)
-    return current
 
 
 def logs(client: Any, job_id: str) -> str:
@@ -149,3 +160,33 @@ def stop(client: Any, job_id: str) -> bool:
         return bool(client.stop_job(job_id))
     except RuntimeError as err:
         raise JobsError(f"cannot stop {job_id!r}: {err}") from None
+
+
+@dataclass(frozen=True)
+class JobSummary:
+    """One row of ``skymaze jobs list``."""
+
+    job_id: str
+    status: str
+    recipe: str
+    run_id: str
+    start_time_s: float | None
+    end_time_s: float | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"job_id": self.job_id, "status": self.status, "recipe": self.recipe, "run_id": self.run_id,
+                "start_time_s": self.start_time_s, "end_time_s": self.end_time_s}
+
+
+def list_jobs(client: Any) -> list[JobSummary]:
+    """Every job the cluster knows, newest first; skymaze's recipe and run id from the job metadata."""
+    try:
+        details = client.list_jobs()
+    except RuntimeError as err:
+        raise JobsError(f"cannot list jobs: {err}") from None
+    rows = [JobSummary(
+        job_id=d.submission_id or d.job_id or "?", status=str(d.status.value),
+        recipe=(d.metadata or {}).get("skymaze_recipe", "-"), run_id=(d.metadata or {}).get("skymaze_run_id", "-"),
+        start_time_s=d.start_time / 1000 if d.start_time else None,
+        end_time_s=d.end_time / 1000 if d.end_time else None) for d in details]
+    return sorted(rows, key=lambda row: row.start_time_s or 0.0, reverse=True)

@@ -156,3 +156,14 @@ def test_unserved_model_and_unreachable_endpoint_fail_early(serve_endpoints):
         evaluate_endpoint(
             endpoint=f"http://127.0.0.1:{free_port()}", model="tiny", limit=1, timeout_s=5, **REHEARSAL
         )
+
+
+def test_progress_is_reported_per_finished_episode_and_the_report_keeps_the_set_order(solver_endpoint):
+    url, _ = solver_endpoint
+    calls = []
+    report = evaluate_endpoint(endpoint=url, model="scripted", limit=3, concurrency=3,
+                               on_episode=lambda *progress: calls.append(progress), **REHEARSAL)
+    assert [(done, total) for done, total, _ in calls] == [(1, 3), (2, 3), (3, 3)]
+    assert calls[-1][2] == report["solved"] >= 1
+    seeds = [entry["seed"] for entry in load_set(REHEARSAL["set_name"]).entries[:3]]
+    assert [episode["seed"] for episode in report["episodes"]] == seeds

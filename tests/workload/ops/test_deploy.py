@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import json
 
-from workload.ops.deploy import deploy_args, next_steps, read_outputs
+import pytest
+
+from workload.ops.deploy import deploy_args, diff_args, next_steps, read_outputs
 from workload.ops.plan import TeardownTarget
 
 TARGET = TeardownTarget(profile="blog", region="us-west-2", app_name="skymaze", overrides=(("worker_count", "2"),))
 
 
-def test_deploy_deploys_every_stack_without_prompts_and_keeps_outputs():
+def test_deploy_deploys_every_stack_asking_like_cdk_and_keeps_outputs():
     args = deploy_args(TARGET)
-    assert args[:4] == ["deploy", "--all", "--require-approval", "never"]
+    assert args[:4] == ["deploy", "--all", "--require-approval", "broadening"]
     assert args[4:8] == ["-c", "profile=blog", "-c", "worker_count=2"]
     assert args[-2:] == ["--outputs-file", "cdk.out/outputs-blog.json"]
     assert not any(arg.startswith("dashboards_revision=") for arg in args)
@@ -66,3 +68,14 @@ def test_the_deployer_becomes_a_cluster_admin_and_a_kept_bucket_is_reused():
         session.client("s3").create_bucket(Bucket=f"skymaze-artifacts-{caller['Account']}-us-west-2",
                                            CreateBucketConfiguration={"LocationConstraint": "us-west-2"})
         assert deploy_context(session, settings)[2:] == ["-c", "reuse_artifacts_bucket=true"]
+
+
+def test_deploy_approval_opt_out_and_bad_level():
+    assert deploy_args(TARGET, require_approval="never")[:4] == ["deploy", "--all", "--require-approval", "never"]
+    with pytest.raises(ValueError, match="expected one of never, any-change, broadening, destructive"):
+        deploy_args(TARGET, require_approval="sometimes")
+
+
+def test_diff_covers_every_stack_with_the_deploy_context():
+    assert diff_args(TARGET) == ["diff", "--all", "-c", "profile=blog", "-c", "worker_count=2"]
+    assert diff_args(TARGET, fail_on_change=True)[-1] == "--fail"

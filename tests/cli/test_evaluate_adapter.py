@@ -1,0 +1,79 @@
+"""`skymaze evaluate --adapter` and serve's refusals, against a real loopback HTTP endpoint and real files."""
+
+from __future__ import annotations
+
+import json
+import socket
+
+import pytest
+from typer.testing import CliRunner
+
+from tests.workload.evaluate.test_endpoint import solver_endpoint  # noqa: F401 - fixture
+from workload.cli.main import app
+
+runner = CliRunner()
+SCRIPTED = ["--model", "scripted", "--limit", "3", "--concurrency", "1"]
+
+
+def _adapter(folder, base: str):
+    folder.mkdir(parents=True)
+    (folder / "adapter_config.json").write_text(json.dumps({"base_model_name_or_path": base, "r": 16}))
+    (folder / "trainer_config.json").write_text(json.dumps({
+        "environment": {"heldout_set": "rehearsal-7x7-64", "maze": {"cell_px": 8, "size": 7}},
+        "generator": {"image_history": 1, "max_turns": 15, "eval_sampling_params": {"max_generate_length": 2}},
+    }))
+    return folder
+
+
+def test_the_adapter_sets_the_play_settings_progress_goes_to_stderr_and_the_hint_keeps_them(
+        solver_endpoint, tmp_path):  # noqa: F811
+    url, handler = solver_endpoint
+    adapter = _adapter(tmp_path / "adapters" / "maze-rehearsal", str(tmp_path / "sft"))
+    result = runner.invoke(app, ["evaluate", "--endpoint", url, *SCRIPTED, "--adapter", str(adapter)])
+    assert result.exit_code == 0, result.output
+    assert {request["max_tokens"] for request in handler.requests} == {2}  # the adapter's reply length
+    assert "rehearsal-7x7-64" in result.stdout
+    assert "scripted on rehearsal-7x7-64: 3/3 played, " in result.stderr
+    assert ("--set rehearsal-7x7-64 --style compact --max-turns 15 --image-history 1 --cell-px 8 --max-tokens 2"
+            in result.stdout)
+
+
+def test_an_option_the_adapter_contradicts_is_refused_before_playing(solver_endpoint, tmp_path):  # noqa: F811
+    url, handler = solver_endpoint
+    adapter = _adapter(tmp_path / "a", "base")
+    result = runner.invoke(app, ["evaluate", "--endpoint", url, *SCRIPTED, "--adapter", str(adapter),
+                                 "--cell-px", "25"])
+    assert result.exit_code == 2
+    assert "--cell-px 25 but the adapter in" in result.stderr and "trained with 8" in result.stderr
+    assert handler.requests == []
+
+
+def test_json_report(solver_endpoint, tmp_path):  # noqa: F811
+    url, _ = solver_endpoint
+    adapter = _adapter(tmp_path / "a", "base")
+    result = runner.invoke(app, ["evaluate", "--endpoint", url, *SCRIPTED, "--adapter", str(adapter), "--json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["total"] == 3 and report["set"] == "rehearsal-7x7-64" and report["model"] == "scripted"
+
+
+def test_serve_refuses_an_adapter_trained_on_another_base(tiny_model_dir, tmp_path):
+    _adapter(tmp_path / "adapters" / "foreign", str(tmp_path / "models" / "sft"))
+    (tmp_path / "models" / "sft").mkdir(parents=True)
+    result = runner.invoke(app, ["serve", "--model", str(tiny_model_dir), "--adapters", str(tmp_path / "adapters"),
+                                 "--once", "--port", "0"])
+    assert result.exit_code == 2
+    assert f"adapter 'foreign' was trained on {tmp_path / 'models' / 'sft'}" in result.stderr
+    assert f"not on --model {tiny_model_dir}" in result.stderr
+
+
+@pytest.mark.parametrize("once", [[], ["--once"]])
+def test_serve_on_a_port_in_use_exits_1_before_starting(tiny_model_dir, serve_adapters_dir, once):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = runner.invoke(app, ["serve", "--model", str(tiny_model_dir), "--adapters", str(serve_adapters_dir),
+                                     "--port", str(port), *once])
+    assert result.exit_code == 1
+    assert f"port {port} on 127.0.0.1 is already in use (another `skymaze serve`?)" in result.stderr

@@ -1,0 +1,103 @@
+"""Every "Next:" hint after a tiny rehearsal runs as printed and scores what the rehearsal scored.
+
+The hints are replayed in a fresh folder through the console entry point; only the serving port
+is swapped for a free one (8000 may be taken on a shared machine), in every hint alike.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.slow, pytest.mark.e2e]
+SERVE_START_TIMEOUT_S = 300
+COMMAND_TIMEOUT_S = 600
+POLL_S = 0.2
+
+
+def next_hints(stdout: str) -> list[str]:
+    """The commands under the last "Next:" of a command's output, comments and a trailing & removed."""
+    lines = stdout.splitlines()
+    start = max(i for i, line in enumerate(lines) if line.strip() == "Next:")
+    hints = []
+    for line in lines[start + 1:]:
+        if not line.startswith("  "):
+            break
+        hints.append(line.split("  #")[0].strip().removesuffix("&").strip())
+    return hints
+
+
+def _argv(hint: str, port: int) -> list[str]:
+    words = shlex.split(hint.replace(":8000", f":{port}").replace("--port 8000", f"--port {port}"))
+    assert words[0] == "skymaze", hint
+    return [sys.executable, "-m", "workload.cli.main", *words[1:]]
+
+
+def _env() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+
+
+def _run(hint: str, port: int, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(_argv(hint, port), cwd=cwd, env=_env(), capture_output=True, text=True,
+                          timeout=COMMAND_TIMEOUT_S)
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _wait_until_serving(process: subprocess.Popen, log: Path) -> None:
+    deadline = time.monotonic() + SERVE_START_TIMEOUT_S
+    while "serving at" not in log.read_text():
+        assert process.poll() is None, log.read_text()[-3000:]
+        assert time.monotonic() < deadline, log.read_text()[-3000:]
+        time.sleep(POLL_S)
+
+
+def test_every_hint_after_a_rehearsal_runs_and_scores_as_in_process(rehearsal_smoke, tmp_path):
+    done, runs_dir = rehearsal_smoke
+    assert done.returncode == 0, done.stderr[-3000:]
+    run_root = (runs_dir / os.readlink(runs_dir / "latest")).resolve()
+    promote_hint, tensorboard_hint = next_hints(done.stdout)
+    assert tensorboard_hint == f"tensorboard --logdir {run_root}/tensorboard"
+    assert list((run_root / "tensorboard").rglob("events.out.tfevents.*"))
+
+    port = _free_port()
+    promoted = _run(promote_hint, port, tmp_path)
+    assert promoted.returncode == 0, promoted.stderr
+    serve_hint, evaluate_hint = next_hints(promoted.stdout)
+    assert serve_hint.startswith("skymaze serve --model ") and evaluate_hint.startswith("skymaze evaluate ")
+
+    log = tmp_path / "serve.log"
+    with log.open("w") as sink:
+        server = subprocess.Popen(_argv(serve_hint, port), cwd=tmp_path, env=_env(), stdout=sink,
+                                  stderr=subprocess.STDOUT, text=True)
+    try:
+        _wait_until_serving(server, log)
+        second = _run(serve_hint + " --once", port, tmp_path)  # the same port, while the first serves
+        assert second.returncode == 1
+        assert f"port {port} on 127.0.0.1 is already in use" in second.stderr
+        evaluated = _run(evaluate_hint, port, tmp_path)
+    finally:
+        server.send_signal(signal.SIGTERM)
+        server.wait(timeout=120)
+    assert evaluated.returncode == 0, evaluated.stderr[-3000:]
+    name = evaluate_hint.rsplit("--out ", 1)[1]
+    replayed = json.loads((tmp_path / name / "report.json").read_text())
+    served = json.loads((run_root / "evals" / "served.json").read_text())
+    best = json.loads((run_root / "report.json").read_text())["best_step"]
+    in_process = json.loads((run_root / "evals" / f"global_step_{best}.json").read_text())
+    assert replayed["set"] == in_process["set"] and replayed["total"] == in_process["total"] == 64
+    assert replayed["solved"] == served["solved"] == in_process["solved"]
+    assert [e["actions"] for e in replayed["episodes"]] == [e["actions"] for e in in_process["episodes"]]
