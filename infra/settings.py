@@ -44,6 +44,12 @@ FSX_THROUGHPUTS_MBPS_PER_TIB = (125, 250, 500, 1000)  # PERSISTENT_2 per-unit th
 # HyperPod dependency chart: g7e GPUs are advertised from sagemaker-hyperpod-cli v3.7.1 on.
 MIN_HYPERPOD_CHART_VERSION = (3, 7, 1)
 PLACEHOLDER_ACCOUNT = "111111111111"  # offline synth; `cdk deploy` passes the real account
+# The Ray endpoint operator's chart first ships in sagemaker-hyperpod-cli v3.10.0 (release notes,
+# https://github.com/aws/sagemaker-hyperpod-cli/releases/tag/v3.10.0).
+MIN_RAY_ENDPOINT_CHART_VERSION = (3, 10, 0)
+# A lower-case DNS name of two or more labels, no trailing dot (the 253-character total is ACM's to check).
+DNS_NAME = r"^([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,63}$"
+HOSTED_ZONE_ID = r"^[A-Z0-9]{1,32}$"  # Route 53 zone ids: upper-case letters and digits, at most 32
 
 
 @dataclass(frozen=True)
@@ -152,6 +158,20 @@ class Settings(ConfigModel):
                                              "scales the GPU group to 0 (unset: no guard).")
     deploy_guard_warn_hours: float = Field(default=2.0, gt=0, description="Hours before that scale-down the guard "
                                            "e-mails a warning.")
+    # The HyperPod Ray endpoint (README "Reaching Ray"): a public, authenticated dashboard per Ray cluster
+    # for `sagemaker_ray://` addresses; off, Ray is reached by `kubectl port-forward` as before.
+    ray_endpoint: bool = Field(False, description="Install the HyperPod Ray endpoint operator (and the SageMaker "
+                               "Spaces add-on with web browser access it needs) so `--address sagemaker_ray://"
+                               "CLUSTER/NAMESPACE` works; needs ray_endpoint_domain and ray_endpoint_hosted_zone_id.")
+    ray_endpoint_domain: str | None = Field(None, pattern=DNS_NAME, description="Domain the endpoints are served "
+                                            "under (e.g. ray.example.com), in the public hosted zone "
+                                            "ray_endpoint_hosted_zone_id; a DNS-validated certificate covers it and "
+                                            "*.DOMAIN.")
+    ray_endpoint_hosted_zone_id: str | None = Field(None, pattern=HOSTED_ZONE_ID, description="Route 53 public "
+                                                    "hosted zone that holds ray_endpoint_domain (certificate "
+                                                    "validation and the endpoints' DNS records).")
+    ray_endpoint_chart_version: str = Field("3.10.0", description="sagemaker-hyperpod-cli release whose "
+                                            "hyperpod-ray-endpoint-operator chart is installed (>= 3.10.0).")
 
     @field_validator("admin_principal_arns", "user_principal_arns", "grafana_admin_user_ids",
                      "grafana_admin_group_ids", mode="before")
@@ -257,6 +277,24 @@ class Settings(ConfigModel):
         if self.max_deployed_hours and self.deploy_guard_warn_hours >= self.max_deployed_hours:
             raise ValueError(f"deploy_guard_warn_hours={self.deploy_guard_warn_hours} must be below "
                              f"max_deployed_hours={self.max_deployed_hours}: the warning comes before the scale-down")
+        return self
+
+    @field_validator("ray_endpoint_chart_version")
+    @classmethod
+    def _ray_endpoint_chart(cls, value: str) -> str:
+        match = re.fullmatch(r"(\d+)\.(\d+)\.(\d+)", value)
+        if not match or tuple(int(g) for g in match.groups()) < MIN_RAY_ENDPOINT_CHART_VERSION:
+            raise ValueError(f"{value!r} is not allowed; allowed values: a release >= 3.10.0 (first with the "
+                             "hyperpod-ray-endpoint-operator chart)")
+        return value
+
+    @model_validator(mode="after")
+    def _ray_endpoint_needs_a_domain(self) -> Settings:
+        missing = [key for key in ("ray_endpoint_domain", "ray_endpoint_hosted_zone_id") if not getattr(self, key)]
+        if self.ray_endpoint and missing:
+            raise ValueError(f"ray_endpoint=true needs {' and '.join(missing)}: the endpoint is served over HTTPS "
+                             "under a domain you own, with a certificate validated in its Route 53 public hosted "
+                             "zone; set -c ray_endpoint_domain=ray.example.com -c ray_endpoint_hosted_zone_id=Z...")
         return self
 
     @model_validator(mode="after")

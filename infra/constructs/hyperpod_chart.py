@@ -24,6 +24,8 @@ class HyperPodDependencyChart(Construct):
 
     Runs in the VPC (reaches the private EKS endpoint and GitHub through NAT) with cluster-admin
     access. Changing `version` or `values` reinstalls; deleting uninstalls (errors ignored).
+    `chart` = (path in the release, release name, namespace) installs another chart of the same
+    release the same way; `access_id` names the installer's EKS access entry (unique per cluster).
     """
 
     def __init__(
@@ -37,6 +39,9 @@ class HyperPodDependencyChart(Construct):
         kubectl_layer: lambda_.ILayerVersion,
         vpc: ec2.IVpc,
         security_group: ec2.ISecurityGroup,
+        chart: tuple[str, str, str] | None = None,
+        access_id: str = "ChartInstallerAccess",
+        resource_type: str = "Custom::HyperPodDependencyChart",
     ) -> None:
         super().__init__(scope, construct_id)
         self.function = handler_function(
@@ -55,7 +60,7 @@ class HyperPodDependencyChart(Construct):
             iam.PolicyStatement(actions=["eks:DescribeCluster"], resources=[cluster.cluster_arn])
         )
         cluster.grant_access(
-            "ChartInstallerAccess",
+            access_id,
             self.function.role.role_arn,
             [eks.AccessPolicy.from_access_policy_name(
                 "AmazonEKSClusterAdminPolicy", access_scope_type=eks.AccessScopeType.CLUSTER)],
@@ -65,11 +70,12 @@ class HyperPodDependencyChart(Construct):
             self,
             "Release",
             service_token=provider.service_token,
-            resource_type="Custom::HyperPodDependencyChart",
+            resource_type=resource_type,
             properties={
                 "ClusterName": cluster.cluster_name,
                 "ChartVersion": version,
                 "Values": json.dumps(values, sort_keys=True),
+                **(dict(zip(("ChartPath", "Release", "Namespace"), chart, strict=True)) if chart else {}),
             },
         )
         # The installer needs its access entry (a child of the cluster) before it can talk to the API server.

@@ -15,6 +15,7 @@ from infra.constructs.hyperpod_chart import HyperPodDependencyChart
 from infra.constructs.nag import acknowledge, acknowledge_handlers
 from infra.constructs.node_waiter import HyperPodNodeWaiter
 from infra.constructs.pod_identity import pod_identity_role
+from infra.constructs.ray_endpoint import RayEndpoint, join_users_group
 from infra.settings import Settings
 
 # Core add-ons HyperPod needs before nodes join (versions: EKS default for the cluster version).
@@ -94,6 +95,14 @@ class ClusterStack(Stack):
             iam.PolicyStatement(actions=["fsx:DescribeFileSystems"], resources=["*"])])
         self.fsx_csi = self._addon(FSX_CSI_ADDON, service_account=FSX_CSI_SERVICE_ACCOUNT, role=self.fsx_csi_role)
         self.fsx_csi.node.add_dependency(self.node_waiter.resource)  # its controller pods need nodes
+        if settings.ray_endpoint:  # `sagemaker_ray://` addresses; off: port-forward only
+            self.ray_endpoint = RayEndpoint(
+                self, "RayEndpoint", cluster=self.eks, domain=settings.ray_endpoint_domain,
+                hosted_zone_id=settings.ray_endpoint_hosted_zone_id, chart_version=settings.ray_endpoint_chart_version,
+                kubectl_layer=kubectl_layer, vpc=vpc, security_group=security_group, destroy=settings.destroy_data,
+                after=[self.node_waiter.resource, *core])
+            for arn in settings.user_principal_arns:
+                join_users_group(self.eks, f"User{_short_hash(arn)}")
         if settings.budget_usd_per_month or settings.max_deployed_hours:
             SpendingGuard(self, "Spending", name=settings.name, budget_usd_per_month=settings.budget_usd_per_month,
                           alert_emails=settings.alert_emails, max_deployed_hours=settings.max_deployed_hours,

@@ -13,6 +13,7 @@ from constructs import Construct, IDependable
 from infra.constructs import ray_manifests as rm
 from infra.constructs.nag import acknowledge
 from infra.constructs.pod_identity import pod_identity_role
+from infra.constructs.ray_endpoint import connection_rbac, endpoint_annotations
 from infra.constructs.supervisor import RunSupervisor, SupervisorConfig
 from infra.settings import Settings
 
@@ -71,10 +72,11 @@ class RayStack(Stack):
             workers=settings.trainer_worker_count,
             env=self.pod_env,
         )
-        self.trainer = self._manifest(
-            cluster, "TrainerRayCluster", [rm.ray_cluster(name=self.trainer_cluster_name, ns=ns, spec=spec)],
-            after=[self.operator, account, claim, fsx_csi],
-        )
+        trainer = rm.ray_cluster(name=self.trainer_cluster_name, ns=ns, spec=spec)
+        if settings.ray_endpoint:  # the trainer gets an endpoint (the RayService does not) and users may connect
+            trainer["metadata"]["annotations"] = endpoint_annotations()
+            self._manifest(cluster, "RayEndpointAccess", connection_rbac(ns), after=[namespace])
+        self.trainer = self._manifest(cluster, "TrainerRayCluster", [trainer], after=[self.operator, account, claim, fsx_csi])
         if settings.supervisor:
             self.supervisor = RunSupervisor(
                 self, "Supervisor", cluster=cluster, image=trainer_image.image_uri, node_instance_type=settings.head_instance_type,
@@ -93,6 +95,8 @@ class RayStack(Stack):
         CfnOutput(self, "TrainerRayClusterName", value=self.trainer_cluster_name)
         CfnOutput(self, "RayDashboardCommand",
                   value=f"kubectl -n {ns} port-forward svc/{self.trainer_cluster_name}-head-svc 8265:8265")
+        if settings.ray_endpoint:
+            CfnOutput(self, "RayEndpointAddress", value=f"sagemaker_ray://{self.trainer_cluster_name}/{ns}")
         acknowledge(self.s3_role, {
             f"AwsSolutions-IAM5[Resource::{self._bucket_arn(settings)}/*]":
                 "Ray jobs read and write any run, export or adapter under the artifacts bucket",

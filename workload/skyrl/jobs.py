@@ -66,17 +66,34 @@ def resolve_address(flag: str | None, env_value: str | None, *, default: str = D
     raise ValueError(f"address scheme {scheme!r} is not supported. Fix: use http(s):// or {SAGEMAKER_SCHEME}://.")
 
 
+SAGEMAKER_HINT = (
+    "Check: kubectl reaches the cluster (aws eks update-kubeconfig --name <eks cluster>); the deploy has "
+    "-c ray_endpoint=true; your IAM role is in user_principal_arns (they may create raydashboardconnections) "
+    "or admin_principal_arns; CLUSTER/NAMESPACE name the trainer RayCluster (stack output RayEndpointAddress). "
+    f"Or port-forward the head and use {DEFAULT_ADDRESS}."
+)
+
+
 def connect(address: str) -> Any:
-    """A ``JobSubmissionClient``; raises :class:`JobsError` when the dashboard does not answer."""
+    """A ``JobSubmissionClient``; raises :class:`JobsError` when the dashboard does not answer.
+
+    With a ``sagemaker_ray://`` address Ray calls the toolkit's hook here, which reads the
+    kubeconfig, asks the endpoint operator for a token and exchanges it for a session; the
+    toolkit's own errors derive from ``Exception`` only, so they are caught by the scheme.
+    """
     from ray.job_submission import JobSubmissionClient
 
+    via_endpoint = address.startswith(f"{SAGEMAKER_SCHEME}://")
+    hint = SAGEMAKER_HINT if via_endpoint else (
+        "Check the port-forward (kubectl port-forward svc/<cluster>-head-svc 8265:8265) or the address.")
     try:
         return JobSubmissionClient(address)
     except (ConnectionError, RuntimeError, ValueError) as err:
-        raise JobsError(
-            f"cannot reach the Ray dashboard at {address}: {err}. "
-            f"Check the port-forward (kubectl port-forward svc/<cluster>-head-svc 8265:8265) or the address."
-        ) from None
+        raise JobsError(f"cannot reach the Ray dashboard at {address}: {err}. {hint}") from None
+    except Exception as err:  # the toolkit's KubeconfigError, TokenAcquisitionError
+        if not via_endpoint:
+            raise
+        raise JobsError(f"the HyperPod Ray endpoint refused {address}: {type(err).__name__}: {err}. {hint}") from None
 
 
 def entrypoint_command(*, preflight: bool) -> str:

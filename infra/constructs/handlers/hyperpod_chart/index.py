@@ -1,4 +1,7 @@
-"""Custom resource: install the SageMaker HyperPod dependency Helm chart at a pinned release.
+"""Custom resource: install a Helm chart of a pinned sagemaker-hyperpod-cli release.
+
+By default the HyperPod dependency chart; the resource properties `ChartPath`, `Release` and
+`Namespace` select another chart of the same repository (the Ray endpoint operator's).
 
 The chart lives only in the sagemaker-hyperpod-cli Git repository and pulls sub-charts from
 remote repositories, so it cannot be packaged at synth without network access. This handler
@@ -22,6 +25,7 @@ ARCHIVE_URL = "https://github.com/aws/sagemaker-hyperpod-cli/archive/refs/tags/v
 CHART_PATH = "helm_chart/HyperPodHelmChart"
 RELEASE = "hyperpod-dependencies"
 NAMESPACE = "kube-system"  # where the AWS install guide puts the release
+CHART_PATH_PATTERN = r"helm_chart/[A-Za-z0-9_./-]+"  # inside the release archive, never above it
 HELM_TIMEOUT = "10m"
 HELM_SERVER_SIDE_MAJOR = 4  # first Helm major whose upgrade/install can apply server-side
 DOWNLOAD_TIMEOUT_S = 120
@@ -34,16 +38,19 @@ def archive_url(version: str) -> str:
     return ARCHIVE_URL.format(version=version)
 
 
-def extract_chart(archive: Path, dest: Path) -> Path:
+def extract_chart(archive: Path, dest: Path, chart_path: str = CHART_PATH) -> Path:
     """Unpack only the chart directory from a release archive; returns the chart's path."""
+    if not re.fullmatch(CHART_PATH_PATTERN, chart_path) or ".." in chart_path.split("/"):
+        raise RuntimeError(f"chart path {chart_path!r} is not a directory under helm_chart/ of the release")
     with tarfile.open(archive) as tar:
         top = tar.getmembers()[0].name.split("/")[0]
-        prefix = f"{top}/{CHART_PATH}/"
+        prefix = f"{top}/{chart_path}/"
         members = [m for m in tar.getmembers() if m.name.startswith(prefix)]
         if not members:
-            raise RuntimeError(f"{CHART_PATH} is missing from {archive.name}: is this a sagemaker-hyperpod-cli release?")
+            raise RuntimeError(f"{chart_path} is missing from {archive.name}: is this a sagemaker-hyperpod-cli release "
+                               "that ships it?")
         tar.extractall(dest, members=members, filter="data")
-    return dest / top / CHART_PATH
+    return dest / top / chart_path
 
 
 def download(url: str, dest: Path) -> Path:
@@ -61,7 +68,8 @@ def helm_major(version_output: str) -> int:
     return int(match.group(1))
 
 
-def helm_commands(*, chart_dir: Path, values_file: Path, kubeconfig: Path, major: int) -> list[list[str]]:
+def helm_commands(*, chart_dir: Path, values_file: Path, kubeconfig: Path, major: int,
+                  release: str = RELEASE, namespace: str = NAMESPACE) -> list[list[str]]:
     """The helm invocations of a create/update, in order.
 
     AWS's install guide and its installer install this chart with Helm 3, which applies client-side.
@@ -74,7 +82,7 @@ def helm_commands(*, chart_dir: Path, values_file: Path, kubeconfig: Path, major
     return [
         ["helm", "dependency", "update", str(chart_dir)],
         # No --wait: the chart's operators cannot schedule before HyperPod adds the first nodes.
-        ["helm", "upgrade", "--install", RELEASE, str(chart_dir), "--namespace", NAMESPACE,
+        ["helm", "upgrade", "--install", release, str(chart_dir), "--namespace", namespace, "--create-namespace",
          "--values", str(values_file), "--timeout", HELM_TIMEOUT, *apply, *common],
     ]
 
@@ -94,23 +102,25 @@ def _environment(workdir: Path) -> dict[str, str]:
 def on_event(event: dict, _context: object = None) -> dict:
     """CloudFormation entry point (custom resource provider framework)."""
     props = event["ResourceProperties"]
+    release, namespace = props.get("Release", RELEASE), props.get("Namespace", NAMESPACE)
     workdir = Path(tempfile.mkdtemp(dir=os.environ.get("TMPDIR", "/tmp")))
     env = _environment(workdir)
     kubeconfig = workdir / "kubeconfig"
     _run(["aws", "eks", "update-kubeconfig", "--name", props["ClusterName"], "--kubeconfig", str(kubeconfig)], env)
     if event["RequestType"] == "Delete":
         # Deleting the EKS cluster removes everything anyway; never block a teardown on helm.
-        result = subprocess.run(["helm", "uninstall", RELEASE, "--namespace", NAMESPACE, "--kubeconfig", str(kubeconfig)],
+        result = subprocess.run(["helm", "uninstall", release, "--namespace", namespace, "--kubeconfig", str(kubeconfig)],
                                 env=env, check=False)
         print(f"helm uninstall exited {result.returncode}")
-        return {"PhysicalResourceId": event.get("PhysicalResourceId", RELEASE)}
-    chart_dir = extract_chart(download(archive_url(props["ChartVersion"]), workdir / "cli.tar.gz"), workdir)
+        return {"PhysicalResourceId": event.get("PhysicalResourceId", release)}
+    chart_dir = extract_chart(download(archive_url(props["ChartVersion"]), workdir / "cli.tar.gz"), workdir,
+                              props.get("ChartPath", CHART_PATH))
     values_file = workdir / "values.json"
     values_file.write_text(props.get("Values", "{}"))
     json.loads(values_file.read_text())  # fail here, not inside helm, on bad JSON
     version = subprocess.run(["helm", "version", "--short"], env=env, check=True, capture_output=True, text=True).stdout
     print(f"helm {version.strip()}", flush=True)
     for cmd in helm_commands(chart_dir=chart_dir, values_file=values_file, kubeconfig=kubeconfig,
-                             major=helm_major(version)):
+                             major=helm_major(version), release=release, namespace=namespace):
         _run(cmd, env)
-    return {"PhysicalResourceId": RELEASE, "Data": {"ChartVersion": props["ChartVersion"]}}
+    return {"PhysicalResourceId": release, "Data": {"ChartVersion": props["ChartVersion"]}}

@@ -13,6 +13,8 @@ import pytest
 
 from infra.constructs.handlers.hyperpod_chart import index as installer
 
+OPERATOR = "helm_chart/HyperPodHelmChart/charts/hyperpod-ray-endpoint-operator"
+
 
 def _release_archive(path: Path, *, with_chart: bool = True) -> Path:
     top = "sagemaker-hyperpod-cli-3.7.1"
@@ -20,6 +22,7 @@ def _release_archive(path: Path, *, with_chart: bool = True) -> Path:
     if with_chart:
         files[f"{top}/helm_chart/HyperPodHelmChart/Chart.yaml"] = "apiVersion: v2\nname: hyperpod-helm-chart\n"
         files[f"{top}/helm_chart/HyperPodHelmChart/values.yaml"] = "{}\n"
+        files[f"{top}/{OPERATOR}/Chart.yaml"] = "apiVersion: v2\nname: hyperpod-ray-endpoint-operator\n"
     with tarfile.open(path, "w:gz") as tar:
         for name, text in files.items():
             data = text.encode()
@@ -130,3 +133,18 @@ def test_the_layers_helm_is_4_and_accepts_the_client_side_flag(tmp_path):
     assert done.returncode != 0
     assert "unknown flag" not in done.stderr and "invalid argument" not in done.stderr, done.stderr
     assert "kubernetes cluster unreachable" in done.stderr, done.stderr
+
+
+def test_another_chart_of_the_release_installs_as_its_own_release_and_namespace(tmp_path):
+    chart = installer.extract_chart(_release_archive(tmp_path / "r.tar.gz"), tmp_path, OPERATOR)
+    assert "name: hyperpod-ray-endpoint-operator" in (chart / "Chart.yaml").read_text()
+    install = installer.helm_commands(chart_dir=chart, values_file=tmp_path / "v.json", kubeconfig=tmp_path / "k",
+                                      major=4, release="hyperpod-ray-endpoint-operator", namespace="hyperpod-ray")[1]
+    assert install[:5] == ["helm", "upgrade", "--install", "hyperpod-ray-endpoint-operator", str(chart)]
+    assert install[install.index("--namespace") + 1] == "hyperpod-ray" and "--create-namespace" in install
+
+
+@pytest.mark.parametrize("path", ["helm_chart/../../etc", "/helm_chart/x", "charts/x"])
+def test_a_chart_path_outside_helm_chart_is_refused(tmp_path, path):
+    with pytest.raises(RuntimeError, match="is not a directory under helm_chart/"):
+        installer.extract_chart(_release_archive(tmp_path / "r.tar.gz"), tmp_path, path)
