@@ -35,6 +35,22 @@ def job_spec_of(client: Any, job_id: str) -> Any:
     return JobSpec.from_json(text)
 
 
+def job_env_of(client: Any, job_id: str) -> Any:
+    """The env vars and runtime_env extras ``job_id`` ran with, so a resubmission keeps them.
+
+    Ray keeps the submitted runtime_env with the job; skymaze's own working dir (job.json) is
+    uploaded again by every submission, so it is left out. Every variable counts as a secret:
+    the supervisor logs names only.
+    """
+    from workload.skyrl.job_env import RESERVED_RUNTIME_ENV_KEYS, JobEnv
+
+    runtime_env = dict(client.get_job_info(job_id).runtime_env or {})
+    for key in RESERVED_RUNTIME_ENV_KEYS:
+        runtime_env.pop(key, None)
+    env_vars = dict(runtime_env.pop("env_vars", None) or {})
+    return JobEnv(env_vars=env_vars, secret_keys=frozenset(env_vars), runtime_env=runtime_env)
+
+
 def _checkpoint_reader(ckpt_dir: Path) -> Callable[[], int | None]:
     def read() -> int | None:
         marker = ckpt_dir / CKPT_MARKER
@@ -64,6 +80,7 @@ def build_edges(settings: SupervisorSettings, client: Any, root_job: str) -> Edg
     from workload.skyrl import jobs
 
     spec = ray_jobs.with_resume_latest(job_spec_of(client, root_job))
+    job_env = job_env_of(client, root_job)  # --env, secrets and --runtime-env-json survive a resubmission
     metadata = {SUPERVISE_KEY: "resubmit", ROOT_KEY: root_job, JOB_SPEC_KEY: spec.to_json()}
     release = scale_group = None
     if settings.kube is not None:
@@ -92,7 +109,7 @@ def build_edges(settings: SupervisorSettings, client: Any, root_job: str) -> Edg
             return f"HyperPod {hp.cluster}/{hp.group}: {before} -> {hp.idle_count} instances"
 
     return Edges(
-        submit=lambda: jobs.submit(client, spec, extra_metadata=metadata),
+        submit=lambda: jobs.submit(client, spec, extra_metadata=metadata, job_env=job_env),
         job=lambda job_id: ray_jobs.observe(client, job_id),
         workers=workers,
         checkpoint_step=_checkpoint_reader(Path(spec.run_dir) / "ckpts"),

@@ -114,3 +114,27 @@ def test_submit_and_status_json(skyrl_ray_head, tmp_path):
     assert document["status"] == "SUCCEEDED" and document["run_id"] == "maze-blog" and document["env"] == []
     status = runner.invoke(app, ["status", document["job_id"], "--json", *address])
     assert status.exit_code == 0 and json.loads(status.stdout)["status"] == "SUCCEEDED"
+
+
+@pytest.mark.slow
+@pytest.mark.e2e
+def test_a_supervised_resubmission_keeps_the_jobs_env_secrets_and_runtime_env(skyrl_ray_head, tmp_path, monkeypatch):
+    from workload.skyrl import jobs
+    from workload.supervise.service import job_env_of, job_spec_of
+
+    monkeypatch.setenv("HF_TOKEN", SECRET)
+    address = ["--address", skyrl_ray_head.dashboard_url]
+    result = CliRunner().invoke(app, [
+        "submit", "--recipe", "blog", "--set", f"shared_root={tmp_path}", "--preflight", "--wait-s", "120",
+        "--supervise", "--env", "HF_HOME=/shared/hf", "--env-from-shell", "HF_TOKEN",
+        "--runtime-env-json", '{"config": {"setup_timeout_seconds": 300}}', *address])
+    assert result.exit_code == 0, result.output
+    root = result.stdout.split()[1]
+    client = JobSubmissionClient(skyrl_ray_head.dashboard_url)
+    kept = job_env_of(client, root)
+    assert "working_dir" not in kept.runtime_env and kept.secret_keys == {"HF_HOME", "HF_TOKEN"}
+    again = jobs.submit(client, job_spec_of(client, root), preflight=True, job_env=kept)
+    first, second = client.get_job_info(root).runtime_env, client.get_job_info(again).runtime_env
+    assert second["env_vars"] == first["env_vars"] == {"HF_HOME": "/shared/hf", "HF_TOKEN": SECRET}
+    assert second["config"]["setup_timeout_seconds"] == 300
+    assert jobs.wait(client, again, timeout_s=120).status == "SUCCEEDED"
