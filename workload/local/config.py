@@ -132,6 +132,7 @@ class SftConfig:
     path_fraction: float
     validation_size: int
     target_solved: int
+    max_solved: int
     check_every: int
     max_steps: int
 
@@ -319,6 +320,11 @@ def validate(cfg: RehearsalConfig) -> RehearsalConfig:
         raise ValueError(
             f"sft.target_solved ({cfg.sft.target_solved}) exceeds sft.validation_size ({cfg.sft.validation_size}): "
             "SFT could never stop on the rule; lower the target or enlarge the validation set"
+        )
+    if not cfg.sft.target_solved <= cfg.sft.max_solved:
+        raise ValueError(
+            f"sft.max_solved ({cfg.sft.max_solved}) is below sft.target_solved ({cfg.sft.target_solved}): "
+            "no check could stop SFT inside the band; raise sft.max_solved to at least the target"
         )
     if not 0.0 <= cfg.sft.path_fraction <= 1.0:
         raise ValueError(f"sft.path_fraction must be within [0, 1], got {cfg.sft.path_fraction}")
