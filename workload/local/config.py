@@ -173,6 +173,8 @@ class SftConfig(ConfigModel):
     validation_size: PositiveInt = Field(description="Validation mazes (in neither training nor the held-out set): "
                                          "they stop SFT and choose the served step.")
     target_solved: int = Field(description="Stop SFT once this many validation mazes are right on their whole path.")
+    max_solved: int = Field(description="A check above this many is an overshoot: SFT goes back to the last check "
+                            "at or below it and walks on one step at a time, stopping inside the band.")
     check_every: PositiveInt = Field(description="SFT steps between validation checks.")
     max_steps: PositiveInt = Field(description="SFT step cap.")
 
@@ -209,6 +211,11 @@ class RehearsalConfig(ConfigModel):
             raise ValueError(
                 f"sft.target_solved ({self.sft.target_solved}) exceeds sft.validation_size ({self.sft.validation_size}): "
                 "SFT could never stop on the rule; lower the target or enlarge the validation set"
+            )
+        if not self.sft.target_solved <= self.sft.max_solved:
+            raise ValueError(
+                f"sft.max_solved ({self.sft.max_solved}) is below sft.target_solved ({self.sft.target_solved}): "
+                "no check could stop SFT inside the band; raise sft.max_solved to at least the target"
             )
         return self
 

@@ -68,8 +68,8 @@ def _phase_sft(cfg: RehearsalConfig, run: RunDir, ctx: dict, echo: Callable[[str
     total = len(validation.entries)
     echo(
         f"[sft] BFS demonstrations, batch {cfg.sft.batch_size}; stop at {cfg.sft.target_solved}/{total} "
-        f"validation mazes right on their whole path (checked every {cfg.sft.check_every} steps, "
-        f"at most {cfg.sft.max_steps})"
+        f"validation mazes right on their whole path, at most {cfg.sft.max_solved} (checked every "
+        f"{cfg.sft.check_every} steps, each step after an overshoot; at most {cfg.sft.max_steps} steps)"
     )
     result = run_sft(
         model=model,

@@ -6,14 +6,19 @@ depending on the seed (measured at ~140 steps: 12, 0 and 3 of 64 for seeds 0, 1,
 training stops once the greedy policy gets ``sft.target_solved`` mazes of a separate
 validation set (never the held-out set) right on every state of their shortest path,
 checked every ``sft.check_every`` steps, or at ``sft.max_steps``. That check is one batched
-forward (``path_argmax_solved``), cheap enough to run often: the escape from the
-action-marginal plateau is sharp, and sparse checks overshoot the target (measured: 2 -> 19
-of 64 within 15 steps).
-Progress is checkpointed at every check, so a killed run resumes from the last one.
+forward (``path_argmax_solved``). The escape from the action-marginal plateau is sharp (measured:
+below 8 to 15 and 23 of 64 between two checks 5 steps apart), and a start that strong leaves GRPO
+nothing it can show (held-out baselines 18-19 of 64 gained 1-5 mazes; from 9 it gained 9). So a
+check above ``sft.max_solved`` is an overshoot: training goes back to the last check at or below it
+and walks that interval again one step per check (the batches are a function of the step, so the
+walk repeats), stopping at the first step inside the band, or at the last step below it when even
+one step jumps over the band.
+Progress is checkpointed at every accepted check, so a killed run resumes from the last one.
 """
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import time
 from collections.abc import Callable
@@ -37,6 +42,35 @@ class SftResult:
     steps: int
     validation_solved: int
     history: list[dict]
+
+
+@dataclasses.dataclass
+class StopRule:
+    """When to check, and what a check's count means: continue, stop here, or go back.
+
+    Pure bookkeeping over the sequence of (step, solved) checks, so the rule is testable on its own.
+    ``after_check`` returns ``(action, step)``: ``("continue", step)``, ``("stop", step)`` where
+    ``step`` may be an earlier accepted check to restore, or ``("rewalk", step)``: restore that
+    accepted check and check every step from there.
+    """
+
+    target: int
+    max_solved: int
+    check_every: int
+    accepted_step: int = 0  # the last check at or below max_solved (0: the starting weights)
+    dense: bool = False  # checking every step, after an overshoot
+
+    def due(self, step: int) -> bool:
+        return self.dense or step % self.check_every == 0
+
+    def after_check(self, step: int, solved: int) -> tuple[str, int]:
+        if solved > self.max_solved:
+            if self.dense or step - self.accepted_step <= 1:
+                return "stop", self.accepted_step
+            self.dense = True
+            return "rewalk", self.accepted_step
+        self.accepted_step = step
+        return ("stop" if solved >= self.target else "continue"), step
 
 
 def sft_loss(model: Any, encoder: Encoder, contexts: list[Context], labels: list[str]) -> torch.Tensor:
@@ -71,16 +105,19 @@ def run_sft(
     """Train ``model`` in place until the stopping rule holds; resumes from ``run.sft_state``."""
     s, maze = cfg.sft, cfg.environment.maze
     opt, sched = _optimizer(model, cfg)
-    step, history = 0, []
+    step, history, solved = 0, [], 0
     if run.sft_state.is_file():
         state = torch.load(run.sft_state, weights_only=False)
         model.load_state_dict(state["model"])
         opt.load_state_dict(state["optimizer"])
         sched.load_state_dict(state["scheduler"])
         step, history = state["step"], state["history"]
+        solved = state.get("solved", history[-1]["solved"] if history else 0)
         log("sft", step, {"sft/resumed_from_step": step})
-        if history and history[-1]["solved"] >= s.target_solved:
-            return SftResult(step, history[-1]["solved"], history)
+        if state.get("stopped"):
+            return SftResult(step, state["solved"], history)
+    rule = StopRule(s.target_solved, s.max_solved, s.check_every, accepted_step=step)
+    accepted = _snapshot(model, opt, sched, step, history, cfg, solved)
     started = time.perf_counter()
     while step < s.max_steps:
         model.train()
@@ -101,11 +138,12 @@ def run_sft(
         opt.step()
         sched.step()
         step += 1
-        if step % s.check_every and step < s.max_steps:
+        if not rule.due(step) and step < s.max_steps:
             continue
         model.eval()
         solved = sum(path_argmax_solved(model, encoder, validation, cfg))
-        history.append({"step": step, "loss": loss.item(), "solved": solved})
+        action, at = rule.after_check(step, solved)
+        history.append({"step": step, "loss": loss.item(), "solved": solved, "action": action})
         log(
             "sft",
             step,
@@ -116,16 +154,36 @@ def run_sft(
                 "sft/steps_per_s": step / max(1e-9, time.perf_counter() - started),
             },
         )
-        state = {
+        if at == step:
+            accepted = _snapshot(model, opt, sched, step, history, cfg, solved)
+            torch_save_atomic(accepted, run.sft_state)
+        else:  # an overshoot: back to the last accepted check
+            model.load_state_dict(accepted["model"])
+            opt.load_state_dict(accepted["optimizer"])
+            sched.load_state_dict(accepted["scheduler"])
+            step = accepted["step"]
+        if action == "stop":
+            break
+    else:
+        action = "max_steps"  # not a stop by the rule: a rerun with a larger sft.max_steps continues
+    model.eval()
+    accepted = {**accepted, "history": history, "stopped": action == "stop"}
+    torch_save_atomic(accepted, run.sft_state)
+    return SftResult(accepted["step"], accepted["solved"], history)
+
+
+def _snapshot(
+    model: Any, opt: Any, sched: Any, step: int, history: list, cfg: RehearsalConfig, solved: int
+) -> dict:
+    """A detached copy of everything a resume or a rollback needs."""
+    return copy.deepcopy(
+        {
             "model": model.state_dict(),
             "optimizer": opt.state_dict(),
             "scheduler": sched.state_dict(),
             "step": step,
-            "history": history,
+            "solved": solved,
+            "history": list(history),
             "config": cfg.to_dict(),
         }
-        torch_save_atomic(state, run.sft_state)
-        if solved >= s.target_solved:
-            break
-    model.eval()
-    return SftResult(step, history[-1]["solved"] if history else 0, history)
+    )

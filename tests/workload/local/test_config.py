@@ -117,6 +117,11 @@ def test_sft_target_above_the_validation_set_is_refused():
         load_config("local", ["sft.target_solved=65"])
 
 
+def test_sft_band_upper_bound_below_the_target_is_refused():
+    with pytest.raises(ValueError, match=r"sft.max_solved \(7\) is below sft.target_solved \(8\)"):
+        load_config("local", ["sft.max_solved=7"])
+
+
 def test_only_token_mean_reduction_runs_locally():
     with pytest.raises(ValueError, match=r"trainer.algorithm.loss_reduction=seq_mean: Input should be 'token_mean'"):
         load_config("local", ["trainer.algorithm.loss_reduction=seq_mean"])
