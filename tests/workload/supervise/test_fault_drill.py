@@ -35,7 +35,9 @@ pytestmark = [pytest.mark.slow, pytest.mark.e2e]
 STEPS, CKPT_INTERVAL, STEP_S = 30, 5, 0.25
 KILL_AT_STEP = 12  # two steps past the checkpoint at 10: a resume redoes 11 and 12
 JOB_TIMEOUT_S = 240
-POLICY = Policy(max_submissions=3, max_failures_at_same_step=2, backoff_base_s=0.5, backoff_cap_s=2, node_wait_timeout_s=60,
+# A raylet joins in seconds on an idle 2-core machine; 60 s was seen to run out under a load average of 20.
+NODE_CHANGE_TIMEOUT_S = 240
+POLICY = Policy(max_submissions=3, max_failures_at_same_step=2, backoff_base_s=0.5, backoff_cap_s=2, node_wait_timeout_s=NODE_CHANGE_TIMEOUT_S,
                 release_workers=True)
 POLL_S = 0.2
 NODE_RESOURCE = "drill_node"  # the worker node's stand-in for GPUs: shards of the node drill need it
@@ -63,7 +65,7 @@ class WorkerNode:
         self.temp_dir.mkdir(parents=True, exist_ok=True)
         with (self.head.temp_dir / "node-start.log").open("ab") as log:
             self.process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-        _poll(lambda: _alive_workers(self.head) == 1, 60, "worker node did not join")
+        _poll(lambda: _alive_workers(self.head) == 1, NODE_CHANGE_TIMEOUT_S, "worker node did not join")
 
     def kill(self) -> None:
         with contextlib.suppress(ProcessLookupError):
@@ -207,7 +209,7 @@ def worker_node(head):
         yield node
     finally:
         node.kill()
-        _poll(lambda: _alive_workers(head) == 0, 60, "killed worker node still alive")
+        _poll(lambda: _alive_workers(head) == 0, NODE_CHANGE_TIMEOUT_S, "killed worker node still alive")
 
 
 @pytest.mark.parametrize(("victim", "causes"), [("worker", {"actor_died"}), ("driver", {"driver_killed"}),
