@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import typer
 
@@ -126,3 +126,16 @@ def port_taken(host: str, port: int) -> bool:
         except OSError:
             return True
     return False
+
+
+def deploy_target_or_exit(profile: str, context: list[str]) -> tuple[tuple[tuple[str, str], ...], Any, Any]:
+    """``(overrides, settings, target)`` of a deploy command's ``--profile`` and ``-c`` pairs; a bad
+    setting exits 2 naming it."""
+    from workload.ops.profiles import SettingsError, parse_overrides, settings_for, target_for
+
+    try:
+        overrides = parse_overrides(context)
+        settings = settings_for(profile, overrides)
+        return overrides, settings, target_for(settings, overrides=overrides)
+    except SettingsError as exc:
+        fail(str(exc), code=EXIT_USAGE)

@@ -6,7 +6,14 @@ import json
 
 import typer
 
-from workload.cli._common import DEPLOY_SETS_OPTION, EXIT_USAGE, PROFILE_OPTION, aws_identity, fail, next_step
+from workload.cli._common import (
+    DEPLOY_SETS_OPTION,
+    PROFILE_OPTION,
+    aws_identity,
+    deploy_target_or_exit,
+    fail,
+    next_step,
+)
 from workload.cli.jobs import ADDRESS_OPTION
 
 cluster_app = typer.Typer(help="The deployed cluster.\n\nExample:  skymaze cluster status --profile small",
@@ -30,15 +37,9 @@ def status(
     """
     from workload.ops.cluster_status import hyperpod_status
     from workload.ops.plan import HYPERPOD_CLUSTER_SUFFIX
-    from workload.ops.profiles import SettingsError, parse_overrides, settings_for, target_for
     from workload.skyrl import jobs
 
-    try:
-        overrides = parse_overrides(context)
-        settings = settings_for(profile, overrides)
-        target = target_for(settings, overrides=overrides)
-    except SettingsError as exc:
-        fail(str(exc), code=EXIT_USAGE)
+    overrides, settings, target = deploy_target_or_exit(profile, context)
     session, _ = aws_identity(target.region, expected_account=dict(overrides).get("account"))
     name = f"{settings.name}{HYPERPOD_CLUSTER_SUFFIX}"
     cluster = hyperpod_status(session, name)

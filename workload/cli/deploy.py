@@ -6,7 +6,15 @@ from pathlib import Path
 
 import typer
 
-from workload.cli._common import DEPLOY_SETS_OPTION, EXIT_USAGE, PROFILE_OPTION, aws_identity, fail, next_step
+from workload.cli._common import (
+    DEPLOY_SETS_OPTION,
+    EXIT_USAGE,
+    PROFILE_OPTION,
+    aws_identity,
+    deploy_target_or_exit,
+    fail,
+    next_step,
+)
 
 
 def deploy(
@@ -37,14 +45,8 @@ def deploy(
 
     from workload.ops.cdk import PROJECT_ROOT, CdkError, resolve_cdk, run_cdk
     from workload.ops.deploy import APPROVAL_LEVELS, deploy_args, next_steps, outputs_path, read_outputs
-    from workload.ops.profiles import SettingsError, parse_overrides, settings_for, target_for
 
-    try:
-        overrides = parse_overrides(context)
-        settings = settings_for(profile, overrides)
-        target = target_for(settings, overrides=overrides)
-    except SettingsError as exc:
-        fail(str(exc), code=EXIT_USAGE)
+    overrides, settings, target = deploy_target_or_exit(profile, context)
     approval = "never" if no_approval else require_approval
     if approval not in APPROVAL_LEVELS:
         fail(f"--require-approval {approval!r}: expected one of {', '.join(APPROVAL_LEVELS)}", code=EXIT_USAGE)

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import typer
 
-from workload.cli._common import DEPLOY_SETS_OPTION, EXIT_USAGE, PROFILE_OPTION, aws_identity, fail, next_step
+from workload.cli._common import (
+    DEPLOY_SETS_OPTION,
+    PROFILE_OPTION,
+    aws_identity,
+    deploy_target_or_exit,
+    fail,
+    next_step,
+)
 
 
 def diff(
@@ -25,14 +32,8 @@ def diff(
     from workload.cli.deploy import _account_context
     from workload.ops.cdk import CdkError, resolve_cdk, run_cdk
     from workload.ops.deploy import diff_args
-    from workload.ops.profiles import SettingsError, parse_overrides, settings_for, target_for
 
-    try:
-        overrides = parse_overrides(context)
-        settings = settings_for(profile, overrides)
-        target = target_for(settings, overrides=overrides)
-    except SettingsError as exc:
-        fail(str(exc), code=EXIT_USAGE)
+    overrides, settings, target = deploy_target_or_exit(profile, context)
     args = diff_args(target, fail_on_change=fail_on_change)
     if dry_run:
         typer.echo(f"would run: cdk {' '.join(args)}")
