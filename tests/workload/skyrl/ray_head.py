@@ -97,7 +97,7 @@ def _stop(process: subprocess.Popen, temp_dir: Path) -> None:
     process.wait(timeout=STOP_GRACE_S * 10)
 
 
-def _start(temp_dir: Path, num_cpus: int) -> tuple[subprocess.Popen, RayHead]:
+def _start(temp_dir: Path, num_cpus: int, extra_env: dict[str, str]) -> tuple[subprocess.Popen, RayHead]:
     names = ["port", "dashboard-port", "metrics-export-port", "ray-client-server-port", "dashboard-agent-listen-port",
              "dashboard-agent-grpc-port", "node-manager-port", "object-manager-port", "runtime-env-agent-port"]
     ports = dict(zip(names, free_ports(len(names)), strict=True))
@@ -109,7 +109,7 @@ def _start(temp_dir: Path, num_cpus: int) -> tuple[subprocess.Popen, RayHead]:
         command += [f"--{name}", str(port)]
     env = {**os.environ, "RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0",
            "RAY_metrics_report_interval_ms": str(METRICS_REPORT_INTERVAL_MS),
-           "PATH": f"{ray_bin.parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+           "PATH": f"{ray_bin.parent}{os.pathsep}{os.environ.get('PATH', '')}", **extra_env}
     with (temp_dir / "ray-start.log").open("wb") as log:
         process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     head = RayHead(
@@ -127,13 +127,15 @@ def _start(temp_dir: Path, num_cpus: int) -> tuple[subprocess.Popen, RayHead]:
 
 
 @contextlib.contextmanager
-def local_ray_head(*, num_cpus: int = 2) -> Iterator[RayHead]:
-    """Start ``ray start --head --block`` in its own session; yield its addresses; kill it."""
+def local_ray_head(*, num_cpus: int = 2, extra_env: dict[str, str] | None = None) -> Iterator[RayHead]:
+    """Start ``ray start --head --block`` in its own session; yield its addresses; kill it.
+
+    ``extra_env`` is added to the head's environment (e.g. to let other nodes join)."""
     temp_dir = Path(tempfile.mkdtemp(prefix="smz-ray-", dir="/tmp"))
     try:
         for attempt in range(1, START_ATTEMPTS + 1):
             try:
-                process, head = _start(temp_dir, num_cpus)
+                process, head = _start(temp_dir, num_cpus, extra_env or {})
                 break
             except RayStartError:
                 if attempt == START_ATTEMPTS:

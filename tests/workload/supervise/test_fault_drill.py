@@ -37,6 +37,9 @@ KILL_AT_STEP = 12  # two steps past the checkpoint at 10: a resume redoes 11 and
 JOB_TIMEOUT_S = 240
 # A raylet joins in seconds on an idle 2-core machine; 60 s was seen to run out under a load average of 20.
 NODE_CHANGE_TIMEOUT_S = 240
+# The suite runs Ray in its single-machine mode (every port on loopback, tests/conftest.py), in which a
+# second node cannot join: the drill's head and worker node turn multi-node mode back on.
+MULTI_NODE_ENV = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "1"}
 POLICY = Policy(max_submissions=3, max_failures_at_same_step=2, backoff_base_s=0.5, backoff_cap_s=2, node_wait_timeout_s=NODE_CHANGE_TIMEOUT_S,
                 release_workers=True)
 POLL_S = 0.2
@@ -60,7 +63,7 @@ class WorkerNode:
                    "--temp-dir", str(self.temp_dir), "--disable-usage-stats"]
         for name, port in zip(NODE_PORTS, free_ports(len(NODE_PORTS)), strict=True):
             command += [f"--{name}", str(port)]
-        env = {**os.environ, "RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0",
+        env = {**os.environ, **MULTI_NODE_ENV, "RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0",
                "PATH": f"{ray_bin.parent}{os.pathsep}{os.environ.get('PATH', '')}"}
         self.temp_dir.mkdir(parents=True, exist_ok=True)
         with (self.head.temp_dir / "node-start.log").open("ab") as log:
@@ -84,7 +87,7 @@ def _alive_workers(head) -> int:
 
 @pytest.fixture(scope="module")
 def head():
-    with local_ray_head(num_cpus=3) as running:
+    with local_ray_head(num_cpus=3, extra_env=MULTI_NODE_ENV) as running:
         yield running
 
 
