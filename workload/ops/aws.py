@@ -33,17 +33,23 @@ class ClusterInfo:
     vpc_id: str
 
 
-def stack_resources(session, stacks: list[str], resource_type: str) -> list[StackResource]:
-    """Every resource of ``resource_type`` in ``stacks``; stacks that are gone are skipped."""
-    cfn = session.client("cloudformation")
-    found = []
+def _existing(stacks: list[str], describe):
+    """``(stack, describe(stack))`` for each of ``stacks`` that still exists; other errors raise."""
     for stack in stacks:
         try:
-            resources = cfn.describe_stack_resources(StackName=stack)["StackResources"]
+            yield stack, describe(stack)
         except ClientError as exc:
             if "does not exist" in str(exc):
                 continue
             raise
+
+
+def stack_resources(session, stacks: list[str], resource_type: str) -> list[StackResource]:
+    """Every resource of ``resource_type`` in ``stacks``; stacks that are gone are skipped."""
+    cfn = session.client("cloudformation")
+    found = []
+    for stack, described in _existing(stacks, lambda name: cfn.describe_stack_resources(StackName=name)):
+        resources = described["StackResources"]
         found += [StackResource(stack, r["LogicalResourceId"], r.get("PhysicalResourceId", ""), r["ResourceType"])
                   for r in resources if r["ResourceType"] == resource_type]
     return found
@@ -200,14 +206,8 @@ def bucket_exists(session, name: str) -> bool:
 def stack_output(session, stacks: list[str], key: str) -> str | None:
     """The value of output `key` in the first of `stacks` that has it; None when none does."""
     cfn = session.client("cloudformation")
-    for stack in stacks:
-        try:
-            described = cfn.describe_stacks(StackName=stack)["Stacks"]
-        except ClientError as exc:
-            if "does not exist" in str(exc):
-                continue
-            raise
-        for output in described[0].get("Outputs", []):
+    for _, described in _existing(stacks, lambda name: cfn.describe_stacks(StackName=name)):
+        for output in described["Stacks"][0].get("Outputs", []):
             if output["OutputKey"] == key:
                 return output["OutputValue"]
     return None

@@ -68,15 +68,19 @@ def test_chat_template_is_qwen_format_with_a_vision_span(tiny):
         == "<|im_start|>user\n<|vision_start|><|image_pad|><|vision_end|>Go.<|im_end|>\n<|im_start|>assistant\n"
     )
 
-
-def test_a_64px_frame_stays_4_image_tokens(tiny):
-    model, processor = tiny
+def _one_frame_turn(processor):
+    """One user turn of one 64 px frame and "Go.", as model inputs."""
     text = processor.apply_chat_template(
         [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": "Go."}]}],
         add_generation_prompt=True,
         tokenize=False,
     )
-    batch = processor(text=[text], images=[_frame()], return_tensors="pt")
+    return processor(text=[text], images=[_frame()], return_tensors="pt")
+
+
+def test_a_64px_frame_stays_4_image_tokens(tiny):
+    model, processor = tiny
+    batch = _one_frame_turn(processor)
     assert (batch["input_ids"] == model.config.image_token_id).sum().item() == 4
     assert batch["image_grid_thw"].tolist() == [[1, 4, 4]]
     assert processor.tokenizer.padding_side == "left"
@@ -105,12 +109,7 @@ def test_logits_depend_on_the_image(tiny):
 
 def test_greedy_generate_runs_and_stops_within_the_budget(tiny):
     model, processor = tiny
-    text = processor.apply_chat_template(
-        [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": "Go."}]}],
-        add_generation_prompt=True,
-        tokenize=False,
-    )
-    batch = processor(text=[text], images=[_frame()], return_tensors="pt")
+    batch = _one_frame_turn(processor)
     out = model.generate(**batch, max_new_tokens=2, do_sample=False)
     assert out.shape == (1, batch["input_ids"].shape[1] + 2)
 
