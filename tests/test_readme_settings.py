@@ -38,8 +38,23 @@ def test_readme_deploy_table_matches_the_settings_model():
     assert readme_table("deploy") == expected, "README's deploy settings table is stale; replace it with:\n" + "\n".join(expected)
 
 
-@pytest.mark.parametrize("model", [RehearsalConfig, Recipe, "deploy"])
+def _option_models() -> dict:
+    from workload.evaluate.settings import EvaluateSettings
+    from workload.serve.settings import LocalServeSettings, ServeSettings
+
+    return {"serve": ServeSettings, "serve-local": LocalServeSettings, "evaluate": EvaluateSettings}
+
+
+@pytest.mark.parametrize("name", ["serve", "serve-local", "evaluate"])
+def test_readme_serve_and_evaluate_tables_match_the_models(name):
+    expected = config.settings_table(_option_models()[name], skip=())
+    assert readme_table(name) == expected, f"README's {name} settings table is stale; replace it with:\n" + "\n".join(expected)
+
+
+@pytest.mark.parametrize("model", [RehearsalConfig, Recipe, "deploy", "serve", "serve-local", "evaluate"])
 def test_every_setting_has_a_description(model):
     if model == "deploy":
         from infra.settings import Settings as model
+    elif isinstance(model, str):
+        model = _option_models()[model]
     assert config.undocumented(model) == []

@@ -1,11 +1,13 @@
 """What a user sets, one way: frozen pydantic models, YAML recipes with ``extends:``, ``KEY=VALUE`` overrides.
 
-Every settings model (deploy profile, cluster recipe, rehearsal recipe) derives from
-:class:`ConfigModel` and gives every field a ``description``: ``--help``, ``skymaze recipe``
-and the README tables read them. :func:`apply_overrides` is the one override parser: a key
-must name a field (or go to the model's free-form map), with a did-you-mean when it does not;
-values arrive as text and the model converts them. Only the standard library, pydantic and
-PyYAML: every layer may import this module.
+Every settings model (deploy profile, cluster recipe, rehearsal recipe, serve and evaluate
+options) derives from :class:`ConfigModel` and gives every field a ``description``: ``--help``,
+``skymaze recipe`` and the README tables read them. A field's ``alias``, when it has one, is the
+name a user writes (a command-line option, a Serve builder argument). :func:`apply_overrides`
+(``KEY=VALUE`` text) and :func:`validate_flat` (a map of keys, text or typed) are the one override
+parser: a key must name a field (or go to the model's free-form map), with a did-you-mean when it
+does not; text values are converted by the model. Only the standard library, pydantic and PyYAML:
+every layer may import this module.
 """
 
 from __future__ import annotations
@@ -30,9 +32,12 @@ NULL_TEXTS = ("null", "~", "None")
 
 
 class ConfigModel(BaseModel):
-    """Settings read once, validated at the edge, frozen; unknown keys are refused."""
+    """Settings read once, validated at the edge, frozen; unknown keys are refused.
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    A field with an ``alias`` accepts both names; errors and tables use the alias.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid", validate_by_name=True, validate_by_alias=True)
 
 
 class ConfigError(ValueError):
@@ -47,16 +52,25 @@ def split_pair(item: str, *, flag: str = RECIPE_FLAG, example: str = "trainer.se
     return key.strip(), text
 
 
-def field_paths(model: type[BaseModel], prefix: str = "") -> dict[str, FieldInfo]:
-    """Dotted path -> field of every leaf setting, through nested models."""
+def field_paths(model: type[BaseModel], prefix: str = "", *, by_alias: bool = True) -> dict[str, FieldInfo]:
+    """Dotted path (of aliases where fields have one) -> field of every leaf setting, through nested models."""
     paths: dict[str, FieldInfo] = {}
     for name, info in model.model_fields.items():
+        key = (info.alias if by_alias else None) or name
         nested = _nested_model(info.annotation)
         if nested is not None:
-            paths.update(field_paths(nested, f"{prefix}{name}."))
+            paths.update(field_paths(nested, f"{prefix}{key}.", by_alias=by_alias))
         else:
-            paths[f"{prefix}{name}"] = info
+            paths[f"{prefix}{key}"] = info
     return paths
+
+
+def field_named(model: type[BaseModel], key: str) -> FieldInfo:
+    """The top-level field a user calls ``key`` (its alias, or its name)."""
+    for name, info in model.model_fields.items():
+        if key in (name, info.alias):
+            return info
+    raise KeyError(f"{model.__name__} has no setting {key!r}")
 
 
 def did_you_mean(key: str, known: Iterable[str]) -> str:
@@ -75,18 +89,44 @@ def apply_overrides(model: type[BaseModel], data: Mapping[str, Any], pairs: Iter
     a field (the cluster recipe's SkyRL keys). Values stay text where the model converts text
     (numbers, booleans, strings); lists take ``a,b`` or ``[a, b]``; ``null`` clears an optional.
     """
+    items = (split_pair(item, flag=flag) for item in pairs)
+    return set_values(model, data, items, free_form=free_form, hint=" (`skymaze recipe show` lists every setting)")
+
+
+def set_values(model: type[BaseModel], data: Mapping[str, Any], items: Iterable[tuple[str, Any]], *,
+               free_form: str | None = None, hint: str = "") -> dict[str, Any]:
+    """A copy of ``data`` with each ``(dotted key, value)`` set; text values parsed as :func:`apply_overrides` says.
+
+    A key is a setting's path by aliases or, for code, by field names (stored by aliases, so that
+    errors name what a user writes); a nested model's key also takes the whole model.
+    """
     paths = field_paths(model)
+    aliases = dict(zip(field_paths(model, by_alias=False), paths, strict=True))
+    wholes = {key: info.alias or key for key, info in model.model_fields.items()}
+    wholes.update({alias: alias for alias in wholes.values()})
     result = merge(data, {})
-    for item in pairs:
-        key, text = split_pair(item, flag=flag)
+    for key, value in items:
+        key = aliases.get(key, wholes.get(key, key))
         if key in paths:
-            result = merge(result, nest(key, parse_value(text, paths[key].annotation)))
+            parsed = parse_value(value, paths[key].annotation) if isinstance(value, str) else value
+            result = merge(result, nest(key, parsed))
+        elif key in wholes and not isinstance(value, str):
+            result[key] = value
         elif free_form and key.partition(".")[0] not in model.model_fields:
-            result[free_form] = {**result.get(free_form, {}), key: parse_value(text, Any)}
+            parsed = parse_value(value, Any) if isinstance(value, str) else value
+            result[free_form] = {**result.get(free_form, {}), key: parsed}
         else:
-            raise ConfigError(f"unknown setting {key!r}{did_you_mean(key, paths)} "
-                              f"(`skymaze recipe show` lists every setting)")
+            raise ConfigError(f"unknown setting {key!r}{did_you_mean(key, paths)}{hint}")
     return result
+
+
+def validate_flat(model: type[BaseModel], values: Mapping[str, Any], *, what: str, hint: str = "") -> Any:
+    """``model`` from a flat map of dotted keys (a Serve builder's ``args``, a command's options), validated once.
+
+    Unknown keys get a did-you-mean, bad values one :class:`ConfigError` naming each key; ``hint``
+    ends both messages (how to fix it).
+    """
+    return validate(model, set_values(model, {}, values.items(), hint=hint), what=what, hint=hint)
 
 
 def parse_value(text: str, annotation: Any) -> Any:
@@ -187,9 +227,9 @@ def settings_table(model: type[BaseModel], defaults: Mapping[str, Any] | None = 
         cells = []
         for values in flat.values():
             if path in values:
-                cells.append(f"`{_show(values[path])}`")
+                cells.append(f"`{show_value(values[path])}`")
             else:
-                cells.append("" if info.is_required() else f"`{_show(info.get_default(call_default_factory=True))}`")
+                cells.append("" if info.is_required() else f"`{show_value(info.get_default(call_default_factory=True))}`")
         text = (info.description or "").replace("|", r"\|")
         rows.append(f"| `{path}` | {' | '.join(cells)} | {text} |")
     return rows
@@ -200,13 +240,14 @@ def undocumented(model: type[BaseModel]) -> list[str]:
     return [path for path, info in field_paths(model).items() if not (info.description or "").strip()]
 
 
-def _show(value: Any) -> str:
+def show_value(value: Any) -> str:
+    """A setting's value as YAML and the command line write it (``true``, ``null``, ``[a, b]``)."""
     if isinstance(value, bool):
         return "true" if value else "false"
     if value is None:
         return "null"
     if isinstance(value, list | tuple):
-        return "[" + ", ".join(map(_show, value)) + "]"
+        return "[" + ", ".join(map(show_value, value)) + "]"
     if isinstance(value, Mapping):
         return f"{len(value)} keys"
     return str(value)

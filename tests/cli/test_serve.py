@@ -53,11 +53,11 @@ def test_serve_once_lists_base_and_adapters(tiny_model_dir, serve_adapters_dir, 
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--model", "/nonexistent", "--adapters", "."], "has no config.json"),
+        (["--model", "/nonexistent", "--adapters", "."], "model: /nonexistent has no config.json"),
         (["--adapters", "/nonexistent"], "neither a folder nor an s3://"),
-        (["--max-adapters", "0"], "max_num_adapters_per_replica must be >= 1"),
-        (["--port", "70000"], "--port must be 0-65535"),
-        (["--api-key", "has space"], "api_key must be a non-empty string without spaces"),
+        (["--max-adapters", "0"], "max_adapters=0: Input should be greater than 0"),
+        (["--port", "70000"], "port=70000: Input should be less than or equal to 65535"),
+        (["--api-key", "has space"], "api_key: must be a non-empty string without spaces"),
     ],
 )
 def test_serve_bad_input_exits_2(tiny_model_dir, serve_adapters_dir, args, message):
@@ -113,9 +113,9 @@ def test_evaluate_unserved_model_exits_1(serve_endpoints):
     ("args", "message"),
     [
         (["--heldout", "hard-99"], "unknown held-out set 'hard-99'"),
-        (["--concurrency", "0"], "concurrency must be >= 1"),
-        (["--max-turns", "0"], "max_turns must be >= 1"),
-        (["--style", "chatty"], "prompt style must be one of"),
+        (["--concurrency", "0"], "concurrency=0: Input should be greater than 0"),
+        (["--max-turns", "0"], "max_turns=0: Input should be greater than 0"),
+        (["--style", "chatty"], "style=chatty: Input should be 'visgym' or 'compact'"),
     ],
 )
 def test_evaluate_bad_input_exits_2(args, message):
@@ -180,6 +180,37 @@ def test_serve_listens_on_loopback_only_and_stops_cleanly_on_a_signal(
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()
         log.close()
+
+
+@pytest.mark.parametrize(("command", "models"), [("serve", ("ServeSettings", "LocalServeSettings")),
+                                                 ("evaluate", ("EvaluateSettings",))])
+def test_option_help_and_defaults_come_from_the_settings_models(command, models):
+    """Each option that is a setting shows the field's description and default (one text, in the model)."""
+    import typer
+
+    from workload import config
+    from workload.evaluate import settings as evaluate_settings
+    from workload.serve import settings as serve_settings
+
+    classes = [getattr(serve_settings, m, None) or getattr(evaluate_settings, m) for m in models]
+    fields = {key: info for model in classes for key, info in config.field_paths(model).items() if "." not in key}
+    click_command = typer.main.get_command(app).commands[command]
+    checked = set()
+    for option in (p for p in click_command.params if p.param_type_name == "option"):
+        key = option.opts[0].removeprefix("--").replace("-", "_")
+        if key not in fields:
+            continue
+        info = fields[key]
+        assert option.help == info.description, key
+        default = info.get_default(call_default_factory=True)
+        if info.is_required():
+            assert option.required, key
+        elif option.default is None and default is not None:  # given-or-not options show the model's default
+            assert option.show_default == config.show_value(default), key
+        else:
+            assert option.default == default, key
+        checked.add(key)
+    assert checked == set(fields)  # every top-level setting is an option (nested limits.*: app_builder only)
 
 
 def test_the_evaluate_hint_passes_a_local_adapter_so_it_brings_its_own_settings():

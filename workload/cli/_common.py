@@ -6,6 +6,7 @@ from typing import Any, NoReturn
 
 import typer
 
+from workload import config
 from workload.config import DEFAULT_PROFILE, DEPLOY_FLAG, RECIPE_FLAG
 
 # The command line's one grammar: `--set KEY=VALUE` edits a recipe (cluster or rehearsal),
@@ -28,6 +29,23 @@ def recipe_for_profile(recipe_name: str | None, profile: str) -> str:
     return recipe_name or profile
 RECIPE_SETS_OPTION = typer.Option(None, RECIPE_FLAG, metavar="KEY=VALUE", help=RECIPE_SET_HELP)
 DEPLOY_SETS_OPTION = typer.Option([], DEPLOY_FLAG, "-c", metavar="KEY=VALUE", help=DEPLOY_SET_HELP)
+
+def setting_option(model: type[config.ConfigModel], key: str, *, explicit: bool = False, **extra: Any) -> Any:
+    """The option ``--KEY`` for setting ``key`` of ``model``: its help is the field's description, its default the model's.
+
+    ``explicit=True``: the option's value is None unless given (the command tells a given value
+    from a default, e.g. to refuse one an adapter contradicts); ``--help`` still shows the model's default.
+    """
+    info = config.field_named(model, key)
+    flag = "--" + key.replace("_", "-")
+    if info.is_required():
+        return typer.Option(..., flag, help=info.description, **extra)
+    default = info.get_default(call_default_factory=True)
+    if explicit:
+        shown = config.show_value(default) if default is not None else False
+        return typer.Option(None, flag, help=info.description, show_default=shown, **extra)
+    return typer.Option(default, flag, help=info.description, **extra)
+
 
 EXIT_OK = 0
 EXIT_FAILED = 1

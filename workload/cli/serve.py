@@ -8,68 +8,56 @@ from pathlib import Path
 
 import typer
 
-from workload.cli._common import EXIT_USAGE, JSON_OPTION, fail, next_step, print_json
+from workload import config
+from workload.cli._common import EXIT_USAGE, JSON_OPTION, fail, next_step, print_json, setting_option
+from workload.config import ConfigError
+from workload.evaluate.adapter_facts import ADAPTER_SETTINGS
+from workload.evaluate.settings import EvaluateSettings
+from workload.serve.settings import LocalServeSettings, ServeSettings
 
-DEFAULT_PORT = 8000  # Ray Serve's default HTTP port, also the cluster's serve port
 API_KEY_ENV = "SKYMAZE_API_KEY"
 SIGNAL_POLL_S = 0.5  # how often the main thread wakes to notice a stop signal
 
 
 def serve(
-    model: Path = typer.Option(..., "--model", help="base model folder (Hugging Face format)"),
-    adapters: str = typer.Option(
-        ..., "--adapters", help="folder or s3://bucket/prefix of adapter sub-folders"
-    ),
-    host: str = typer.Option("127.0.0.1", help="address to listen on (loopback by default)"),
-    port: int = typer.Option(DEFAULT_PORT, help="HTTP port; 0 picks a free one"),
-    model_id: str | None = typer.Option(
-        None, help="id of the base model in requests (default: the folder name)"
-    ),
-    max_adapters: int = typer.Option(4, help="adapters kept in memory per replica (LRU eviction beyond)"),
-    cache_dir: Path = typer.Option(
-        Path.home() / ".cache" / "skymaze" / "adapters", help="where adapters from S3 are cached"
-    ),
-    s3_endpoint_url: str | None = typer.Option(None, help="S3-compatible endpoint (default: AWS)"),
-    num_cpus: int = typer.Option(2, help="CPUs of the local Ray instance"),
-    replica_cpus: float = typer.Option(1.0, help="CPUs reserved by the model replica"),
-    api_key: str | None = typer.Option(
-        None,
-        "--api-key",
-        envvar=API_KEY_ENV,
-        show_default=False,
-        help=f"require 'Authorization: Bearer KEY' on every request (or set {API_KEY_ENV})",
-    ),
+    model: Path = setting_option(ServeSettings, "model"),
+    adapters: str = setting_option(ServeSettings, "adapters"),
+    host: str = setting_option(LocalServeSettings, "host"),
+    port: int = setting_option(LocalServeSettings, "port"),
+    model_id: str | None = setting_option(ServeSettings, "model_id"),
+    max_adapters: int = setting_option(ServeSettings, "max_adapters"),
+    cache_dir: Path = setting_option(ServeSettings, "cache_dir"),
+    s3_endpoint_url: str | None = setting_option(ServeSettings, "s3_endpoint_url"),
+    num_cpus: int = setting_option(LocalServeSettings, "num_cpus"),
+    replica_cpus: float = setting_option(ServeSettings, "replica_cpus"),
+    max_ongoing_requests: int = setting_option(ServeSettings, "max_ongoing_requests"),
+    max_queued_requests: int = setting_option(ServeSettings, "max_queued_requests"),
+    torch_threads: int = setting_option(ServeSettings, "torch_threads"),
+    max_lora_rank: int = setting_option(ServeSettings, "max_lora_rank"),
+    api_key: str | None = setting_option(ServeSettings, "api_key", envvar=API_KEY_ENV, show_default=False),
     once: bool = typer.Option(False, "--once", help="start, list the models, stop (a smoke test)"),
 ) -> None:
     """Serve a base model and its LoRA adapters with the OpenAI API on a local Ray Serve.
 
     Model ids: BASE and BASE:ADAPTER (ADAPTER = a sub-folder of --adapters). Ray's own ports stay
-    on 127.0.0.1 behind Ray's token auth. Stop with Ctrl-C or SIGTERM (exits 0).
+    on 127.0.0.1 behind Ray's token auth. Stop with Ctrl-C or SIGTERM (exits 0). Every option is
+    also an argument of `serve run workload.serve.app:app_builder KEY=VALUE` (README lists them).
 
     Example:  skymaze serve --model runs/latest/models/sft --adapters adapters --port 8000
     """
     from workload.serve.local import LocalServer
 
-    if port < 0 or port > 65535:
-        fail(f"--port must be 0-65535, got {port}", code=EXIT_USAGE)
-    _refuse_taken_port(host, port)
-    _refuse_foreign_adapters(model, adapters)
     try:
         server = LocalServer(
-            model,
-            adapters,
-            host=host,
-            port=port,
-            base_model_id=model_id,
-            max_num_adapters_per_replica=max_adapters,
-            cache_dir=cache_dir,
-            s3_endpoint_url=s3_endpoint_url,
-            num_cpus=num_cpus,
-            replica_num_cpus=replica_cpus,
-            api_key=api_key,
-        )
-    except ValueError as error:
-        fail(f"{error} (--model / --adapters / --model-id / --max-adapters / --api-key)", code=EXIT_USAGE)
+            model, adapters, host=host, port=port, num_cpus=num_cpus, cache_dir=cache_dir, model_id=model_id,
+            max_adapters=max_adapters, s3_endpoint_url=s3_endpoint_url, replica_cpus=replica_cpus, api_key=api_key,
+            max_ongoing_requests=max_ongoing_requests, max_queued_requests=max_queued_requests,
+            torch_threads=torch_threads, max_lora_rank=max_lora_rank,
+        )  # fmt: skip
+    except ConfigError as error:
+        fail(f"{error} (each setting KEY is the option --KEY, e.g. max_adapters is --max-adapters)", code=EXIT_USAGE)
+    _refuse_taken_port(host, port)
+    _refuse_foreign_adapters(model, adapters)
     stop, previous = _stop_on_signals()  # before Ray starts: a signal during start-up also stops cleanly
     try:
         example = _serve_until_stopped(server, api_key, stop, once=once)
@@ -135,33 +123,32 @@ def _refuse_foreign_adapters(model: Path, adapters: str) -> None:
     folder = Path(adapters)
     if adapters.startswith("s3://") or not folder.is_dir():
         return
-    for config in sorted(folder.glob(f"*/{ADAPTER_CONFIG}")):
-        facts = read_adapter_facts(config.parent)
+    for config_file in sorted(folder.glob(f"*/{ADAPTER_CONFIG}")):
+        facts = read_adapter_facts(config_file.parent)
         if not same_base(facts.base_model, model):
-            fail(f"adapter {config.parent.name!r} was trained on {facts.base_model} ({config}), not on --model "
+            fail(f"adapter {config_file.parent.name!r} was trained on {facts.base_model} ({config_file}), not on --model "
                  f"{model}; serve it with --model {facts.base_model}", code=EXIT_USAGE)
 
 
-EVALUATE_DEFAULTS = {"style": "visgym", "max_turns": 15, "image_history": None, "cell_px": 25, "max_tokens": 1024,
-                     "set_name": "easy-64"}
-"""The cluster model's settings (VisGym prompt, 25 px cells, whole history, 15 turns, 1024-token replies)."""
+# The settings an adapter's trainer_config.json sets (workload/evaluate/adapter_facts.py), with the model's defaults.
+EVALUATE_DEFAULTS = {key: config.field_named(EvaluateSettings, key).default for key in ADAPTER_SETTINGS}
 
 
 def evaluate(
-    endpoint: str = typer.Option(..., help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000"),
-    model: str = typer.Option(..., help="BASE or BASE:ADAPTER"),
+    endpoint: str = setting_option(EvaluateSettings, "endpoint"),
+    model: str = setting_option(EvaluateSettings, "model"),
     adapter: Path | None = typer.Option(
         None, "--adapter",
         help="the adapter's folder: its trainer_config.json sets every option below it knows (style, cell px, "
              "image history, reply length, turns, held-out set); a contradicting option is refused"),
-    set_name: str | None = typer.Option(None, "--heldout", help="frozen held-out set: easy-64 (default) | rehearsal-7x7-64"),
-    style: str | None = typer.Option(None, help="prompt style: visgym (cluster model, default) | compact (rehearsal model)"),
-    max_turns: int | None = typer.Option(None, help="turn cap an episode (default 15, the published run)"),
-    image_history: int | None = typer.Option(None, help="user turns kept in the context (default: all)"),
-    cell_px: int | None = typer.Option(None, help="pixels a maze cell (default 25, VisGym; the rehearsal: 8)"),
-    max_tokens: int | None = typer.Option(None, help="reply length cap a turn (default 1024)"),
-    concurrency: int = typer.Option(4, help="episodes played at once"),
-    limit: int | None = typer.Option(None, help="play only the first N mazes of the set"),
+    set_name: str | None = setting_option(EvaluateSettings, "heldout", explicit=True),
+    style: str | None = setting_option(EvaluateSettings, "style", explicit=True),
+    max_turns: int | None = setting_option(EvaluateSettings, "max_turns", explicit=True),
+    image_history: int | None = setting_option(EvaluateSettings, "image_history", explicit=True),
+    cell_px: int | None = setting_option(EvaluateSettings, "cell_px", explicit=True),
+    max_tokens: int | None = setting_option(EvaluateSettings, "max_tokens", explicit=True),
+    concurrency: int = setting_option(EvaluateSettings, "concurrency"),
+    limit: int | None = setting_option(EvaluateSettings, "limit"),
     out: Path | None = typer.Option(None, "--out", help="folder for report.json and the episode picture"),
     as_json: bool = JSON_OPTION,
 ) -> None:
@@ -188,11 +175,8 @@ def evaluate(
                                        out_dir=out, on_episode=on_episode, **settings)
     except EndpointError as error:
         fail(str(error))
-    except ValueError as error:
-        fail(
-            f"{error} (--heldout / --style / --max-turns / --image-history / --concurrency / --limit)",
-            code=EXIT_USAGE,
-        )
+    except ValueError as error:  # a setting the model refuses (heldout is --heldout), or a damaged held-out set
+        fail(f"{error} (`skymaze evaluate --help` lists the options)", code=EXIT_USAGE)
     if as_json:
         print_json(report)
         return

@@ -22,12 +22,14 @@ REHEARSAL_STYLE = "compact"
 # Evaluation option -> (where in trainer_config.json, the flag that sets it)
 _SOURCES = {
     "style": ("(rehearsal adapters use the compact prompt)", "--style"),
-    "cell_px": ("environment.maze.cell_px", "--cell-px"),
-    "image_history": ("generator.image_history", "--image-history"),
-    "max_tokens": ("generator.eval_sampling_params.max_generate_length", "--max-tokens"),
     "max_turns": ("generator.max_turns", "--max-turns"),
+    "image_history": ("generator.image_history", "--image-history"),
+    "cell_px": ("environment.maze.cell_px", "--cell-px"),
+    "max_tokens": ("generator.eval_sampling_params.max_generate_length", "--max-tokens"),
     "set_name": ("environment.heldout_set", "--heldout"),
 }
+ADAPTER_SETTINGS = tuple(_SOURCES)
+"""The evaluation settings an adapter trained by the rehearsal sets itself."""
 
 
 class AdapterMismatch(ValueError):

@@ -16,13 +16,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from workload import config
+from workload.evaluate.settings import (
+    DEFAULT_CONCURRENCY,
+    DEFAULT_MAX_TOKENS,
+    DEFAULT_STYLE,
+    EvaluateSettings,
+)
 from workload.files import write_json_atomic
 from workload.maze.conversation import DEFAULT_MAX_TURNS, MazeConversation
 from workload.maze.metrics import Episode, build_report
 from workload.maze.render import DEFAULT_CELL_PX
 
-DEFAULT_MAX_TOKENS = 1024  # the recipe's eval max_generate_length (the SFT model reasons in tags)
-DEFAULT_CONCURRENCY = 4
 DEFAULT_TIMEOUT_S = 300.0
 DEFAULT_MAX_RETRIES = 4  # the openai client retries 408/409/429/5xx and dropped connections with backoff
 REPORT_NAME = "report.json"
@@ -30,30 +35,6 @@ REPORT_NAME = "report.json"
 
 class EndpointError(RuntimeError):
     """The endpoint cannot evaluate this model (unreachable, or the model is not served)."""
-
-
-@dataclass(frozen=True)
-class PlayOptions:
-    """How every episode is played against the endpoint."""
-
-    model: str
-    max_turns: int = DEFAULT_MAX_TURNS
-    style: str = "visgym"
-    image_history: int | None = None  # user turns (each with its frame) kept; None = the whole episode
-    cell_px: int = DEFAULT_CELL_PX
-    max_tokens: int = DEFAULT_MAX_TOKENS
-
-    def __post_init__(self) -> None:
-        from workload.maze.prompts import STYLES
-
-        if self.style not in STYLES:
-            raise ValueError(f"prompt style must be one of {STYLES}, got {self.style!r}")
-        if self.max_turns < 1:
-            raise ValueError(f"max_turns must be >= 1, got {self.max_turns}")
-        if self.image_history is not None and self.image_history < 1:
-            raise ValueError(f"image_history must be >= 1 (or None for all), got {self.image_history}")
-        if self.max_tokens < 1:
-            raise ValueError(f"max_tokens must be >= 1, got {self.max_tokens}")
 
 
 @dataclass
@@ -80,7 +61,7 @@ def _frame(message: dict) -> Any:
     return data_uri_to_image(part["image_url"]["url"])
 
 
-def play_episode(client: Any, entry: dict, size: int, options: PlayOptions) -> PlayedEpisode:
+def play_episode(client: Any, entry: dict, size: int, options: EvaluateSettings) -> PlayedEpisode:
     """Play one held-out maze through ``client`` (an ``openai.OpenAI``) until stop or the turn cap."""
     env = MazeConversation(
         env_config={"cell_px": options.cell_px, "prompt_style": options.style},
@@ -138,7 +119,7 @@ def evaluate_endpoint(
     model: str,
     set_name: str,
     max_turns: int = DEFAULT_MAX_TURNS,
-    style: str = "visgym",
+    style: str = DEFAULT_STYLE,
     image_history: int | None = None,
     cell_px: int = DEFAULT_CELL_PX,
     max_tokens: int = DEFAULT_MAX_TOKENS,
@@ -154,24 +135,26 @@ def evaluate_endpoint(
     Returns the ``build_report`` dict (plus ``endpoint`` and ``model``). With ``out_dir`` it
     also writes ``report.json`` and ``episode-seed<N>.png`` (a solved episode when there is one).
     ``on_episode(done, total, solved)`` is called as each episode finishes (a progress display).
+    The settings are :class:`EvaluateSettings`'s; a bad one raises `workload.config.ConfigError`
+    before anything is played.
     """
     import openai
 
     from workload.maze.heldout import load_set
 
-    options = PlayOptions(model, max_turns, style, image_history, cell_px, max_tokens)
-    if concurrency < 1:
-        raise ValueError(f"concurrency must be >= 1, got {concurrency}")
-    if limit is not None and limit < 1:
-        raise ValueError(f"limit must be >= 1, got {limit}")
-    held = load_set(set_name)
-    entries = list(held.entries)[:limit]
-    base_url = endpoint.rstrip("/") if endpoint.rstrip("/").endswith("/v1") else endpoint.rstrip("/") + "/v1"
+    options = config.validate_flat(EvaluateSettings, {
+        "endpoint": endpoint, "model": model, "set_name": set_name, "max_turns": max_turns, "style": style,
+        "image_history": image_history, "cell_px": cell_px, "max_tokens": max_tokens, "concurrency": concurrency,
+        "limit": limit}, what="evaluate settings")
+    held = load_set(options.set_name)
+    entries = list(held.entries)[: options.limit]
+    root = options.endpoint.rstrip("/")
+    base_url = root if root.endswith("/v1") else root + "/v1"
     client = openai.OpenAI(
         base_url=base_url, api_key=api_key, timeout=timeout_s, max_retries=DEFAULT_MAX_RETRIES
     )
-    _check_model(client, base_url, model)
-    with concurrent.futures.ThreadPoolExecutor(max_workers=concurrency) as pool:
+    _check_model(client, base_url, options.model)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=options.concurrency) as pool:
         futures = [pool.submit(play_episode, client, e, held.size, options) for e in entries]
         solved = 0
         for done, future in enumerate(concurrent.futures.as_completed(futures), start=1):
@@ -179,8 +162,8 @@ def evaluate_endpoint(
             if on_episode is not None:
                 on_episode(done, len(futures), solved)
         played = [future.result() for future in futures]  # the set's order, whatever finished first
-    report = build_report([p.episode for p in played], max_turns=max_turns, set_name=held.name)
-    report.update(endpoint=base_url, model=model)
+    report = build_report([p.episode for p in played], max_turns=options.max_turns, set_name=held.name)
+    report.update(endpoint=base_url, model=options.model)
     if out_dir is not None:
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)

@@ -7,7 +7,6 @@ each adapter's requests to a replica that already holds it. Each model replica k
 """
 
 import asyncio
-import difflib
 import hmac
 import logging
 import os
@@ -15,7 +14,6 @@ import threading
 import time
 import uuid
 from http import HTTPStatus
-from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -24,6 +22,7 @@ from fastapi.responses import JSONResponse
 from ray import serve
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from workload import config
 from workload.serve.adapters import AdapterStore
 from workload.serve.errors import (
     AdapterNotFoundError,
@@ -340,44 +339,18 @@ def build_app(settings: ServeSettings) -> serve.Application:
     ).bind(settings, model)
 
 
-# Arguments of `app_builder` (`serve run workload.serve.app:app_builder KEY=VALUE ...` or a
-# Serve config file's `args:`), with the ServeSettings field each one sets.
-BUILDER_ARGS = {
-    "model": "model_dir",
-    "adapters": "adapters",
-    "model_id": "base_model_id",
-    "cache_dir": "cache_dir",
-    "s3_endpoint_url": "s3_endpoint_url",
-    "max_adapters": "max_num_adapters_per_replica",
-    "max_ongoing_requests": "max_ongoing_requests",
-    "max_queued_requests": "max_queued_requests",
-    "replica_cpus": "replica_num_cpus",
-    "max_lora_rank": "max_lora_rank",
-    "api_key": "api_key",
-}
-DEFAULT_CACHE_DIR = Path.home() / ".cache" / "skymaze" / "adapters"
-
-
 def app_builder(args: dict[str, Any]) -> serve.Application:
     """The app from plain arguments, as Ray's tools pass them: ``model=FOLDER adapters=SOURCE ...``.
 
     Example:  serve run workload.serve.app:app_builder model=runs/latest/base adapters=runs/latest/exports
     """
-    unknown = sorted(set(args) - set(BUILDER_ARGS))
-    if unknown:
-        hints = {k: difflib.get_close_matches(k, BUILDER_ARGS, n=1) for k in unknown}
-        said = ", ".join(f"{k!r}" + (f" (did you mean {h[0]!r}?)" if h else "") for k, h in hints.items())
-        raise ValueError(f"unknown argument(s) {said}; accepted: {', '.join(BUILDER_ARGS)}")
-    missing = [k for k in ("model", "adapters") if not args.get(k)]
-    if missing:
-        raise ValueError(
-            f"missing argument(s) {', '.join(missing)}: pass model=FOLDER adapters=FOLDER_OR_S3_URI"
-        )
-    fields = {BUILDER_ARGS[k]: v for k, v in args.items()}
-    model_dir = Path(str(fields["model_dir"])).resolve()
-    fields["model_dir"] = str(model_dir)
-    fields.setdefault("base_model_id", model_dir.name)
-    fields.setdefault("cache_dir", str(DEFAULT_CACHE_DIR))
-    adapters = str(fields["adapters"])
-    fields["adapters"] = adapters if adapters.startswith("s3://") else str(Path(adapters).resolve())
-    return build_app(ServeSettings.from_strings(fields))
+    return build_app(builder_settings(args))
+
+
+def builder_settings(args: dict[str, Any]) -> ServeSettings:
+    """`app_builder`'s arguments as settings: each is a `ServeSettings` setting by the name ``skymaze serve``
+    gives it (README's serve table), nested ones dotted (``limits.max_tokens=2048``); text or typed values."""
+    accepted = ", ".join(config.field_paths(ServeSettings))
+    return config.validate_flat(
+        ServeSettings, args, what="serve app arguments",
+        hint=f" (pass model=FOLDER adapters=FOLDER_OR_S3_URI; every argument: {accepted})")

@@ -13,12 +13,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from workload import config
 from workload.localhost import LOOPBACK, LocalRay, free_port
 from workload.serve.app import MODEL_DEPLOYMENT, build_app
-from workload.serve.settings import ServeSettings
+from workload.serve.settings import DEFAULT_NUM_CPUS, LocalServeSettings, ServeSettings
 
 DEFAULT_APP_NAME = "skymaze"
-DEFAULT_NUM_CPUS = 2
 RAY_NAMESPACE = "skymaze-serve"
 
 
@@ -91,29 +91,27 @@ class LocalServer:
         *,
         host: str = LOOPBACK,
         port: int = 0,
-        max_num_adapters_per_replica: int = 4,
-        base_model_id: str | None = None,
         cache_dir: str | Path | None = None,
-        s3_endpoint_url: str | None = None,
         app_name: str = DEFAULT_APP_NAME,
         route_prefix: str = "/",
         num_cpus: int = DEFAULT_NUM_CPUS,
         **settings: Any,
     ) -> None:
-        model_dir = Path(model_dir).resolve()
+        """``settings`` are more `ServeSettings` fields (by name or alias); bad ones raise `ConfigError` here.
+
+        Without ``cache_dir``, S3 adapters are cached in a temporary folder removed on exit.
+        """
+        place = config.validate_flat(LocalServeSettings, {"host": host, "port": port, "num_cpus": num_cpus},
+                                     what="local endpoint settings")
         self._cache = None if cache_dir else tempfile.TemporaryDirectory(prefix="skymaze-adapters-")
-        self.settings = ServeSettings(
-            model_dir=str(model_dir),
-            adapters=adapters if adapters.startswith("s3://") else str(Path(adapters).resolve()),
-            base_model_id=base_model_id or model_dir.name,
-            cache_dir=str(cache_dir or self._cache.name),
-            s3_endpoint_url=s3_endpoint_url,
-            max_num_adapters_per_replica=max_num_adapters_per_replica,
-            **settings,
+        self.settings = config.validate_flat(
+            ServeSettings,
+            {"model_dir": model_dir, "adapters": adapters, "cache_dir": cache_dir or self._cache.name, **settings},
+            what="serve settings",
         )
-        self.host, self.port, self.app_name = host, port, app_name
+        self.host, self.port, self.num_cpus = place.host, place.port, place.num_cpus
+        self.app_name = app_name
         self.route_prefix = "/" + route_prefix.strip("/")
-        self.num_cpus = num_cpus
 
     @property
     def url(self) -> str:

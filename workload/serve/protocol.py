@@ -15,6 +15,9 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic import Field, PositiveInt, model_validator
+
+from workload.config import ConfigModel
 from workload.serve.errors import bad_request, too_large
 from workload.serving_rules import data_uri_bytes
 
@@ -25,23 +28,36 @@ MAX_TEMPERATURE = 2.0
 SEED_RANGE = (-(2**63), 2**63 - 1)
 
 
-@dataclass(frozen=True)
-class RequestLimits:
-    """Size limits of one request; exceeding any of them is a 413."""
+# A 15-turn maze episode with its whole image history holds 16 frames; twice that is allowed.
+MAX_IMAGES = 32
+# Decoded pixels of all images together: 32 VisGym frames of 512x512 (24 MiB as RGB).
+MAX_TOTAL_PIXELS = 32 * 512 * 512
+MAX_PROMPT_TOKENS = 8192
+# Nesting of the JSON body; a chat request needs 5 (body, messages, message, parts, part).
+MAX_JSON_DEPTH = 16
 
-    max_request_bytes: int = 8 * 1024 * 1024
-    max_images: int = 32  # a 15-turn maze episode with its whole image history needs 16
-    max_image_side_px: int = 2048
-    # Decoded pixels of all images together: 32 VisGym frames of 512x512 (24 MiB as RGB).
-    max_total_pixels: int = 32 * 512 * 512
-    max_tokens: int = 1024
-    default_max_tokens: int = 256
-    # Prompt tokens (text + image) one request may hold; the model's context caps it further.
-    max_prompt_tokens: int = 8192
-    # Characters of text, checked before tokenizing: a token is at least one character.
-    max_prompt_chars: int = 8 * 8192
-    # Nesting of the JSON body; a chat request needs 5 (body, messages, message, parts, part).
-    max_json_depth: int = 16
+
+class RequestLimits(ConfigModel):
+    """Size limits of one request; exceeding any of them is a 413 (``limits.*`` of the serve settings)."""
+
+    max_request_bytes: PositiveInt = Field(8 * 1024 * 1024, description="Largest request body.")
+    max_images: PositiveInt = Field(MAX_IMAGES, description="Images one request may hold.")
+    max_image_side_px: PositiveInt = Field(2048, description="Longest side of one image.")
+    max_total_pixels: PositiveInt = Field(MAX_TOTAL_PIXELS, description="Decoded pixels of all images of a request together.")
+    max_tokens: PositiveInt = Field(1024, description="Largest max_tokens (or max_completion_tokens) a request may ask.")
+    default_max_tokens: PositiveInt = Field(256, description="Reply length cap of a request that sets none.")
+    max_prompt_tokens: PositiveInt = Field(MAX_PROMPT_TOKENS, description="Prompt tokens (text and image) one "
+                                           "request may hold; the model's context caps it further.")
+    max_prompt_chars: PositiveInt = Field(8 * MAX_PROMPT_TOKENS, description="Characters of text, checked before "
+                                          "tokenizing (a token is at least one character).")
+    max_json_depth: PositiveInt = Field(MAX_JSON_DEPTH, description="Nesting of the JSON body.")
+
+    @model_validator(mode="after")
+    def _default_within_cap(self) -> RequestLimits:
+        if self.default_max_tokens > self.max_tokens:
+            raise ValueError(f"limits.default_max_tokens ({self.default_max_tokens}) must not exceed "
+                             f"limits.max_tokens ({self.max_tokens}): raise max_tokens or lower the default")
+        return self
 
 
 @dataclass(frozen=True)

@@ -1,12 +1,20 @@
-"""Settings of the local OpenAI endpoint, read once and passed to every Serve replica."""
+"""What a user sets to serve: the Serve application's settings and where the local endpoint listens.
+
+One model each, on :class:`workload.config.ConfigModel`: ``skymaze serve``'s options, the
+arguments of ``serve run workload.serve.app:app_builder KEY=VALUE ...`` (and a Serve config
+file's ``args:``) and `LocalServer`'s keywords are the fields below, validated once when the
+settings are made and passed, frozen, to every Serve replica. A field's ``alias`` is the name
+a user writes (``--max-adapters``, ``max_adapters=``); the README's tables print the descriptions.
+"""
 
 from __future__ import annotations
 
-import dataclasses
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
+from pydantic import Field, NonNegativeFloat, NonNegativeInt, PositiveInt, ValidationInfo, field_validator
+
+from workload.config import ConfigModel
+from workload.localhost import LOOPBACK
 from workload.serve.protocol import RequestLimits
 from workload.serving_rules import (
     DEFAULT_MAX_LORA_RANK,
@@ -15,67 +23,95 @@ from workload.serving_rules import (
     validate_max_lora_rank,
 )
 
+# Where S3 adapters are cached unless told otherwise; `~` is the serving user's home.
+DEFAULT_CACHE_DIR = Path("~/.cache/skymaze/adapters")
+# Ray Serve's default HTTP port (ray/serve/_private/constants.py DEFAULT_HTTP_PORT), also the cluster's serve port.
+DEFAULT_PORT = 8000
+MAX_PORT = 65535
+# CPUs of the local Ray `skymaze serve` starts: the model replica reserves one (replica_cpus).
+DEFAULT_NUM_CPUS = 2
+# Adapters a model replica holds before the least recently used is evicted (Ray Serve's
+# `serve.multiplexed` default is 3: ray/serve/api.py).
+DEFAULT_MAX_ADAPTERS = 4
+# The model replica's request bounds (Ray Serve's default max_ongoing_requests is 5:
+# ray/serve/_private/constants.py); tests/workload/serve shows the 503 beyond them.
+DEFAULT_MAX_ONGOING_REQUESTS = 4
+DEFAULT_MAX_QUEUED_REQUESTS = 16
 
-@dataclass(frozen=True)
-class ServeSettings:
-    """What one local endpoint serves and its limits.
 
-    ``adapters`` is a folder or ``s3://bucket/prefix`` of adapter sub-folders; ``cache_dir``
-    holds S3 adapters once downloaded. ``max_ongoing_requests`` requests run or wait on a model
-    replica and ``max_queued_requests`` more wait in the ingress; beyond that the answer is 503.
-    ``api_key``, when set, must come as ``Authorization: Bearer KEY`` with every request.
-    """
+class ServeSettings(ConfigModel):
+    """What one endpoint serves, and its limits (the Serve application's settings)."""
 
-    model_dir: str
-    adapters: str
-    base_model_id: str
-    cache_dir: str
-    s3_endpoint_url: str | None = None
-    max_num_adapters_per_replica: int = 4
-    max_ongoing_requests: int = 4
-    max_queued_requests: int = 16
-    replica_num_cpus: float = 1.0
-    torch_threads: int = 1
-    max_lora_rank: int = DEFAULT_MAX_LORA_RANK
-    api_key: str | None = field(default=None, repr=False)
-    limits: RequestLimits = field(default_factory=RequestLimits)
+    model_dir: Path = Field(alias="model", description="Base model folder (Hugging Face format).")
+    adapters: str = Field(description="Folder or s3://bucket/prefix of adapter sub-folders; a sub-folder's name "
+                          "is the ADAPTER of model id BASE:ADAPTER.")
+    base_model_id: str | None = Field(None, alias="model_id", validate_default=True,
+                                      description="Id of the base model in requests (default: the model folder's name).")
+    cache_dir: Path = Field(DEFAULT_CACHE_DIR, validate_default=True, description="Where adapters from S3 are cached.")
+    s3_endpoint_url: str | None = Field(None, description="S3-compatible endpoint for s3:// adapters (default: AWS).")
+    max_num_adapters_per_replica: PositiveInt = Field(
+        DEFAULT_MAX_ADAPTERS, alias="max_adapters",
+        description="Adapters kept in memory per model replica (least recently used evicted beyond).")
+    max_ongoing_requests: PositiveInt = Field(DEFAULT_MAX_ONGOING_REQUESTS,
+                                              description="Requests a model replica runs or waits on at once.")
+    max_queued_requests: NonNegativeInt = Field(
+        DEFAULT_MAX_QUEUED_REQUESTS,
+        description="Requests queued beyond max_ongoing_requests; then the answer is 503 with Retry-After.")
+    replica_num_cpus: NonNegativeFloat = Field(1.0, alias="replica_cpus",
+                                               description="CPUs Ray reserves for the model replica.")
+    torch_threads: PositiveInt = Field(1, description="Torch threads of the model replica.")
+    max_lora_rank: int = Field(DEFAULT_MAX_LORA_RANK, description="Largest LoRA rank served (a value vLLM "
+                               "accepts as max_lora_rank; the deploy profile's endpoint uses the same).")
+    api_key: str | None = Field(None, repr=False, description="Require 'Authorization: Bearer KEY' on every "
+                                "request (default: none).")
+    limits: RequestLimits = Field(default_factory=RequestLimits, description="Size limits of one request.")
 
-    def __post_init__(self) -> None:
-        if not (Path(self.model_dir) / "config.json").is_file():
-            raise ValueError(
-                f"model_dir {self.model_dir!r} has no config.json: pass a Hugging Face model folder"
-            )
-        if self.adapters.startswith("s3://"):
-            parse_s3_uri(self.adapters)
-        elif not Path(self.adapters).is_dir():
-            raise ValueError(f"adapters {self.adapters!r} is neither a folder nor an s3://bucket/prefix URI")
-        validate_base_model_id(self.base_model_id)
-        validate_max_lora_rank(self.max_lora_rank)
-        for key in ("max_num_adapters_per_replica", "max_ongoing_requests", "torch_threads"):
-            if getattr(self, key) < 1:
-                raise ValueError(f"{key} must be >= 1, got {getattr(self, key)}")
-        if self.max_queued_requests < 0:
-            raise ValueError(f"max_queued_requests must be >= 0, got {self.max_queued_requests}")
-        if self.api_key is not None and (not self.api_key or any(c.isspace() for c in self.api_key)):
-            raise ValueError("api_key must be a non-empty string without spaces")
-
+    @field_validator("model_dir")
     @classmethod
-    def from_strings(cls, values: dict[str, Any]) -> ServeSettings:
-        """Settings from text values (command-line ``KEY=VALUE`` pairs), converted to each field's type."""
-        types = {f.name: f.type for f in dataclasses.fields(cls)}
-        converted = {}
-        for key, value in values.items():
-            kind = types[key]
-            try:
-                if value is None or not isinstance(value, str):
-                    converted[key] = value
-                elif kind == "int":
-                    converted[key] = int(value)
-                elif kind == "float":
-                    converted[key] = float(value)
-                else:
-                    converted[key] = value
-            except ValueError as exc:
-                described = {"int": "an integer", "float": "a number"}[kind]
-                raise ValueError(f"{key} must be {described}, got {value!r}") from exc
-        return cls(**converted)
+    def _model_folder(cls, value: Path) -> Path:
+        if not (value / "config.json").is_file():
+            raise ValueError(f"{value} has no config.json: pass a Hugging Face model folder")
+        return value.resolve()
+
+    @field_validator("adapters")
+    @classmethod
+    def _adapter_source(cls, value: str) -> str:
+        if value.startswith("s3://"):
+            parse_s3_uri(value)
+            return value
+        if not Path(value).is_dir():
+            raise ValueError(f"{value!r} is neither a folder nor an s3://bucket/prefix URI")
+        return str(Path(value).resolve())
+
+    @field_validator("base_model_id")
+    @classmethod
+    def _base_id(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is None:
+            model_dir = info.data.get("model_dir")
+            return None if model_dir is None else validate_base_model_id(model_dir.name)
+        return validate_base_model_id(value)
+
+    @field_validator("cache_dir")
+    @classmethod
+    def _home(cls, value: Path) -> Path:
+        return value.expanduser()
+
+    @field_validator("max_lora_rank")
+    @classmethod
+    def _rank(cls, value: int) -> int:
+        return validate_max_lora_rank(value)
+
+    @field_validator("api_key")
+    @classmethod
+    def _key(cls, value: str | None) -> str | None:
+        if value is not None and (not value or any(c.isspace() for c in value)):
+            raise ValueError("must be a non-empty string without spaces")
+        return value
+
+
+class LocalServeSettings(ConfigModel):
+    """Where `skymaze serve` listens, and the local Ray it starts."""
+
+    host: str = Field(LOOPBACK, description="Address the HTTP port listens on (loopback by default).")
+    port: int = Field(DEFAULT_PORT, ge=0, le=MAX_PORT, description="HTTP port; 0 picks a free one.")
+    num_cpus: PositiveInt = Field(DEFAULT_NUM_CPUS, description="CPUs of the local Ray instance.")

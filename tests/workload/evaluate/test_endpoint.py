@@ -9,7 +9,10 @@ import threading
 
 import pytest
 
-from workload.evaluate.endpoint import EndpointError, PlayOptions, evaluate_endpoint, window
+from workload import config
+from workload.config import ConfigError
+from workload.evaluate.endpoint import EndpointError, evaluate_endpoint, window
+from workload.evaluate.settings import EvaluateSettings
 from workload.maze.heldout import load_set
 from workload.maze.solver import solve
 
@@ -37,15 +40,26 @@ def test_window_keeps_the_last_user_turns_and_replies_between():
 @pytest.mark.parametrize(
     ("kwargs", "match"),
     [
-        ({"max_turns": 0}, "max_turns must be >= 1"),
-        ({"image_history": 0}, "image_history must be >= 1"),
-        ({"max_tokens": 0}, "max_tokens must be >= 1"),
-        ({"style": "chatty"}, "prompt style must be one of"),
+        ({"max_turns": 0}, r"max_turns=0: Input should be greater than 0"),
+        ({"image_history": 0}, r"image_history=0: Input should be greater than 0"),
+        ({"max_tokens": 0}, r"max_tokens=0: Input should be greater than 0"),
+        ({"style": "chatty"}, r"style=chatty: Input should be 'visgym' or 'compact'"),
+        ({"concurrency": 0}, r"concurrency=0: Input should be greater than 0"),
+        ({"limit": 0}, r"limit=0: Input should be greater than 0"),
+        ({"set_name": "hard-99"}, r"heldout: unknown held-out set 'hard-99'; known sets: \['easy-64'"),
     ],
 )
-def test_play_options_are_validated(kwargs, match):
-    with pytest.raises(ValueError, match=match):
-        PlayOptions("tiny", **kwargs)
+def test_bad_settings_are_refused_before_anything_is_played(kwargs, match):
+    # Port 9 (discard) answers nothing: reaching the endpoint would fail differently.
+    with pytest.raises(ConfigError, match=match):
+        evaluate_endpoint(endpoint="http://127.0.0.1:9", model="tiny", **{"set_name": "easy-64", **kwargs})
+
+
+def test_the_settings_defaults_are_the_published_runs():
+    settings = EvaluateSettings(endpoint="http://127.0.0.1:8000", model="m")
+    assert (settings.set_name, settings.style, settings.max_turns, settings.image_history, settings.cell_px,
+            settings.max_tokens) == ("easy-64", "visgym", 15, None, 25, 1024)
+    assert config.undocumented(EvaluateSettings) == []
 
 
 class _ScriptedChat(http.server.BaseHTTPRequestHandler):

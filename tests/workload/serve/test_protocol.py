@@ -18,7 +18,8 @@ from workload.serve.protocol import (
     parse_chat_request,
 )
 
-LIMITS = RequestLimits(max_request_bytes=200_000, max_images=2, max_image_side_px=64, max_tokens=32)
+LIMITS = RequestLimits(max_request_bytes=200_000, max_images=2, max_image_side_px=64, max_tokens=32,
+                        default_max_tokens=16)
 
 
 def _png_uri(width: int = 8, height: int = 8) -> str:

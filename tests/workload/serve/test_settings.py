@@ -1,40 +1,86 @@
-"""ServeSettings: bad values fail when the settings are made, naming the key."""
+"""The serve settings: bad values fail when the settings are made, naming the key a user writes."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from workload.serve.settings import ServeSettings
+from workload import config
+from workload.serve.protocol import RequestLimits
+from workload.serve.settings import LocalServeSettings, ServeSettings
 
 
 @pytest.fixture
 def good(tiny_model_dir, serve_adapters_dir, tmp_path) -> dict:
-    return {
-        "model_dir": str(tiny_model_dir),
-        "adapters": str(serve_adapters_dir),
-        "base_model_id": "tiny",
-        "cache_dir": str(tmp_path),
-    }
+    return {"model": str(tiny_model_dir), "adapters": str(serve_adapters_dir), "cache_dir": str(tmp_path)}
 
 
-def test_folder_and_s3_sources_are_accepted(good):
-    assert ServeSettings(**good).max_num_adapters_per_replica == 4
-    assert ServeSettings(**{**good, "adapters": "s3://bucket/adapters"}).adapters == "s3://bucket/adapters"
+def _make(values: dict) -> ServeSettings:
+    return config.validate_flat(ServeSettings, values, what="serve settings")
+
+
+def test_folder_and_s3_sources_are_accepted_and_resolved(good, tiny_model_dir, monkeypatch):
+    monkeypatch.chdir(tiny_model_dir.parent)
+    settings = _make({**good, "model": tiny_model_dir.name})
+    assert settings.model_dir == tiny_model_dir.resolve() and settings.model_dir.is_absolute()
+    assert settings.base_model_id == tiny_model_dir.name  # the folder's name unless model_id is given
+    assert settings.max_num_adapters_per_replica == 4
+    assert _make({**good, "adapters": "s3://bucket/adapters"}).adapters == "s3://bucket/adapters"
+    assert _make({**good, "model_id": "tiny"}).base_model_id == "tiny"
+
+
+def test_text_values_are_converted_and_names_and_aliases_both_work(good):
+    by_alias = _make({**good, "max_adapters": "2", "replica_cpus": "0.25", "limits.max_tokens": "2048"})
+    by_name = ServeSettings(**{**good, "max_num_adapters_per_replica": 2, "replica_num_cpus": 0.25,
+                               "limits": RequestLimits(max_tokens=2048)})
+    assert by_alias == by_name
+    assert (by_alias.max_num_adapters_per_replica, by_alias.replica_num_cpus, by_alias.limits.max_tokens) == (2, 0.25, 2048)
+
+
+def test_the_default_cache_is_in_the_users_home(good):
+    settings = _make({k: v for k, v in good.items() if k != "cache_dir"})
+    assert settings.cache_dir == Path.home() / ".cache" / "skymaze" / "adapters"
+
+
+def test_the_api_key_is_not_shown(good):
+    assert "sk-secret" not in repr(_make({**good, "api_key": "sk-secret"}))
 
 
 @pytest.mark.parametrize(
     ("key", "value", "match"),
     [
-        ("model_dir", "/nonexistent", "model_dir '/nonexistent' has no config.json"),
-        ("adapters", "/nonexistent", "neither a folder nor an s3://"),
+        ("model", "/nonexistent", r"model: /nonexistent has no config\.json"),
+        ("adapters", "/nonexistent", r"adapters: '/nonexistent' is neither a folder nor an s3://"),
         ("adapters", "s3://", "has no bucket"),
-        ("base_model_id", "tiny:a0", "base_model_id 'tiny:a0' must match"),
-        ("max_num_adapters_per_replica", 0, "max_num_adapters_per_replica must be >= 1"),
-        ("max_ongoing_requests", 0, "max_ongoing_requests must be >= 1"),
-        ("torch_threads", 0, "torch_threads must be >= 1"),
-        ("max_queued_requests", -2, "max_queued_requests must be >= 0"),
+        ("model_id", "tiny:a0", r"model_id: base_model_id 'tiny:a0' must match"),
+        ("max_adapters", "0", r"max_adapters=0: Input should be greater than 0"),
+        ("max_adapters", "many", r"max_adapters=many: Input should be a valid integer"),
+        ("max_ongoing_requests", 0, r"max_ongoing_requests=0: Input should be greater than 0"),
+        ("torch_threads", 0, r"torch_threads=0: Input should be greater than 0"),
+        ("max_queued_requests", -2, r"max_queued_requests=-2: Input should be greater than or equal to 0"),
+        ("replica_cpus", "-1", r"replica_cpus=-1: Input should be greater than or equal to 0"),
+        ("max_lora_rank", "48", r"max_lora_rank: max_lora_rank must be one of \(1, 8, 16"),
+        ("api_key", "has space", "api_key: must be a non-empty string without spaces"),
+        ("limits.max_images", "0", r"limits\.max_images=0: Input should be greater than 0"),
+        ("limits.default_max_tokens", "2000", r"limits\.default_max_tokens \(2000\) must not exceed limits\.max_tokens"),
     ],
 )
 def test_bad_values_name_the_key(good, key, value, match):
-    with pytest.raises(ValueError, match=match):
-        ServeSettings(**{**good, key: value})
+    with pytest.raises(config.ConfigError, match=match):
+        _make({**good, key: value})
+
+
+def test_an_unknown_key_gets_a_did_you_mean(good):
+    with pytest.raises(config.ConfigError, match=r"unknown setting 'max_adapter'; did you mean max_adapters\?"):
+        _make({**good, "max_adapter": "2"})
+
+
+def test_the_port_is_a_tcp_port():
+    assert LocalServeSettings().port == 8000
+    with pytest.raises(config.ConfigError, match=r"port=70000: Input should be less than or equal to 65535"):
+        config.validate_flat(LocalServeSettings, {"port": "70000"}, what="local endpoint settings")
+
+
+def test_every_serve_setting_has_a_description():
+    assert config.undocumented(ServeSettings) == config.undocumented(LocalServeSettings) == []
