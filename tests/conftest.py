@@ -22,6 +22,32 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 for _key in ("AWS_PROFILE", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
     os.environ.pop(_key, None)
 os.environ.setdefault("AWS_DEFAULT_REGION", "us-west-2")
+# moto fills every EC2 backend (one per account and region a test touches) with ~1,400 public AMIs,
+# each with a volume and a snapshot, unless told not to; no test describes images.
+os.environ.setdefault("MOTO_EC2_LOAD_DEFAULT_AMIS", "false")
+
+
+def _share_botocore_models() -> None:
+    """Parse each AWS service model once per test process, not once per boto3 Session.
+
+    botocore keeps what its Loader parsed (service JSON models, endpoints) in the Loader's own
+    cache, and every Session makes a new Loader; the suite makes hundreds of Sessions (moto worlds,
+    CLI runs), and parsing EC2's model alone takes about 0.1 s. Loaders with the same search paths
+    share one cache here, as the Sessions of one process would share one installed SDK anyway.
+    """
+    from botocore import loaders
+
+    shared: dict[tuple, dict] = {}
+    made = loaders.Loader.__init__
+
+    def __init__(self, *args, **kwargs) -> None:
+        made(self, *args, **kwargs)
+        self._cache = shared.setdefault((tuple(self.search_paths), tuple(self.extras_types)), {})
+
+    loaders.Loader.__init__ = __init__
+
+
+_share_botocore_models()
 
 
 # Session fixtures that make every test using them slow (> ~20 s): a whole tiny rehearsal,

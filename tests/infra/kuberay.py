@@ -24,7 +24,18 @@ def crd_schema(shared_dir: Path, kind: str, version: str = "v1") -> dict:
     return served["schema"]["openAPIV3Schema"]
 
 
+@functools.cache
+def crd_validator(shared_dir: Path, kind: str) -> jsonschema.protocols.Validator:
+    """A validator of one CRD's schema, the schema itself checked once (`jsonschema.validate` checks it every call)."""
+    schema = crd_schema(shared_dir, kind)
+    validator_class = jsonschema.validators.validator_for(schema)
+    validator_class.check_schema(schema)
+    return validator_class(schema)
+
+
 def validate(shared_dir: Path, obj: dict) -> None:
-    """Raise jsonschema.ValidationError when `obj` would be rejected by the CRD."""
+    """Raise jsonschema.ValidationError when `obj` would be rejected by the CRD (the error `jsonschema.validate` raises)."""
     assert obj["apiVersion"] == "ray.io/v1", obj["apiVersion"]
-    jsonschema.validate(obj, crd_schema(shared_dir, obj["kind"]))
+    error = jsonschema.exceptions.best_match(crd_validator(shared_dir, obj["kind"]).iter_errors(obj))
+    if error is not None:
+        raise error

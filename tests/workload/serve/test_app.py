@@ -307,30 +307,3 @@ def test_rays_serve_cli_runs_the_builder_and_a_config_file(tiny_model_dir, serve
     finally:
         driver.stdin.close()
         driver.wait(timeout=DEADLINE_S)
-
-
-def test_app_builder_names_unknown_and_missing_arguments(tiny_model_dir, serve_adapters_dir):
-    from workload.config import ConfigError
-    from workload.serve.app import app_builder
-
-    good = {"model": str(tiny_model_dir), "adapters": str(serve_adapters_dir)}
-    with pytest.raises(ConfigError, match=r"unknown setting 'modle'; did you mean model\? \(pass model=FOLDER"):
-        app_builder({"modle": str(tiny_model_dir), "adapters": str(serve_adapters_dir)})
-    with pytest.raises(ConfigError, match=r"serve app arguments: adapters: Field required \(pass model=FOLDER"):
-        app_builder({"model": str(tiny_model_dir)})
-    with pytest.raises(ConfigError, match=r"max_adapters=many: Input should be a valid integer"):
-        app_builder({**good, "max_adapters": "many"})
-    with pytest.raises(ConfigError, match=r"unknown setting 'limits.max_token'; did you mean limits.max_tokens\?"):
-        app_builder({**good, "limits.max_token": "64"})
-
-
-def test_app_builder_takes_text_and_typed_arguments_as_the_cli_names_them(tiny_model_dir, serve_adapters_dir):
-    """Ray's CLI passes text, a Serve config file typed values: both become the same settings."""
-    from workload.serve.app import builder_settings
-
-    text = builder_settings({"model": str(tiny_model_dir), "adapters": str(serve_adapters_dir), "model_id": "m",
-                        "replica_cpus": "0.25", "max_adapters": "1", "limits.max_tokens": "64"})
-    typed = builder_settings({"model": str(tiny_model_dir), "adapters": str(serve_adapters_dir), "model_id": "m",
-                         "replica_cpus": 0.25, "max_adapters": 1, "limits.max_tokens": 64})
-    assert text == typed
-    assert (text.replica_num_cpus, text.max_num_adapters_per_replica, text.limits.max_tokens) == (0.25, 1, 64)

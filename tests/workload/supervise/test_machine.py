@@ -58,7 +58,7 @@ def test_the_space_is_large_enough_to_mean_something():
 def test_invariants_hold_in_every_state(chunk):
     for state, obs, policy in SPACE[chunk::8]:
         after, action = decide(state, obs, policy)
-        where = f"{state} {obs} {policy}"
+        where = (state, obs, policy)  # formatted only when an assertion fails
         assert isinstance(action, Action) and action.reason, where
         if action.kind is Kind.RESUBMIT:
             # never onto a broken cluster, never past the budget, never before the backoff ends
