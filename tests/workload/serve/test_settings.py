@@ -106,7 +106,7 @@ def test_app_builder_takes_text_and_typed_arguments_as_the_cli_names_them(tiny_m
     from workload.serve.app import builder_settings
 
     given = {"model": str(tiny_model_dir), "adapters": str(serve_adapters_dir), "model_id": "m"}
-    text = builder_settings({**given, "replica_cpus": "0.25", "max_adapters": "1", "limits.max_tokens": "64"})
-    typed = builder_settings({**given, "replica_cpus": 0.25, "max_adapters": 1, "limits.max_tokens": 64})
+    text = builder_settings({**given, "replica_cpus": "0.25", "max_adapters": "1", "limits.max_tokens": "2048"})
+    typed = builder_settings({**given, "replica_cpus": 0.25, "max_adapters": 1, "limits.max_tokens": 2048})
     assert text == typed
-    assert (text.replica_num_cpus, text.max_num_adapters_per_replica, text.limits.max_tokens) == (0.25, 1, 64)
+    assert (text.replica_num_cpus, text.max_num_adapters_per_replica, text.limits.max_tokens) == (0.25, 1, 2048)
