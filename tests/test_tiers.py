@@ -14,3 +14,14 @@ def test_every_collected_test_using_a_slow_fixture_is_marked_slow(request):
     ]
     assert unmarked == []
 
+
+
+def test_aws_service_models_are_parsed_once_per_test_process():
+    """tests/conftest.py shares botocore's parsed models between Sessions (each makes its own Loader)."""
+    import boto3
+
+    def ec2_model(session):
+        return session._session.get_component("data_loader").load_service_model("ec2", "service-2")
+
+    first, second = boto3.Session(region_name="us-west-2"), boto3.Session(region_name="us-east-1")
+    assert ec2_model(first) is ec2_model(second)
