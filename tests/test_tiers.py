@@ -25,3 +25,12 @@ def test_aws_service_models_are_parsed_once_per_test_process():
 
     first, second = boto3.Session(region_name="us-west-2"), boto3.Session(region_name="us-east-1")
     assert ec2_model(first) is ec2_model(second)
+
+
+def test_moto_starts_ec2_without_its_default_images():
+    """tests/conftest.py turns moto's ~1,400 default AMIs off: every EC2 backend a test touches would load them."""
+    import boto3
+    from moto import mock_aws
+
+    with mock_aws():
+        assert boto3.client("ec2", region_name="us-west-2").describe_images(Owners=["amazon"])["Images"] == []
