@@ -10,9 +10,13 @@ import subprocess
 import sys
 
 import pytest
+import typer
 from typer.testing import CliRunner
 
+from workload import config
 from workload.cli.main import app
+from workload.evaluate.settings import EvaluateSettings
+from workload.serve.settings import LocalServeSettings, ServeSettings
 
 runner = CliRunner()
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -182,18 +186,11 @@ def test_serve_listens_on_loopback_only_and_stops_cleanly_on_a_signal(
         log.close()
 
 
-@pytest.mark.parametrize(("command", "models"), [("serve", ("ServeSettings", "LocalServeSettings")),
-                                                 ("evaluate", ("EvaluateSettings",))])
+@pytest.mark.parametrize(("command", "models"), [("serve", (ServeSettings, LocalServeSettings)),
+                                                 ("evaluate", (EvaluateSettings,))])
 def test_option_help_and_defaults_come_from_the_settings_models(command, models):
-    """Each option that is a setting shows the field's description and default (one text, in the model)."""
-    import typer
-
-    from workload import config
-    from workload.evaluate import settings as evaluate_settings
-    from workload.serve import settings as serve_settings
-
-    classes = [getattr(serve_settings, m, None) or getattr(evaluate_settings, m) for m in models]
-    fields = {key: info for model in classes for key, info in config.field_paths(model).items() if "." not in key}
+    """Each top-level setting is an option showing the field's description and default (one text, in the model)."""
+    fields = {key: info for model in models for key, info in config.field_paths(model).items() if "." not in key}
     click_command = typer.main.get_command(app).commands[command]
     checked = set()
     for option in (p for p in click_command.params if p.param_type_name == "option"):
@@ -210,7 +207,7 @@ def test_option_help_and_defaults_come_from_the_settings_models(command, models)
         else:
             assert option.default == default, key
         checked.add(key)
-    assert checked == set(fields)  # every top-level setting is an option (nested limits.*: app_builder only)
+    assert checked == set(fields)  # nested ones (limits.*) are app_builder arguments only
 
 
 def test_the_evaluate_hint_passes_a_local_adapter_so_it_brings_its_own_settings():

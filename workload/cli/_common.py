@@ -30,6 +30,7 @@ def recipe_for_profile(recipe_name: str | None, profile: str) -> str:
 RECIPE_SETS_OPTION = typer.Option(None, RECIPE_FLAG, metavar="KEY=VALUE", help=RECIPE_SET_HELP)
 DEPLOY_SETS_OPTION = typer.Option([], DEPLOY_FLAG, "-c", metavar="KEY=VALUE", help=DEPLOY_SET_HELP)
 
+
 def setting_option(model: type[config.ConfigModel], key: str, *, explicit: bool = False, **extra: Any) -> Any:
     """The option ``--KEY`` for setting ``key`` of ``model``: its help is the field's description, its default the model's.
 
