@@ -28,10 +28,15 @@ MAX_TEMPERATURE = 2.0
 SEED_RANGE = (-(2**63), 2**63 - 1)
 
 
+MAX_REQUEST_BYTES = 8 * 1024 * 1024
 # A 15-turn maze episode with its whole image history holds 16 frames; twice that is allowed.
 MAX_IMAGES = 32
+MAX_IMAGE_SIDE_PX = 2048
 # Decoded pixels of all images together: 32 VisGym frames of 512x512 (24 MiB as RGB).
 MAX_TOTAL_PIXELS = 32 * 512 * 512
+# Room for the cluster recipe's replies (blog.yaml generator max_generate_length: 1024 tokens).
+MAX_REPLY_TOKENS = 1024
+DEFAULT_REPLY_TOKENS = 256
 MAX_PROMPT_TOKENS = 8192
 # Nesting of the JSON body; a chat request needs 5 (body, messages, message, parts, part).
 MAX_JSON_DEPTH = 16
@@ -40,12 +45,12 @@ MAX_JSON_DEPTH = 16
 class RequestLimits(ConfigModel):
     """Size limits of one request; exceeding any of them is a 413 (``limits.*`` of the serve settings)."""
 
-    max_request_bytes: PositiveInt = Field(8 * 1024 * 1024, description="Largest request body.")
+    max_request_bytes: PositiveInt = Field(MAX_REQUEST_BYTES, description="Largest request body.")
     max_images: PositiveInt = Field(MAX_IMAGES, description="Images one request may hold.")
-    max_image_side_px: PositiveInt = Field(2048, description="Longest side of one image.")
+    max_image_side_px: PositiveInt = Field(MAX_IMAGE_SIDE_PX, description="Longest side of one image.")
     max_total_pixels: PositiveInt = Field(MAX_TOTAL_PIXELS, description="Decoded pixels of all images of a request together.")
-    max_tokens: PositiveInt = Field(1024, description="Largest max_tokens (or max_completion_tokens) a request may ask.")
-    default_max_tokens: PositiveInt = Field(256, description="Reply length cap of a request that sets none.")
+    max_tokens: PositiveInt = Field(MAX_REPLY_TOKENS, description="Largest max_tokens (or max_completion_tokens) a request may ask.")
+    default_max_tokens: PositiveInt = Field(DEFAULT_REPLY_TOKENS, description="Reply length cap of a request that sets none.")
     max_prompt_tokens: PositiveInt = Field(MAX_PROMPT_TOKENS, description="Prompt tokens (text and image) one "
                                            "request may hold; the model's context caps it further.")
     max_prompt_chars: PositiveInt = Field(8 * MAX_PROMPT_TOKENS, description="Characters of text, checked before "
