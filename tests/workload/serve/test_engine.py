@@ -72,7 +72,8 @@ def test_adapter_names_are_answered_while_a_generation_holds_the_engine(engine):
     from workload.serve.protocol import ChatRequest
 
     # The longest greedy generation the tiny model's 2,048 positions allow after this prompt: seconds.
-    request = ChatRequest(model="tiny", messages=[{"role": "user", "content": "go left"}], max_tokens=2000, temperature=0)
+    messages = [{"role": "user", "content": "go left"}]
+    request = ChatRequest(model="tiny", messages=messages, max_tokens=2000, temperature=0)
     cancel, outcome, names = threading.Event(), [], engine.loaded_adapters()
 
     def generate() -> None:
