@@ -26,7 +26,7 @@ import struct
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -99,6 +99,7 @@ class Ran:
     returncode: int
     stdout: str
     stderr: str
+    wall_s: float = 0.0
 
 
 @dataclass
@@ -159,16 +160,20 @@ def _moto_env(walk: Walk) -> dict[str, str]:
                 AWS_SECRET_ACCESS_KEY="testing", AWS_DEFAULT_REGION=REGION, RAY_ADDRESS=walk.ray_url)
 
 
+CONSOLE_SCRIPT = Path(sys.executable).with_name("skymaze")  # the venv's entry point; PYTHONPATH picks this tree
+
+
 def _argv(command: str) -> list[str]:
     words = shlex.split(command)
     assert words[0] == "skymaze", command
-    return [sys.executable, "-m", "workload.cli.main", *words[1:]]
+    return [str(CONSOLE_SCRIPT), *words[1:]]
 
 
 def _run(command: str, cwd: Path, env: dict[str, str]) -> Ran:
+    started = time.monotonic()
     done = subprocess.run(_argv(command), cwd=cwd, env=env, capture_output=True, text=True, timeout=COMMAND_TIMEOUT_S,
                           stdin=subprocess.DEVNULL)
-    return Ran(done.args, done.returncode, done.stdout, done.stderr)
+    return Ran(done.args, done.returncode, done.stdout, done.stderr, time.monotonic() - started)
 
 
 # ---------------------------------------------------------------- the order a user walks README in
@@ -228,7 +233,8 @@ def _walk_moto(walk: Walk, commands: list[str]) -> None:
     s3 = boto3.client("s3", **options)
     for bucket in (ARTIFACTS_BUCKET, LAPTOP_BUCKET):
         s3.create_bucket(Bucket=bucket, CreateBucketConfiguration={"LocationConstraint": REGION})
-    group = {"InstanceGroupName": "workers", "InstanceType": "ml.g7e.12xlarge", "InstanceCount": 3,
+    # moto 5.2's instance-type enum predates g7e: any GPU type stands in for the 3 workers of profile blog
+    group = {"InstanceGroupName": "workers", "InstanceType": "ml.g5.12xlarge", "InstanceCount": 3,
              "LifeCycleConfig": {"SourceS3Uri": "s3://sagemaker-lifecycle/x", "OnCreate": "on_create.sh"},
              "ExecutionRole": f"arn:aws:iam::{MOTO_ACCOUNT}:role/node", "ThreadsPerCore": 1}
     boto3.client("sagemaker", **options).create_cluster(ClusterName=HYPERPOD_CLUSTER, InstanceGroups=[group])
@@ -245,12 +251,17 @@ class _Server:
             self.process = subprocess.Popen(_argv(command), cwd=cwd, env=env, stdout=sink, stderr=subprocess.STDOUT,
                                             text=True)
         self.argv = self.process.args
+        started = time.monotonic()
         deadline = time.monotonic() + SERVE_START_TIMEOUT_S
         while "Ctrl-C stops the server" not in self.log.read_text():
             assert self.process.poll() is None, self.log.read_text()[-3000:]
             assert time.monotonic() < deadline, self.log.read_text()[-3000:]
             time.sleep(POLL_S)
         self.ready_output = self.log.read_text()
+        self.started = started
+
+    def wall_s(self) -> float:
+        return time.monotonic() - self.started
 
     def stop(self) -> int:
         self.process.send_signal(signal.SIGTERM)
@@ -269,7 +280,7 @@ def _walk_endpoint(walk: Walk, commands: list[str]) -> None:
         for command in (c for c in commands if c.split()[1] == "evaluate" and STANDIN_MODEL_ID not in c):
             walk.ran[command] = _run(as_run(command, walk.values), walk.root, env)
     finally:
-        walk.ran[serve] = Ran(server.argv, server.stop(), server.ready_output, "")
+        walk.ran[serve] = Ran(server.argv, server.stop(), server.ready_output, "", server.wall_s())
     standin = (f"skymaze serve --model runs/latest/models/sft --model-id {STANDIN_MODEL_ID} "
                f"--adapters s3://{ARTIFACTS_BUCKET}/adapters --s3-endpoint-url {walk.moto_url} "
                f"--cache-dir {walk.root / 'adapter-cache'} --port {walk.values['cluster_port']}")
@@ -296,8 +307,22 @@ def _walk_rehearse(walk: Walk, commands: list[str]) -> None:
 
 
 @pytest.fixture(scope="module")
-def walk(rehearsal_smoke, skyrl_ray_head, tmp_path_factory) -> Walk:
+def moto_url() -> Iterator[str]:
+    """moto's server (STS, S3, SageMaker) in its own process on 127.0.0.1, for the walk and its checks."""
     from tests.workload.serve.fixtures import _start_moto_server
+    from workload.localhost import free_port
+
+    port = free_port()
+    server = _start_moto_server(port)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.terminate()
+        server.wait(timeout=60)
+
+
+@pytest.fixture(scope="module")
+def walk(rehearsal_smoke, skyrl_ray_head, moto_url, tmp_path_factory) -> Walk:
     from workload.localhost import free_port
 
     done, runs_dir = rehearsal_smoke
@@ -309,29 +334,27 @@ def walk(rehearsal_smoke, skyrl_ray_head, tmp_path_factory) -> Walk:
     for folder in (root, home, shared, base / "heldout"):
         folder.mkdir()
     (root / "runs").symlink_to(runs_dir)  # the rehearsal's own folder: adapters name their base by its path
-    moto_port = free_port()
-    moto = _start_moto_server(moto_port)
     values = {"run_root": str(run_root), "step": str(report["best_step"]), "port": str(free_port()),
               "cluster_port": str(free_port()), "shared": str(shared), "heldout_dir": str(base / "heldout"),
               "smoke_sets": " ".join(f"--set {s}" for s in SMOKE_OVERRIDES)}
-    walk = Walk(root, home, run_root, report["best_step"], values, skyrl_ray_head.dashboard_url,
-                f"http://127.0.0.1:{moto_port}")
+    walk = Walk(root, home, run_root, report["best_step"], values, skyrl_ray_head.dashboard_url, moto_url)
     commands = sorted({normalized(c) for c, _ in readme_commands(README.read_text())} - set(NOT_REPLAYED))
     by_kind: dict[str, list[str]] = {}
     for command in commands:
         by_kind.setdefault(_kind(command), []).append(command)
-    started = time.monotonic()
-    try:
-        for command in by_kind.get("local", []) + by_kind.get("no-account", []):
-            walk.ran[command] = _run(as_run(command, values), root, _env(home))
-        _walk_ray(walk, by_kind.get("ray", []))
-        _walk_moto(walk, by_kind.get("moto", []))
-        _walk_endpoint(walk, by_kind.get("endpoint", []))
-        _walk_rehearse(walk, by_kind.get("rehearse", []))
-    finally:
-        moto.terminate()
-        moto.wait(timeout=60)
-    print(f"README walk: {len(walk.ran)} commands in {time.monotonic() - started:.0f} s")
+    started, cpu_before = time.monotonic(), os.times()
+    for command in by_kind.get("local", []) + by_kind.get("no-account", []):
+        walk.ran[command] = _run(as_run(command, values), root, _env(home))
+    _walk_ray(walk, by_kind.get("ray", []))
+    _walk_moto(walk, by_kind.get("moto", []))
+    _walk_endpoint(walk, by_kind.get("endpoint", []))
+    _walk_rehearse(walk, by_kind.get("rehearse", []))
+    cpu = os.times()
+    cpu_s = sum(cpu[:4]) - sum(cpu_before[:4])  # this process and its waited-for children (the commands)
+    print(f"README walk: {len(walk.ran)} commands in {time.monotonic() - started:.0f} s wall, {cpu_s:.0f} s CPU "
+          "(the Ray head's and moto's own CPU not included)")
+    for command, ran in sorted(walk.ran.items(), key=lambda item: -item[1].wall_s)[:8]:
+        print(f"  {ran.wall_s:6.1f} s  {command}")
     return walk
 
 
@@ -559,7 +582,7 @@ def _promoted_to_s3(bucket: str) -> Callable[[Walk, Ran], None]:
         policy = walk.run_root / "exports" / f"global_step_{walk.step}" / "policy"
         weights = s3.get_object(Bucket=bucket, Key="adapters/maze-grpo/adapter_model.safetensors")["Body"].read()
         assert weights == (policy / "adapter_model.safetensors").read_bytes()
-        assert manifest["step"] == walk.step
+        assert manifest["source"]["step"] == walk.step and manifest["name"] == "maze-grpo"
     return check
 
 
@@ -568,7 +591,7 @@ def _promoted_to_folder(walk: Walk, ran: Ran) -> None:
     policy = walk.run_root / "exports" / f"global_step_{walk.step}" / "policy"
     promoted = walk.root / "adapters" / "step-40"
     assert (promoted / "adapter_model.safetensors").read_bytes() == (policy / "adapter_model.safetensors").read_bytes()
-    assert json.loads((promoted / "manifest.json").read_text())["step"] == walk.step
+    assert json.loads((promoted / "manifest.json").read_text())["source"] == {"run_dir": "runs/latest", "step": walk.step}
 
 
 def _served(walk: Walk, ran: Ran) -> None:
@@ -593,7 +616,7 @@ def _evaluated_as_in_process(walk: Walk, ran: Ran) -> None:
 def _cluster_evaluate_refused(walk: Walk, ran: Ran) -> None:
     """The stand-in serves the model (the /v1/models check passes) but the tiny model's 2,048 positions
     cannot hold easy-64's first VisGym prompt and 1,024 reply tokens: one line, exit 1."""
-    _one_line_refusal(ran, 1, r"the endpoint refused turn 1 of maze seed \d+ with 413: the prompt \(\d+ tokens\) "
+    _one_line_refusal(ran, 1, r"the endpoint refused turn \d+ of maze seed \d+ with 413: the prompt \(\d+ tokens\) "
                               r"plus max_tokens \(1024\) exceeds the model's 2048 positions")
 
 
