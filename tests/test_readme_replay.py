@@ -42,7 +42,7 @@ JOB_END_TIMEOUT_S = 120
 POLL_S = 0.2
 MOTO_ACCOUNT = "123456789012"  # moto's default account id
 REGION = "us-west-2"
-ARTIFACTS_BUCKET = f"skymaze-artifacts-{MOTO_ACCOUNT}-{REGION}"  # infra/stacks/storage.py's name pattern
+ARTIFACTS_BUCKET = f"skymaze-artifacts-{MOTO_ACCOUNT}-{REGION}"  # infra/settings.py: NAME-artifacts-ACCOUNT-REGION
 LAPTOP_BUCKET = "skymaze-artifacts-synced"  # README elides the bucket (`s3://.../`): any other bucket
 HYPERPOD_CLUSTER = "skymaze-hyperpod"  # infra/stacks/cluster.py: f"{settings.name}-hyperpod"
 CREDENTIALS_REFUSAL = ("error: no AWS credentials found; configure credentials (aws configure, aws sso login, or "
@@ -423,10 +423,15 @@ def _prints_readmes_output(walk: Walk, ran: Ran, command: str) -> None:
 
 
 def _cost_guard_line(walk: Walk, ran: Ran) -> None:
+    """README shows this command piped: the pipe as written (by bash) prints what README shows."""
     _ok(ran)
-    (shown,) = [line for line in shown_output("skymaze cost --profile blog --hours 12 --left-up-hours 72 "
-                                              "--guard-hours 14 | grep \"deploy guard\"")]
-    assert shown in ran.stdout.splitlines()
+    (line,) = [line.removeprefix("$ ") for line in README.read_text().splitlines()
+               if line.startswith("$ skymaze cost --profile blog --hours 12 --left-up-hours 72 --guard-hours 14 |")]
+    env = _env(walk.home, PATH=f"{CONSOLE_SCRIPT.parent}{os.pathsep}{os.environ['PATH']}")
+    piped = subprocess.run(["bash", "-o", "pipefail", "-c", line], cwd=walk.root, env=env, capture_output=True,
+                           text=True, timeout=COMMAND_TIMEOUT_S)
+    assert piped.returncode == 0, piped.stderr
+    assert piped.stdout.splitlines() == shown_output(normalized(line))
 
 
 def _cost_small(walk: Walk, ran: Ran) -> None:
