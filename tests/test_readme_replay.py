@@ -279,6 +279,7 @@ def _walk_endpoint(walk: Walk, commands: list[str]) -> None:
     try:
         for command in (c for c in commands if c.split()[1] == "evaluate" and STANDIN_MODEL_ID not in c):
             walk.ran[command] = _run(as_run(command, walk.values), walk.root, env)
+        walk.ran[CLIENT_EXAMPLE] = _run_client_example(walk, env)
     finally:
         walk.ran[serve] = Ran(server.argv, server.stop(), server.ready_output, "", server.wall_s())
     standin = (f"skymaze serve --model runs/latest/models/sft --model-id {STANDIN_MODEL_ID} "
@@ -290,6 +291,22 @@ def _walk_endpoint(walk: Walk, commands: list[str]) -> None:
             walk.ran[command] = _run(as_run(command, walk.values), walk.root, env)
     finally:
         server.stop()
+
+
+CLIENT_EXAMPLE = "README's OpenAI client example"
+
+
+def _run_client_example(walk: Walk, env: dict[str, str]) -> Ran:
+    """README's Python example (any OpenAI client) against README's server, with the table's substitutions."""
+    text = README.read_text()
+    code = text[text.index("Any OpenAI\nclient works:\n\n```python\n") :].split("```python\n", 1)[1].split("```", 1)[0]
+    for old, new in (("http://127.0.0.1:8000", "http://127.0.0.1:{port}"), ("global_step_40", "global_step_{step}")):
+        assert old in code, old
+        code = code.replace(old, new.format_map(walk.values))
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-c", code], cwd=walk.root, env=env, capture_output=True, text=True,
+                          timeout=COMMAND_TIMEOUT_S)
+    return Ran(done.args, done.returncode, done.stdout, done.stderr, time.monotonic() - started)
 
 
 def _walk_rehearse(walk: Walk, commands: list[str]) -> None:
@@ -700,6 +717,17 @@ CHECKS: dict[str, Callable[[Walk, Ran], None]] = {
     "skymaze rehearse --recipe NAME": _rehearsal_resumed,
     "skymaze rehearse --set KEY=VALUE": _rehearsal_resumed,
 }
+
+
+@pytest.mark.slow
+@pytest.mark.e2e
+def test_readmes_client_example_replies_as_the_adapter_played_in_process(walk):
+    """README's example asks the served adapter for its first move on seed 0, the first held-out maze."""
+    ran = walk.ran[CLIENT_EXAMPLE]
+    _ok(ran)
+    first = _in_process(walk)["episodes"][0]
+    assert first["seed"] == 0
+    assert ran.stdout.strip() == first["actions"][0]
 
 
 def _readme_commands() -> set[str]:
