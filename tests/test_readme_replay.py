@@ -730,6 +730,35 @@ def test_readmes_client_example_replies_as_the_adapter_played_in_process(walk):
     assert ran.stdout.strip() == first["actions"][0]
 
 
+def _hints(stdout: str) -> list[str]:
+    """The commands under each "Next:" of a command's output, comments and a trailing & removed."""
+    lines, hints = stdout.splitlines(), []
+    for start in (i for i, line in enumerate(lines) if line.strip() == "Next:"):
+        for line in lines[start + 1:]:
+            if not line.startswith("  "):
+                break
+            hints.append(normalized(line.split("  #")[0].strip().removesuffix("&")))
+    return hints
+
+
+@pytest.mark.slow
+@pytest.mark.e2e
+def test_every_hint_the_walk_prints_parses_and_the_offline_ones_run(walk):
+    """A user who follows the printed hints: each parses; those that need no cluster, server or new
+    rehearsal run (exit 0), those that need an AWS account refuse in one line."""
+    from tests.test_readme_commands import check
+
+    hints = sorted({hint for ran in walk.ran.values() for hint in _hints(ran.stdout) if hint.startswith("skymaze ")})
+    assert len(hints) >= 10, hints
+    for hint in hints:
+        check(hint, complete=True)
+        kind = _kind(hint)
+        if kind == "local":
+            _ok(_run(hint, walk.root, _env(walk.home)))
+        elif kind == "no-account":
+            _refused_for_credentials(walk, _run(hint, walk.root, _env(walk.home)))
+
+
 def _readme_commands() -> set[str]:
     return {normalized(c) for c, _ in readme_commands(README.read_text())}
 
