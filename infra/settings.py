@@ -205,7 +205,7 @@ class Settings(ConfigModel):
                                                       "deploy-time Lambdas join it to reach the control plane.")
 
     @field_validator("admin_principal_arns", "user_principal_arns", "grafana_admin_user_ids",
-                     "grafana_admin_group_ids", "private_subnet_ids", "private_subnet_azs", mode="before")
+                     "grafana_admin_group_ids", mode="before")
     @classmethod
     def _split(cls, value: Any) -> tuple[str, ...]:
         if isinstance(value, str):
@@ -328,9 +328,21 @@ class Settings(ConfigModel):
                              "zone; set -c ray_endpoint_domain=ray.example.com -c ray_endpoint_hosted_zone_id=Z...")
         return self
 
+    @field_validator("private_subnet_ids", "private_subnet_azs", mode="before")
+    @classmethod
+    def _split_in_order(cls, value: Any) -> tuple[str, ...]:
+        """Comma-separated on the command line; kept in order and not deduplicated (one zone per subnet)."""
+        if isinstance(value, str):
+            value = value.split(",")
+        return tuple(v.strip() for v in value if v.strip())
+
     @field_validator("private_subnet_ids")
     @classmethod
     def _subnet_ids(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        twice = sorted({subnet for subnet in value if value.count(subnet) > 1})
+        if twice:
+            raise ValueError(f"{twice[0]} is listed twice; give each subnet once, its zone at the same position "
+                             "in private_subnet_azs")
         for subnet in value:
             if not re.fullmatch(SUBNET_ID, subnet):
                 raise ValueError(f"{subnet!r} is not a subnet id (subnet-0123456789abcdef0); `aws ec2 "

@@ -6,7 +6,7 @@ and this stack adds a kubectl provider (with its own access entry) for the Helm 
 
 from __future__ import annotations
 
-from aws_cdk import CfnCondition, CfnOutput, Stack
+from aws_cdk import Annotations, CfnCondition, CfnOutput, Stack
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
@@ -148,6 +148,10 @@ class ClusterStack(Stack):
                              eks.ClusterLoggingTypes.AUTHENTICATOR],
             kubectl_provider_options=eks.KubectlProviderOptions(kubectl_layer=kubectl_layer),
         )
+        if not settings.creates_vpc:  # EKS tags subnets of a VPC it creates itself only
+            Annotations.of(cluster).acknowledge_warning(
+                "@aws-cdk/aws-eks:clusterMustManuallyTagSubnet",
+                "the internal-elb tag guides internal load balancers; this app creates none (README: tag them for yours)")
         return cluster
 
     def _existing_eks(self, *, vpc: ec2.IVpc, kubectl_layer) -> eks.ICluster:

@@ -6,7 +6,7 @@ credentials) and left as it is: only the security group is created in it.
 
 from __future__ import annotations
 
-from aws_cdk import RemovalPolicy, Stack
+from aws_cdk import Annotations, RemovalPolicy, Stack
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_logs as logs
 from constructs import Construct
@@ -34,6 +34,9 @@ class NetworkStack(Stack):
             self.vpc = ec2.Vpc.from_vpc_attributes(
                 self, "Vpc", vpc_id=settings.vpc_id, availability_zones=list(settings.private_subnet_azs),
                 private_subnet_ids=list(settings.private_subnet_ids))
+            for subnet in self.vpc.private_subnets:  # nothing here adds routes or endpoints to a VPC it did not create
+                Annotations.of(subnet).acknowledge_warning(
+                    "@aws-cdk/aws-ec2:noSubnetRouteTableId", "the existing VPC's route tables are left as they are")
         self.security_group = self._cluster_security_group()
         # HyperPod nodes, their EFA traffic and FSx sit in one AZ (EFA needs one placement; FSx is single-AZ).
         self.node_subnet = self.vpc.private_subnets[0]

@@ -163,8 +163,8 @@ class TeardownExecutor:
             self._kube_enabled = False
             self._echo("  EKS cluster is gone: skipping the Kubernetes steps")
             return
-        self.found.vpc_id = cluster.vpc_id
-        self.found.save(self._state_path)
+        # Only a VPC of the app's own stacks (found by `discover`) is checked and cleaned: an existing VPC
+        # the deployment went into (settings `vpc_id`) holds other load balancers and endpoints.
         server = self._kubectl.current_server()
         if (server or "").rstrip("/").lower() != cluster.endpoint.rstrip("/").lower():
             raise TeardownError(
@@ -205,7 +205,7 @@ class TeardownExecutor:
     # -- AWS ----------------------------------------------------------------------------------
     def _wait_aws(self, check: Callable[[str], list], what: str, fix: str) -> None:
         if not self.found.vpc_id:
-            self._echo("  VPC is gone: nothing to wait for")
+            self._echo("  VPC is gone or was not created by this app: nothing to wait for or clean up in it")
             return
         vpc = self.found.vpc_id
         try:

@@ -171,6 +171,24 @@ def test_guardduty_endpoint_and_group_outside_cloudformation_are_deleted(world, 
     assert not [g for g in groups if g.startswith("GuardDuty")]
 
 
+def test_in_a_vpc_the_app_did_not_create_guardduty_endpoints_and_foreign_load_balancers_are_left_alone(
+        tmp_path, monkeypatch):
+    # Settings vpc_id: the VPC is shared; its GuardDuty endpoint and other load balancers are not this app's.
+    with mock_aws():
+        world = build_aws_world(boto3.Session(region_name="us-west-2"), own_vpc=False)
+        ec2 = world.session.client("ec2")
+        endpoint = ec2.create_vpc_endpoint(VpcId=world.vpc_id, ServiceName="com.amazonaws.us-west-2.guardduty-data",
+                                           VpcEndpointType="Interface", SubnetIds=[world.subnet_id])["VpcEndpoint"]
+        add_service_load_balancer(world, name="another-teams-nlb")
+        tools = install_fakes(tmp_path, monkeypatch, server=world.endpoint, kinds={})
+        messages = []
+        _executor(world, tools, tmp_path, echo=messages.append).run(build_teardown_plan(_target()))
+        (left,) = ec2.describe_vpc_endpoints(VpcEndpointIds=[endpoint["VpcEndpointId"]])["VpcEndpoints"]
+        assert left["State"].lower() != "deleted"
+        assert [c for c in tools.calls() if c.startswith("cdk destroy")], "the stacks are still destroyed"
+        assert any("not created by this app" in m for m in messages)
+
+
 def test_dynamic_volumes_are_waited_for_until_their_driver_deletes_them(world, tmp_path, monkeypatch):
     import json
 
