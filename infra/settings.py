@@ -133,7 +133,7 @@ class Settings(ConfigModel):
     # deletes Ray objects in every namespace); users get AmazonEKSEditPolicy in the Ray namespace
     # (submit, port-forward, logs). `skymaze deploy` adds the identity that runs it to the admins.
     admin_principal_arns: tuple[str, ...] = Field((), description="IAM role or user ARNs (comma-separated) given "
-                                                  "cluster admin; deploy adds the caller.")
+                                                  "cluster admin; deploy adds the caller (not with eks_cluster_name).")
     user_principal_arns: tuple[str, ...] = Field((), description="IAM role or user ARNs (comma-separated) given edit "
                                                  "rights in the Ray namespace.")
     # The artifacts bucket of an earlier deploy, kept by `skymaze teardown --keep-data`: use it
@@ -188,9 +188,9 @@ class Settings(ConfigModel):
                                "creating one (no NAT, endpoint or flow log is added to it); needs "
                                "private_subnet_ids and private_subnet_azs.")
     private_subnet_ids: tuple[str, ...] = Field((), description="Private subnets of vpc_id (comma-separated) "
-                                                "with egress through NAT or VPC endpoints; the first holds the "
-                                                "HyperPod nodes and FSx, all of them the EKS control plane and "
-                                                "the deploy-time Lambdas.")
+                                                "routed to the internet through NAT (charts come from GitHub at "
+                                                "deploy time); the first holds the HyperPod nodes and FSx, all of "
+                                                "them the EKS control plane and the deploy-time Lambdas.")
     private_subnet_azs: tuple[str, ...] = Field((), description="Availability Zone of each private subnet, in "
                                                 "the same order (e.g. us-west-2a,us-west-2b); the first must "
                                                 "be where the GPU capacity is.")
@@ -389,6 +389,10 @@ class Settings(ConfigModel):
             raise ValueError(f"eks_cluster_name={self.eks_cluster_name} needs vpc_id, private_subnet_ids and "
                              "private_subnet_azs of that cluster's VPC: HyperPod nodes join it from there "
                              "(`aws eks describe-cluster --name NAME --query cluster.resourcesVpcConfig`)")
+        if self.eks_cluster_name == self.created_eks_cluster_name:
+            raise ValueError(f"eks_cluster_name={self.eks_cluster_name} is the name this app gives the cluster it "
+                             "creates, and `skymaze teardown` would clean it up as its own; an existing cluster of "
+                             f"that name cannot be used with name={self.name}: choose another name")
         if not self.eks_cluster_security_group_id:
             raise ValueError(f"eks_cluster_name={self.eks_cluster_name} needs eks_cluster_security_group_id: "
                              "HyperPod nodes and the deploy-time Lambdas join the cluster security group to reach "
@@ -404,6 +408,11 @@ class Settings(ConfigModel):
     def creates_vpc(self) -> bool:
         """False when the deployment goes into an existing VPC (vpc_id)."""
         return self.vpc_id is None
+
+    @property
+    def created_eks_cluster_name(self) -> str:
+        """The name of the EKS cluster the cluster stack creates (teardown finds it by this name)."""
+        return f"{self.name}-eks"
 
     @property
     def creates_eks(self) -> bool:

@@ -134,7 +134,7 @@ class ClusterStack(Stack):
         cluster = eks.Cluster(
             self,
             "Eks",
-            cluster_name=f"{settings.name}-eks",
+            cluster_name=settings.created_eks_cluster_name,
             version=eks.KubernetesVersion.of(settings.kubernetes_version),
             vpc=vpc,
             vpc_subnets=[ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS)],

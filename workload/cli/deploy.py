@@ -54,8 +54,8 @@ def deploy(
     deploy = deploy_args(target, outputs, dashboards_revision=datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ"),
                          require_approval=approval)
     if dry_run:
-        # Without AWS calls: the real deploy adds the caller's IAM principal as a cluster admin.
-        deploy += ["-c", "admin_principal_arns=<your IAM role, from sts get-caller-identity>"]
+        if settings.creates_eks:  # without AWS calls: the real deploy adds the caller's IAM principal as admin
+            deploy += ["-c", "admin_principal_arns=<your IAM role, from sts get-caller-identity>"]
     else:
         # Identity first: no synth, bootstrap or bucket lookup before the account is known to be usable.
         session, identity = aws_identity(target.region, expected_account=dict(overrides).get("account"))
