@@ -56,4 +56,6 @@ def shape_for(settings: Settings) -> ClusterShape:
         ),
         fsx_tier=f"PERSISTENT_2_{settings.fsx_throughput_mbps_per_tib}",
         fsx_gib=settings.fsx_storage_gib,
+        nat_gateways=1 if settings.creates_vpc else 0,
+        eks_clusters=1 if settings.creates_eks else 0,
     )
