@@ -87,7 +87,8 @@ class Settings(ConfigModel):
                       description="Prefix of stack, cluster and bucket names.")
     removal: Literal["dev", "retain"] = Field("dev", description="dev: `cdk destroy` removes everything, bucket "
                                               "contents included; retain: keeps the artifacts bucket.")
-    kubernetes_version: Literal[KUBERNETES_VERSIONS] = Field("1.34", description="EKS Kubernetes version.")
+    kubernetes_version: Literal[KUBERNETES_VERSIONS] = Field("1.34", description="EKS Kubernetes version (an existing "
+                                                                "eks_cluster_name must run it).")
     head_instance_type: str = Field("ml.r5d.16xlarge", description="HyperPod instance of the CPU head group (Ray heads).")
     head_count: int = Field(default=1, ge=1, le=1, description="CPU head nodes.")
     # SMT on the CPU head (2 threads per core: all its vCPUs) and off on the GPU workers (AWS's
