@@ -148,10 +148,10 @@ class ClusterStack(Stack):
                              eks.ClusterLoggingTypes.AUTHENTICATOR],
             kubectl_provider_options=eks.KubectlProviderOptions(kubectl_layer=kubectl_layer),
         )
-        if not settings.creates_vpc:  # EKS tags subnets of a VPC it creates itself only
+        if not settings.creates_vpc:  # CDK tags only the subnets of a VPC the app creates
             Annotations.of(cluster).acknowledge_warning(
                 "@aws-cdk/aws-eks:clusterMustManuallyTagSubnet",
-                "the internal-elb tag guides internal load balancers; this app creates none (README: tag them for yours)")
+                "the internal-elb subnet tag guides internal load balancers, and this app creates none")
         return cluster
 
     def _existing_eks(self, *, vpc: ec2.IVpc, kubectl_layer) -> eks.ICluster:
