@@ -390,10 +390,6 @@ class Settings(ConfigModel):
             raise ValueError(f"eks_cluster_name={self.eks_cluster_name} needs vpc_id, private_subnet_ids and "
                              "private_subnet_azs of that cluster's VPC: HyperPod nodes join it from there "
                              "(`aws eks describe-cluster --name NAME --query cluster.resourcesVpcConfig`)")
-        if self.eks_cluster_name == self.created_eks_cluster_name:
-            raise ValueError(f"eks_cluster_name={self.eks_cluster_name} is the name this app gives the cluster it "
-                             "creates, and `skymaze teardown` would clean it up as its own; an existing cluster of "
-                             f"that name cannot be used with name={self.name}: choose another name")
         if not self.eks_cluster_security_group_id:
             raise ValueError(f"eks_cluster_name={self.eks_cluster_name} needs eks_cluster_security_group_id: "
                              "HyperPod nodes and the deploy-time Lambdas join the cluster security group to reach "
@@ -412,7 +408,7 @@ class Settings(ConfigModel):
 
     @property
     def created_eks_cluster_name(self) -> str:
-        """The name of the EKS cluster the cluster stack creates (teardown finds it by this name)."""
+        """The name of the EKS cluster the cluster stack creates (unless eks_cluster_name is set)."""
         return f"{self.name}-eks"
 
     @property

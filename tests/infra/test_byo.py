@@ -196,8 +196,6 @@ def test_an_existing_cluster_may_use_a_single_zone():
         ({"eks_cluster_name": EKS_NAME, "eks_cluster_security_group_id": EKS_SG},
          rf"eks_cluster_name={EKS_NAME} needs vpc_id, private_subnet_ids and private_subnet_azs"),
         ({**OWN_VPC, "eks_cluster_name": EKS_NAME}, rf"eks_cluster_name={EKS_NAME} needs eks_cluster_security_group_id"),
-        ({**OWN_EKS, "eks_cluster_name": "skymaze-eks"},
-         r"eks_cluster_name=skymaze-eks is the name this app gives the cluster it creates, and `skymaze teardown`"),
         ({**OWN_EKS, "eks_cluster_security_group_id": "sg-zz"}, r"eks_cluster_security_group_id: String should match"),
         ({**OWN_EKS, "eks_cluster_name": "-bad"}, r"eks_cluster_name: String should match pattern"),
         ({**OWN_EKS, "ray_endpoint": "true", "ray_endpoint_domain": "ray.example.com",
@@ -206,7 +204,7 @@ def test_an_existing_cluster_may_use_a_single_zone():
     ],
     ids=["vpc-id", "subnet-id", "subnet-twice", "subnets-without-vpc", "zones-without-vpc", "vpc-without-subnets", "zone-count",
          "zone-region", "one-zone-for-a-new-cluster", "group-without-cluster", "cluster-without-vpc",
-         "cluster-without-group", "teardown-name", "group-id", "cluster-name", "ray-endpoint"],
+         "cluster-without-group", "group-id", "cluster-name", "ray-endpoint"],
 )
 def test_bad_own_network_or_cluster_settings_name_the_key(overrides, message):
     with pytest.raises(SettingsError, match=message):

@@ -43,7 +43,8 @@ def target_for(settings: Settings, *, overrides: tuple[tuple[str, str], ...] = (
                keep_data: bool = False) -> TeardownTarget:
     """What ``skymaze teardown`` acts on for these settings."""
     return TeardownTarget(profile=settings.profile, region=settings.region, app_name=settings.name,
-                          keep_data=keep_data, overrides=overrides)
+                          keep_data=keep_data, overrides=overrides, existing_eks_cluster=settings.eks_cluster_name,
+                          ray_namespace=settings.ray_namespace)
 
 
 def shape_for(settings: Settings) -> ClusterShape:
