@@ -114,7 +114,7 @@ class Walk:
     ray_url: str
     moto_url: str
     ran: dict[str, Ran] = field(default_factory=dict)
-    replayed_as: dict[str, str] = field(default_factory=dict)
+    dry_runs: dict[str, Ran] = field(default_factory=dict)  # the same command with --dry-run (no account needed)
 
 
 def normalized(command: str) -> str:
@@ -362,6 +362,8 @@ def walk(rehearsal_smoke, skyrl_ray_head, moto_url, tmp_path_factory) -> Walk:
     started, cpu_before = time.monotonic(), os.times()
     for command in by_kind.get("local", []) + by_kind.get("no-account", []):
         walk.ran[command] = _run(as_run(command, values), root, _env(home))
+    for command in by_kind.get("no-account", []):
+        walk.dry_runs[command] = _run(f"{as_run(command, values)} --dry-run", root, _env(home))
     _walk_ray(walk, by_kind.get("ray", []))
     _walk_moto(walk, by_kind.get("moto", []))
     _walk_endpoint(walk, by_kind.get("endpoint", []))
@@ -654,7 +656,13 @@ def _rehearsal_resumed(walk: Walk, ran: Ran) -> None:
 
 
 def _refused(walk: Walk, ran: Ran) -> None:
+    """Without an account: one line, before any synth. Its --dry-run (no account needed) accepts README's
+    settings and prints what it would run."""
     _refused_for_credentials(walk, ran)
+    (command,) = [c for c, r in walk.ran.items() if r is ran]
+    dry = walk.dry_runs[command]
+    _ok(dry)
+    assert dry.stdout.startswith(("would run: cdk ", "Teardown plan for profile ")), dry.stdout
 
 
 CHECKS: dict[str, Callable[[Walk, Ran], None]] = {
@@ -685,6 +693,11 @@ CHECKS: dict[str, Callable[[Walk, Ran], None]] = {
     "skymaze deploy --profile blog -c alert_emails=ml@example.com -c budget_usd_per_month=3000 "
     "-c max_deployed_hours=14 -c supervise_group_idle_s=1800": _refused,
     "skymaze deploy --profile blog -c worker_count=2 -c removal=retain": _refused,
+    "skymaze deploy --profile blog -c vpc_id=vpc-0123456789abcdef0 -c private_subnet_ids=subnet-0aaaaaaaaaaaaaaaa,"
+    "subnet-0bbbbbbbbbbbbbbbb -c private_subnet_azs=us-west-2a,us-west-2b": _refused,
+    "skymaze deploy --profile blog -c vpc_id=vpc-0123456789abcdef0 -c private_subnet_ids=subnet-0aaaaaaaaaaaaaaaa "
+    "-c private_subnet_azs=us-west-2a -c eks_cluster_name=platform -c eks_cluster_security_group_id=sg-0cccccccccccccccc":
+    _refused,
     "skymaze diff --profile blog": _refused,
     "skymaze teardown": _refused,
     "skymaze teardown --keep-data": _refused,
