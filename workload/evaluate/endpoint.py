@@ -34,7 +34,7 @@ REPORT_NAME = "report.json"
 
 
 class EndpointError(RuntimeError):
-    """The endpoint cannot evaluate this model (unreachable, or the model is not served)."""
+    """The endpoint cannot evaluate this model (unreachable, the model is not served, or a turn is refused)."""
 
 
 @dataclass
@@ -62,7 +62,12 @@ def _frame(message: dict) -> Any:
 
 
 def play_episode(client: Any, entry: dict, size: int, options: EvaluateSettings) -> PlayedEpisode:
-    """Play one held-out maze through ``client`` (an ``openai.OpenAI``) until stop or the turn cap."""
+    """Play one held-out maze through ``client`` (an ``openai.OpenAI``) until stop or the turn cap.
+
+    A refused or lost request raises `EndpointError` naming the maze, the turn and the server's reason.
+    """
+    import openai
+
     env = MazeConversation(
         env_config={"cell_px": options.cell_px, "prompt_style": options.style},
         extras={
@@ -76,12 +81,20 @@ def play_episode(client: Any, entry: dict, size: int, options: EvaluateSettings)
     frames = [_frame(messages[0])]
     done = False
     while not done:
-        response = client.chat.completions.create(
-            model=options.model,
-            messages=window(messages, options.image_history),
-            max_tokens=options.max_tokens,
-            temperature=0.0,
-        )
+        try:
+            response = client.chat.completions.create(
+                model=options.model,
+                messages=window(messages, options.image_history),
+                max_tokens=options.max_tokens,
+                temperature=0.0,
+            )
+        except openai.APIStatusError as error:  # e.g. 413: the prompt and max_tokens exceed the model's positions
+            raise EndpointError(
+                f"the endpoint refused turn {len(frames)} of maze seed {entry['seed']} with {error.status_code}: "
+                f"{_error_message(error)}"
+            ) from None
+        except openai.APIConnectionError as error:
+            raise EndpointError(f"lost the endpoint at turn {len(frames)} of maze seed {entry['seed']}: {error}") from None
         reply = response.choices[0].message.content or ""
         step = env.step(reply)
         done = step["done"]
@@ -89,6 +102,13 @@ def play_episode(client: Any, entry: dict, size: int, options: EvaluateSettings)
         messages.extend(step["observations"])
         frames.append(env.maze.render())
     return PlayedEpisode(env.episode(), frames)
+
+
+def _error_message(error: Any) -> str:
+    """The server's own message of an OpenAI-shaped error body (``{"error": {"message"}}``), else the client's."""
+    body = error.body if isinstance(error.body, dict) else {}
+    detail = body.get("error", body) if isinstance(body.get("error", body), dict) else {}
+    return str(detail.get("message") or error.message)
 
 
 def _check_model(client: Any, endpoint: str, model: str) -> None:
@@ -157,10 +177,14 @@ def evaluate_endpoint(
     with concurrent.futures.ThreadPoolExecutor(max_workers=options.concurrency) as pool:
         futures = [pool.submit(play_episode, client, e, held.size, options) for e in entries]
         solved = 0
-        for done, future in enumerate(concurrent.futures.as_completed(futures), start=1):
-            solved += bool(future.result().episode.solved)
-            if on_episode is not None:
-                on_episode(done, len(futures), solved)
+        try:
+            for done, future in enumerate(concurrent.futures.as_completed(futures), start=1):
+                solved += bool(future.result().episode.solved)
+                if on_episode is not None:
+                    on_episode(done, len(futures), solved)
+        except BaseException:  # one refused episode ends the evaluation: do not play the queued ones
+            pool.shutdown(wait=True, cancel_futures=True)
+            raise
         played = [future.result() for future in futures]  # the set's order, whatever finished first
     report = build_report([p.episode for p in played], max_turns=options.max_turns, set_name=held.name)
     report.update(endpoint=base_url, model=options.model)

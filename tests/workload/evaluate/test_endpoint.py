@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import http.server
 import json
+import re
 import sys
-import threading
 
 import pytest
 
+from tests.loopback_http import serve_in_thread
 from workload import config
 from workload.config import ConfigError
 from workload.evaluate.endpoint import EndpointError, evaluate_endpoint, window
@@ -104,8 +105,7 @@ def solver_endpoint():
     first = load_set(REHEARSAL["set_name"]).entries[0]
     handler = type("Handler", (_ScriptedChat,), {"script": tuple(solve(first["init_state"])), "requests": []})
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
+    thread = serve_in_thread(server)
     try:
         yield f"http://127.0.0.1:{server.server_port}", handler
     finally:
@@ -181,3 +181,52 @@ def test_progress_is_reported_per_finished_episode_and_the_report_keeps_the_set_
     assert calls[-1][2] == report["solved"] >= 1
     seeds = [entry["seed"] for entry in load_set(REHEARSAL["set_name"]).entries[:3]]
     assert [episode["seed"] for episode in report["episodes"]] == seeds
+
+
+class _RefusingChat(_ScriptedChat):
+    """Lists its model, then refuses every turn as the local server does a prompt over the model's positions."""
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers["Content-Length"]))
+        data = json.dumps({"error": {"message": "the prompt (1188 tokens) plus max_tokens (1024) exceeds the model's "
+                                                "2048 positions", "type": "invalid_request_error",
+                                     "param": "max_tokens", "code": None}}).encode()
+        self.send_response(413)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+
+@pytest.fixture
+def refusing_endpoint():
+    handler = type("Handler", (_RefusingChat,), {"requests": []})
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = serve_in_thread(server)
+    try:
+        yield f"http://127.0.0.1:{server.server_port}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+def test_a_refused_turn_is_one_error_naming_maze_turn_and_reason(refusing_endpoint):
+    with pytest.raises(EndpointError, match=r"refused turn 1 of maze seed 0 with 413: the prompt \(1188 tokens\)"):
+        evaluate_endpoint(endpoint=refusing_endpoint, model="scripted", limit=8, concurrency=1, **REHEARSAL)
+
+
+def test_the_cli_says_a_refused_turn_in_one_line_without_a_traceback(refusing_endpoint):
+    from typer.testing import CliRunner
+
+    from workload.cli.main import app
+
+    result = CliRunner().invoke(app, ["evaluate", "--endpoint", refusing_endpoint, "--model", "scripted",
+                                      "--heldout", "easy-64", "--limit", "2"])
+    assert result.exit_code == 1, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    assert "Traceback" not in result.stderr
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1, result.stderr
+    assert re.fullmatch(r"error: the endpoint refused turn 1 of maze seed [01] with 413: the prompt \(1188 tokens\) "
+                        r"plus max_tokens \(1024\) exceeds the model's 2048 positions", errors[0]), errors

@@ -6,7 +6,6 @@ from __future__ import annotations
 import copy
 import http.server
 import json
-import threading
 import urllib.parse
 
 import jsonschema
@@ -15,6 +14,7 @@ import pytest
 from infra.constructs import ray_manifests as rm
 from infra.settings import load_settings
 from tests.infra.kuberay import validate
+from tests.loopback_http import serve_in_thread
 from workload.localhost import free_port
 from workload.supervise.kube import JSON_PATCH, KubeClient, KubeError, ready_pods, scale_to_zero_request
 
@@ -108,8 +108,7 @@ class FakeApi(http.server.BaseHTTPRequestHandler):
 def api(shared_dir):
     handler = type("Api", (FakeApi,), {"store": {"rc": _raycluster()}, "pods": [], "shared_dir": shared_dir, "seen": []})
     server = http.server.ThreadingHTTPServer(("127.0.0.1", free_port()), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
+    serve_in_thread(server)
     try:
         yield handler, KubeClient(f"http://127.0.0.1:{server.server_address[1]}", token="t0ken")
     finally:

@@ -8,8 +8,9 @@ auth, and Grafana's status codes (401 bad token, 404 unknown uid, 400 bad dashbo
 from __future__ import annotations
 
 import json
-import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from tests.loopback_http import serve_in_thread
 
 
 class GrafanaState:
@@ -106,7 +107,7 @@ class FakeGrafana:
         self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
 
     def __enter__(self) -> FakeGrafana:
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        serve_in_thread(self._server)
         return self
 
     def __exit__(self, *_exc) -> None:

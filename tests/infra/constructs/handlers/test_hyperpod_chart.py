@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import io
 import tarfile
-import threading
 from functools import partial
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -12,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from infra.constructs.handlers.hyperpod_chart import index as installer
+from tests.loopback_http import serve_in_thread
 
 OPERATOR = "helm_chart/HyperPodHelmChart/charts/hyperpod-ray-endpoint-operator"
 
@@ -37,7 +37,7 @@ def http_dir(tmp_path):
     """Serve tmp_path over HTTP on 127.0.0.1 (an ephemeral port)."""
     server = ThreadingHTTPServer(("127.0.0.1", 0), partial(SimpleHTTPRequestHandler, directory=str(tmp_path)))
     server.RequestHandlerClass.log_message = lambda *a: None
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    serve_in_thread(server)
     yield tmp_path, f"http://127.0.0.1:{server.server_address[1]}"
     server.shutdown()
     server.server_close()
