@@ -86,3 +86,106 @@ def test_training_batch_masks_everything_but_the_completion(encoder):
     assert batch["mm_token_type_ids"][:, -1].tolist() == [0, 0]
     prompt_len = encoder.encode(contexts[:1])["input_ids"].shape[1]
     assert batch["input_ids"].shape[1] == prompt_len + 2
+
+
+def _transformers_generate(model, encoder, contexts, *, temperature, max_new_tokens):
+    """Reference: one ``model.generate`` over every row, as the rollouts ran before prefixes were shared."""
+    batch = encoder.encode(contexts)
+    sampling = (
+        {"do_sample": True, "temperature": temperature, "top_k": 0, "top_p": 1.0}
+        if temperature
+        else {"do_sample": False}
+    )
+    out = model.generate(
+        **batch,
+        max_new_tokens=max_new_tokens,
+        pad_token_id=encoder.pad_id,
+        eos_token_id=encoder.eos_id,
+        **sampling,
+    )
+    rows = []
+    for row in out[:, batch["input_ids"].shape[1] :].tolist():
+        rows.append(row[: row.index(encoder.eos_id) + 1] if encoder.eos_id in row else row)
+    return rows
+
+
+def _contexts():
+    replies = ["('move', 0)", "('move', 3)", "('move', 1)"]
+    frames = _episode_frames(replies)
+    return [turn_context(frames, replies, turn, history=1, size=7) for turn in range(4)]
+
+
+@pytest.fixture
+def eos_prone_policy(tiny_model_dir):
+    """The tiny model (+ a LoRA) with the end-of-turn token made as likely as the likeliest first
+    token, so that sampled rows end at different steps."""
+    from workload.local.config import load_config
+    from workload.local.rollout import attach_lora
+    from workload.model.tiny import load_tiny
+
+    model, processor = load_tiny(tiny_model_dir)
+    encoder = Encoder(processor)
+    with torch.no_grad():
+        likely = model(**encoder.encode(_contexts())).logits[:, -1].argmax(-1)[0]
+        model.lm_head.weight[encoder.eos_id] = model.lm_head.weight[likely] * 2
+    model = attach_lora(model, load_config("local", []).trainer.policy.model.lora)
+    model.eval()
+    return model, encoder
+
+
+@pytest.mark.parametrize(("temperature", "max_new_tokens"), [(1.0, 2), (1.0, 3), (0.7, 3), (0.0, 3)])
+def test_shared_prefixes_draw_what_generate_draws_for_the_expanded_batch(
+    eos_prone_policy, temperature, max_new_tokens
+):
+    from workload.local.policy import generate
+
+    model, encoder = eos_prone_policy
+    contexts = _contexts()
+    rows = [i % 4 for i in range(48)] + [2] * 16
+    prefill_rows = []
+    hook = model.register_forward_pre_hook(
+        lambda _m, _a, kw: prefill_rows.append(kw["input_ids"].shape), with_kwargs=True
+    )
+    try:
+        torch.manual_seed(11)
+        ours = generate(
+            model, encoder, contexts, temperature=temperature, max_new_tokens=max_new_tokens, rows=rows
+        )
+    finally:
+        hook.remove()
+    after_ours = torch.get_rng_state()
+    torch.manual_seed(11)
+    reference = _transformers_generate(
+        model, encoder, [contexts[r] for r in rows], temperature=temperature, max_new_tokens=max_new_tokens
+    )
+    assert ours == reference
+    assert torch.equal(after_ours, torch.get_rng_state())  # the same draws: later turns sample alike too
+    assert prefill_rows[0][0] == 4  # one prefill per distinct context, not per row
+    assert all(shape[0] < len(rows) for shape in prefill_rows[1:])  # decoding steps run distinct prefixes
+    if temperature:
+        lengths = {len(r) for r in ours}
+        assert 1 in lengths and max_new_tokens in lengths  # some rows ended at the first token, some ran on
+
+
+def test_cached_encodings_batch_exactly_as_the_processor_pads_them(encoder):
+    from workload.local.policy import EncodingCache
+
+    frames = _episode_frames(["('move', 0)", "('move', 3)", "('move', 1)"])
+    replies = ["('move', 0)", "('move', 3)", "('move', 1)"]
+    windows = [(turn, history) for turn in range(4) for history in (1, 3)]
+    contexts = [turn_context(frames, replies, t, history=h, size=7) for t, h in windows]
+    cache = EncodingCache(encoder)
+    cache.batch(windows[:3], lambda i: contexts[i])  # a first batch fills part of the cache
+    made = []
+    batch = cache.batch(windows, lambda i: made.append(i) or contexts[i])
+    assert made == list(range(3, len(windows)))  # only the contexts not seen before are built
+    texts = [encoder.prompt_text(c) for c in contexts]
+    direct = encoder.processor(
+        text=texts, images=[i for c in contexts for i in c.images], return_tensors="pt", padding=True
+    )
+    assert set(batch) == set(direct)
+    for key in direct:
+        assert torch.equal(batch[key], direct[key]), key
+    assert (
+        batch["attention_mask"].sum(1).unique().numel() > 1
+    )  # prompts of several lengths: padding was exercised
