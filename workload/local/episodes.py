@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from workload.local.policy import PROMPT_STYLE, Encoder, context_key, turn_context
+from workload.local.policy import PROMPT_STYLE, Context, Encoder, turn_context
 from workload.maze.conversation import MazeConversation
 from workload.maze.metrics import Episode
 
@@ -116,32 +116,29 @@ def play(
     replies: dict[tuple, list[int]] | None = {} if settings.temperature == 0 else None
     cache = EncodingCache(encoder)
     while active:
-        keys = [
-            context_key(records[i].frames, records[i].replies, records[i].turns, history=settings.history)
+        contexts = [
+            turn_context(
+                records[i].frames,
+                records[i].replies,
+                records[i].turns,
+                history=settings.history,
+                size=settings.size,
+            )
             for i in active
         ]
+        keys = [c.key for c in contexts]
         unique: dict[tuple, int] = {}  # context key -> its row in this turn's prompt batch
-        owners: list[int] = []  # the episode each row's context is built from
+        owners: list[Context] = []  # each row's context
         rows = []  # the prompt row of each episode that needs the model
-        for i, key in zip(active, keys, strict=True):
+        for context, key in zip(contexts, keys, strict=True):
             if replies is not None and key in replies:
                 continue
             if key not in unique:
                 unique[key] = len(unique)
-                owners.append(i)
+                owners.append(context)
             rows.append(unique[key])
         if owners:
-            built = [records[i] for i in owners]
-            prompts = cache.batch(
-                list(unique),
-                lambda n, built=built: turn_context(
-                    built[n].frames,
-                    built[n].replies,
-                    built[n].turns,
-                    history=settings.history,
-                    size=settings.size,
-                ),
-            )
+            prompts = cache.batch(owners)
             fresh = iter(
                 generate_encoded(
                     model,

@@ -10,7 +10,7 @@ tokens count in the loss (observation tokens are masked), exactly as generated.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+import functools
 from typing import Any
 
 import numpy as np
@@ -18,7 +18,7 @@ import torch
 from PIL import Image
 
 from workload.local.grpo import token_logprobs
-from workload.maze.prompts import build_user_message
+from workload.maze.prompts import COMPACT_INSTRUCTION, build_user_message, first_turn_text
 
 PROMPT_STYLE = "compact"
 
@@ -27,34 +27,53 @@ def turn_messages(
     frames: list[np.ndarray], replies: list[str], turn: int, *, history: int, size: int
 ) -> list[dict]:
     """Chat messages for ``turn``: the last ``history`` frames up to it and the replies between them."""
-    first = max(0, turn - history + 1)
-    messages: list[dict] = []
-    for t in range(first, turn + 1):
-        messages.append(build_user_message(style=PROMPT_STYLE, frame=frames[t], first=t == 0, size=size))
-        if t < turn:
-            messages.append({"role": "assistant", "content": replies[t]})
-    return messages
+    return turn_context(frames, replies, turn, history=history, size=size).messages
 
 
-def _images(frames: list[np.ndarray], turn: int, history: int) -> list[Image.Image]:
-    return [Image.fromarray(frames[t]) for t in range(max(0, turn - history + 1), turn + 1)]
+def _user_text(turn: int, size: int) -> str:
+    """The text part of ``build_user_message`` for a turn in ``PROMPT_STYLE`` (no feedback in it)."""
+    return first_turn_text(PROMPT_STYLE, size) if turn == 0 else COMPACT_INSTRUCTION
 
 
-@dataclasses.dataclass
 class Context:
-    """One turn to encode: its messages and the frames they show, in order."""
+    """One turn to encode: the last ``history`` frames up to ``turn`` and the replies between them.
 
-    messages: list[dict]
-    images: list[Image.Image]
+    ``messages`` (a PNG per frame) and ``images`` are built on first use; ``key`` is what they
+    are made of (texts, raw frames, replies), so equal keys mean equal messages and images and
+    repeated turns are told apart without encoding any frame.
+    """
+
+    def __init__(self, frames: list[np.ndarray], replies: list[str], turn: int, *, history: int, size: int):
+        first = max(0, turn - history + 1)
+        self.turns = range(first, turn + 1)
+        self.frames = [frames[t] for t in self.turns]
+        self.replies = [replies[t] for t in self.turns[:-1]]
+        self.size = size
+
+    @functools.cached_property
+    def key(self) -> tuple:
+        texts = tuple(_user_text(t, self.size) for t in self.turns)
+        return texts, tuple((f.shape, f.tobytes()) for f in self.frames), tuple(self.replies)
+
+    @functools.cached_property
+    def messages(self) -> list[dict]:
+        messages: list[dict] = []
+        for t, frame in zip(self.turns, self.frames, strict=True):
+            messages.append(build_user_message(style=PROMPT_STYLE, frame=frame, first=t == 0, size=self.size))
+            if t < self.turns[-1]:
+                messages.append({"role": "assistant", "content": self.replies[t - self.turns[0]]})
+        return messages
+
+    @functools.cached_property
+    def images(self) -> list[Image.Image]:
+        return [Image.fromarray(frame) for frame in self.frames]
 
 
 def turn_context(
     frames: list[np.ndarray], replies: list[str], turn: int, *, history: int, size: int
 ) -> Context:
     """The ``Context`` of ``turn`` (messages + PIL images of the frames in the window)."""
-    return Context(
-        turn_messages(frames, replies, turn, history=history, size=size), _images(frames, turn, history)
-    )
+    return Context(frames, replies, turn, history=history, size=size)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -146,29 +165,24 @@ class Encoder:
 
 
 class EncodingCache:
-    """Encoded prompts by context key (``context_key``): a context met again is neither rendered
-    nor encoded again. Keep one only while the contexts it holds can come back (one play, one
-    step's update, one fixed set)."""
+    """Encoded prompts by ``Context.key``: a context met again is neither rendered nor encoded
+    again. Keep one only while its contexts can come back (one play, one update, one fixed set)."""
 
     def __init__(self, encoder: Encoder):
         self.encoder = encoder
-        self.items: dict[Any, Encoded] = {}
+        self.items: dict[tuple, Encoded] = {}
 
     def batch(
-        self,
-        keys: list[Any],
-        make: Callable[[int], Context],
-        completions: list[list[int]] | None = None,
+        self, contexts: list[Context], completions: list[list[int]] | None = None
     ) -> dict[str, torch.Tensor]:
-        """The batch of ``keys``; ``make(i)`` builds the context of ``keys[i]`` when it is not cached."""
-        missing: dict[Any, int] = {}
-        for i, key in enumerate(keys):
-            if key not in self.items:
-                missing.setdefault(key, i)
+        """``Encoder.collate`` of ``contexts`` (and ``completions``), encoding only the new ones."""
+        missing = {}
+        for context in contexts:
+            if context.key not in self.items:
+                missing.setdefault(context.key, context)
         if missing:
-            fresh = self.encoder.encode_each([make(i) for i in missing.values()])
-            self.items.update(zip(missing, fresh, strict=True))
-        return self.encoder.collate([self.items[key] for key in keys], completions)
+            self.items.update(zip(missing, self.encoder.encode_each(list(missing.values())), strict=True))
+        return self.encoder.collate([self.items[c.key] for c in contexts], completions)
 
 
 def completion_logprobs(model: Any, batch: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -177,16 +191,6 @@ def completion_logprobs(model: Any, batch: dict[str, torch.Tensor]) -> torch.Ten
     logits = model(**inputs).logits[:, :-1]
     targets = batch["input_ids"][:, 1:]
     return token_logprobs(logits, targets)
-
-
-def context_key(frames: list[np.ndarray], replies: list[str], turn: int, *, history: int) -> tuple:
-    """What ``turn_context`` of ``turn`` depends on: equal keys give equal contexts (one play, one maze size).
-
-    Built from the raw frames, so telling repeated contexts apart costs no PNG encoding.
-    """
-    first = max(0, turn - history + 1)
-    frames_in = tuple(frames[t].tobytes() for t in range(first, turn + 1))
-    return first == 0, frames[turn].shape, frames_in, tuple(replies[first:turn])
 
 
 @torch.no_grad()

@@ -175,10 +175,17 @@ def test_cached_encodings_batch_exactly_as_the_processor_pads_them(encoder):
     windows = [(turn, history) for turn in range(4) for history in (1, 3)]
     contexts = [turn_context(frames, replies, t, history=h, size=7) for t, h in windows]
     cache = EncodingCache(encoder)
-    cache.batch(windows[:3], lambda i: contexts[i])  # a first batch fills part of the cache
-    made = []
-    batch = cache.batch(windows, lambda i: made.append(i) or contexts[i])
-    assert made == list(range(3, len(windows)))  # only the contexts not seen before are built
+    cache.batch(contexts[:3])  # a first batch fills part of the cache
+    encoded = []
+    original = encoder.encode_each
+    encoder.encode_each = lambda cs: encoded.extend(cs) or original(cs)
+    try:
+        batch = cache.batch(contexts)
+    finally:
+        del encoder.encode_each
+    new = {c.key: c for c in reversed(contexts) if c.key not in {d.key for d in contexts[:3]}}
+    assert encoded == sorted(new.values(), key=contexts.index)  # each context not seen before, once
+    assert len(encoded) < len(contexts) - 3  # a repeated context (a move and its way back) was not
     texts = [encoder.prompt_text(c) for c in contexts]
     direct = encoder.processor(
         text=texts, images=[i for c in contexts for i in c.images], return_tensors="pt", padding=True
@@ -189,3 +196,22 @@ def test_cached_encodings_batch_exactly_as_the_processor_pads_them(encoder):
     assert (
         batch["attention_mask"].sum(1).unique().numel() > 1
     )  # prompts of several lengths: padding was exercised
+
+
+def test_equal_context_keys_are_exactly_equal_messages_and_images():
+    """Repeated turns are merged and shared by key: two contexts have one key exactly when
+    their messages (PNG data URIs included) and images are equal."""
+    moves = ["('move', 0)", "('move', 2)", "('move', 0)", "('move', 3)", "('move', 1)", "('move', 1)"]
+    frames = _episode_frames(moves)
+    contexts = [
+        turn_context(frames, moves, turn, history=history, size=7)
+        for turn in range(len(moves) + 1)
+        for history in (1, 2)
+    ]
+    pairs = [(a, b) for a in contexts for b in contexts]
+    for a, b in pairs:
+        same = json.dumps(a.messages) == json.dumps(b.messages) and [i.tobytes() for i in a.images] == [
+            i.tobytes() for i in b.images
+        ]
+        assert (a.key == b.key) == same
+    assert sum(a.key == b.key for a, b in pairs) > len(contexts)  # some distinct turns share a context
