@@ -21,6 +21,8 @@ from workload.local.grpo import token_logprobs
 from workload.maze.prompts import COMPACT_INSTRUCTION, build_user_message, first_turn_text
 
 PROMPT_STYLE = "compact"
+PLACEHOLDER_IMAGE_URL = "data:,"  # the chat template writes the same vision tokens whatever an image's URL
+PROMPT_TEXTS_KEPT = 4096  # rendered prompt texts remembered (one or two with a window of one frame)
 
 
 def turn_messages(
@@ -68,6 +70,23 @@ class Context:
     def images(self) -> list[Image.Image]:
         return [Image.fromarray(frame) for frame in self.frames]
 
+    @property
+    def text_key(self) -> tuple:
+        """What the prompt text depends on: the chat template writes the same vision tokens for
+        every image, so the frames do not enter it."""
+        return tuple(_user_text(t, self.size) for t in self.turns), tuple(self.replies)
+
+    def text_messages(self) -> list[dict]:
+        """``messages`` with a placeholder for each image URL: the same prompt text, no PNG encoded."""
+        texts, replies = self.text_key
+        messages: list[dict] = []
+        for index, text in enumerate(texts):
+            image = {"type": "image_url", "image_url": {"url": PLACEHOLDER_IMAGE_URL}}
+            messages.append({"role": "user", "content": [{"type": "text", "text": text}, image]})
+            if index < len(replies):
+                messages.append({"role": "assistant", "content": replies[index]})
+        return messages
+
 
 def turn_context(
     frames: list[np.ndarray], replies: list[str], turn: int, *, history: int, size: int
@@ -97,11 +116,18 @@ class Encoder:
         self.pad_id = self.tokenizer.pad_token_id
         vision = ("<|vision_start|>", "<|vision_end|>", "<|image_pad|>", "<|video_pad|>")
         self.vision_token_ids = frozenset(self.tokenizer.convert_tokens_to_ids(t) for t in vision)
+        self._texts: dict[tuple, str] = {}
 
     def prompt_text(self, context: Context) -> str:
-        return self.processor.apply_chat_template(
-            context.messages, add_generation_prompt=True, tokenize=False
-        )
+        """The chat template applied to ``context`` (rendered once per distinct text)."""
+        key = context.text_key
+        if key not in self._texts:
+            if len(self._texts) >= PROMPT_TEXTS_KEPT:
+                self._texts.clear()
+            self._texts[key] = self.processor.apply_chat_template(
+                context.text_messages(), add_generation_prompt=True, tokenize=False
+            )
+        return self._texts[key]
 
     def encode(self, contexts: list[Context]) -> dict[str, torch.Tensor]:
         """Left-padded prompt batch: input_ids, attention_mask, mm_token_type_ids, pixel_values, image_grid_thw."""

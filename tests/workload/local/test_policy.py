@@ -215,3 +215,18 @@ def test_equal_context_keys_are_exactly_equal_messages_and_images():
         ]
         assert (a.key == b.key) == same
     assert sum(a.key == b.key for a, b in pairs) > len(contexts)  # some distinct turns share a context
+
+
+@pytest.mark.parametrize("history", [1, 3])
+def test_prompt_text_is_the_chat_template_of_the_real_messages(encoder, history):
+    """The text is rendered once per distinct text from placeholder image parts; it must equal
+    the template applied to the messages with their PNG data URIs."""
+    replies = ["('move', 0)", "('move', 3)", "('move', 1)"]
+    frames = _episode_frames(replies)
+    for turn in range(4):
+        context = turn_context(frames, replies, turn, history=history, size=7)
+        real = encoder.processor.apply_chat_template(
+            context.messages, add_generation_prompt=True, tokenize=False
+        )
+        assert encoder.prompt_text(context) == real
+        assert "data:image/png" not in json.dumps(context.text_messages())
