@@ -28,7 +28,7 @@ MEMORY_BUDGET_GIB = 4.0  # the rehearsal's goal: at most 4 GiB peak
 CORES = 2  # the goal's machine
 QUIET_SFT_STEP_S = 0.23  # SFT step, batch 64, tiny model: 212-248 ms measured on a quiet 2-core machine
 CALIBRATION_STEPS = 10
-BEFORE_REF = "400d1fb"  # the learner before merged turns and the skipped old-log-prob pass
+BEFORE_REF = "ab12d59"  # before shared prefills, remembered greedy replies and one Ray for the endpoint
 ROOT = Path(__file__).resolve().parent.parent
 STEP_SCRIPT = Path(__file__).with_name("rehearse_step.py")
 

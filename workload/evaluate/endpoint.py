@@ -11,6 +11,7 @@ decoding. Episodes run concurrently (a bounded thread pool); the report is
 from __future__ import annotations
 
 import concurrent.futures
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,6 +43,7 @@ class PlayOptions:
     image_history: int | None = None  # user turns (each with its frame) kept; None = the whole episode
     cell_px: int = DEFAULT_CELL_PX
     max_tokens: int = DEFAULT_MAX_TOKENS
+    reuse_replies: bool = False  # a request repeated within an episode gets the reply it got (greedy)
 
     def __post_init__(self) -> None:
         from workload.maze.prompts import STYLES
@@ -93,15 +95,20 @@ def play_episode(client: Any, entry: dict, size: int, options: PlayOptions) -> P
     )
     messages, _ = env.init()
     frames = [_frame(messages[0])]
+    replies: dict[str, str] = {}
     done = False
     while not done:
-        response = client.chat.completions.create(
-            model=options.model,
-            messages=window(messages, options.image_history),
-            max_tokens=options.max_tokens,
-            temperature=0.0,
-        )
-        reply = response.choices[0].message.content or ""
+        shown = window(messages, options.image_history)
+        key = json.dumps(shown) if options.reuse_replies else ""
+        if key in replies:
+            reply = replies[key]
+        else:
+            response = client.chat.completions.create(
+                model=options.model, messages=shown, max_tokens=options.max_tokens, temperature=0.0
+            )
+            reply = response.choices[0].message.content or ""
+            if options.reuse_replies:
+                replies[key] = reply
         step = env.step(reply)
         done = step["done"]
         messages.append({"role": "assistant", "content": reply})
@@ -148,18 +155,21 @@ def evaluate_endpoint(
     api_key: str = "EMPTY",
     timeout_s: float = DEFAULT_TIMEOUT_S,
     on_episode: Callable[[int, int, int], None] | None = None,
+    reuse_replies: bool = False,
 ) -> dict:
     """Play the frozen set ``set_name`` through ``endpoint`` (``http://host:port`` or ``.../v1``).
 
     Returns the ``build_report`` dict (plus ``endpoint`` and ``model``). With ``out_dir`` it
     also writes ``report.json`` and ``episode-seed<N>.png`` (a solved episode when there is one).
     ``on_episode(done, total, solved)`` is called as each episode finishes (a progress display).
+    ``reuse_replies`` sends a request repeated within an episode (a wall bump, a loop) once and
+    replays its reply: exact for a server whose greedy replies depend on the request alone.
     """
     import openai
 
     from workload.maze.heldout import load_set
 
-    options = PlayOptions(model, max_turns, style, image_history, cell_px, max_tokens)
+    options = PlayOptions(model, max_turns, style, image_history, cell_px, max_tokens, reuse_replies)
     if concurrency < 1:
         raise ValueError(f"concurrency must be >= 1, got {concurrency}")
     if limit is not None and limit < 1:
