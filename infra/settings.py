@@ -50,6 +50,15 @@ MIN_RAY_ENDPOINT_CHART_VERSION = (3, 10, 0)
 # A lower-case DNS name of two or more labels, no trailing dot (the 253-character total is ACM's to check).
 DNS_NAME = r"^([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,63}$"
 HOSTED_ZONE_ID = r"^[A-Z0-9]{1,32}$"  # Route 53 zone ids: upper-case letters and digits, at most 32
+# EC2 resource ids: a prefix and 8 (older) or 17 lower-case hex digits (EC2 API reference, "Resource IDs").
+VPC_ID = r"^vpc-([0-9a-f]{8}|[0-9a-f]{17})$"
+SUBNET_ID = r"^subnet-([0-9a-f]{8}|[0-9a-f]{17})$"
+SECURITY_GROUP_ID = r"^sg-([0-9a-f]{8}|[0-9a-f]{17})$"
+# EKS CreateCluster: 1-100 characters, a letter or digit first, then letters, digits, '-' and '_'.
+EKS_CLUSTER_NAME = r"^[0-9A-Za-z][A-Za-z0-9_-]{0,99}$"
+# EKS places control-plane interfaces in subnets of at least two Availability Zones (EKS user guide,
+# "VPC and subnet requirements"); a cluster this app creates in an existing VPC needs them.
+MIN_EKS_AZS = 2
 
 
 @dataclass(frozen=True)
@@ -78,7 +87,8 @@ class Settings(ConfigModel):
                       description="Prefix of stack, cluster and bucket names.")
     removal: Literal["dev", "retain"] = Field("dev", description="dev: `cdk destroy` removes everything, bucket "
                                               "contents included; retain: keeps the artifacts bucket.")
-    kubernetes_version: Literal[KUBERNETES_VERSIONS] = Field("1.34", description="EKS Kubernetes version.")
+    kubernetes_version: Literal[KUBERNETES_VERSIONS] = Field("1.34", description="EKS Kubernetes version (an existing "
+                                                                "eks_cluster_name must run it).")
     head_instance_type: str = Field("ml.r5d.16xlarge", description="HyperPod instance of the CPU head group (Ray heads).")
     head_count: int = Field(default=1, ge=1, le=1, description="CPU head nodes.")
     # SMT on the CPU head (2 threads per core: all its vCPUs) and off on the GPU workers (AWS's
@@ -124,7 +134,7 @@ class Settings(ConfigModel):
     # deletes Ray objects in every namespace); users get AmazonEKSEditPolicy in the Ray namespace
     # (submit, port-forward, logs). `skymaze deploy` adds the identity that runs it to the admins.
     admin_principal_arns: tuple[str, ...] = Field((), description="IAM role or user ARNs (comma-separated) given "
-                                                  "cluster admin; deploy adds the caller.")
+                                                  "cluster admin; deploy adds the caller (not with eks_cluster_name).")
     user_principal_arns: tuple[str, ...] = Field((), description="IAM role or user ARNs (comma-separated) given edit "
                                                  "rights in the Ray namespace.")
     # The artifacts bucket of an earlier deploy, kept by `skymaze teardown --keep-data`: use it
@@ -172,6 +182,28 @@ class Settings(ConfigModel):
                                                     "validation and the endpoints' DNS records).")
     ray_endpoint_chart_version: str = Field("3.10.0", description="sagemaker-hyperpod-cli release whose "
                                             "hyperpod-ray-endpoint-operator chart is installed (>= 3.10.0).")
+    # Bring your own network or EKS cluster (README "Bring your own VPC or EKS cluster"), as AWS's HyperPod
+    # templates allow (CreateVPCStack=false + VpcId/PrivateSubnetIds, CreateEKSClusterStack=false +
+    # EKSClusterName/SecurityGroupId). Unset: the network stack creates a VPC, the cluster stack an EKS cluster.
+    vpc_id: str | None = Field(None, pattern=VPC_ID, description="An existing VPC to deploy into instead of "
+                               "creating one (no NAT, endpoint or flow log is added to it); needs "
+                               "private_subnet_ids and private_subnet_azs.")
+    private_subnet_ids: tuple[str, ...] = Field((), description="Private subnets of vpc_id (comma-separated) "
+                                                "routed to the internet through NAT (charts come from GitHub at "
+                                                "deploy time); the first holds the HyperPod nodes and FSx, all of "
+                                                "them the EKS control plane and the deploy-time Lambdas.")
+    private_subnet_azs: tuple[str, ...] = Field((), description="Availability Zone of each private subnet, in "
+                                                "the same order (e.g. us-west-2a,us-west-2b); the first must "
+                                                "be where the GPU capacity is.")
+    eks_cluster_name: str | None = Field(None, pattern=EKS_CLUSTER_NAME, description="An existing EKS cluster "
+                                         "in vpc_id to attach HyperPod to instead of creating one (API or "
+                                         "API_AND_CONFIG_MAP authentication, version kubernetes_version, core "
+                                         "add-ons installed); needs eks_cluster_security_group_id.")
+    eks_cluster_security_group_id: str | None = Field(None, pattern=SECURITY_GROUP_ID, description="The "
+                                                      "cluster security group EKS created for eks_cluster_name "
+                                                      "(describe-cluster resourcesVpcConfig."
+                                                      "clusterSecurityGroupId); HyperPod nodes and the "
+                                                      "deploy-time Lambdas join it to reach the control plane.")
 
     @field_validator("admin_principal_arns", "user_principal_arns", "grafana_admin_user_ids",
                      "grafana_admin_group_ids", mode="before")
@@ -296,6 +328,93 @@ class Settings(ConfigModel):
                              "under a domain you own, with a certificate validated in its Route 53 public hosted "
                              "zone; set -c ray_endpoint_domain=ray.example.com -c ray_endpoint_hosted_zone_id=Z...")
         return self
+
+    @field_validator("private_subnet_ids", "private_subnet_azs", mode="before")
+    @classmethod
+    def _split_in_order(cls, value: Any) -> tuple[str, ...]:
+        """Comma-separated on the command line; kept in order and not deduplicated (one zone per subnet)."""
+        if isinstance(value, str):
+            value = value.split(",")
+        return tuple(v.strip() for v in value if v.strip())
+
+    @field_validator("private_subnet_ids")
+    @classmethod
+    def _subnet_ids(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        twice = sorted({subnet for subnet in value if value.count(subnet) > 1})
+        if twice:
+            raise ValueError(f"{twice[0]} is listed twice; give each subnet once, its zone at the same position "
+                             "in private_subnet_azs")
+        for subnet in value:
+            if not re.fullmatch(SUBNET_ID, subnet):
+                raise ValueError(f"{subnet!r} is not a subnet id (subnet-0123456789abcdef0); `aws ec2 "
+                                 "describe-subnets --filters Name=vpc-id,Values=VPC_ID` lists them")
+        return value
+
+    @model_validator(mode="after")
+    def _own_network(self) -> Settings:
+        subnets, azs = self.private_subnet_ids, self.private_subnet_azs
+        example = ("-c vpc_id=vpc-0123456789abcdef0 -c private_subnet_ids=subnet-0aaa...,subnet-0bbb... "
+                   f"-c private_subnet_azs={self.region}a,{self.region}b")
+        if self.vpc_id is None:
+            if subnets or azs:
+                key = "private_subnet_ids" if subnets else "private_subnet_azs"
+                raise ValueError(f"{key} is set but vpc_id is not: subnets are used only in an existing VPC; "
+                                 f"set {example}, or unset {key} to create a VPC")
+            return self
+        if not subnets:
+            raise ValueError(f"vpc_id={self.vpc_id} needs private_subnet_ids: the HyperPod nodes, FSx and the "
+                             f"EKS control plane go into private subnets of it; set {example}")
+        if len(azs) != len(subnets):
+            raise ValueError(f"private_subnet_azs has {len(azs)} zone(s) for {len(subnets)} private_subnet_ids: "
+                             "give the Availability Zone of each subnet, in the same order (`aws ec2 "
+                             "describe-subnets --subnet-ids ... --query 'Subnets[].[SubnetId,AvailabilityZone]'`)")
+        for zone in azs:
+            if not re.fullmatch(rf"{re.escape(self.region)}[a-z]", zone):
+                raise ValueError(f"private_subnet_azs: {zone!r} is not an Availability Zone of region "
+                                 f"{self.region} (e.g. {self.region}a); subnets and the deployment share a region")
+        if self.eks_cluster_name is None and len(set(azs)) < MIN_EKS_AZS:
+            raise ValueError(f"private_subnet_azs: the EKS cluster this app creates needs private subnets in at "
+                             f"least {MIN_EKS_AZS} Availability Zones, got {', '.join(sorted(set(azs)))}; add a "
+                             "subnet of another zone to private_subnet_ids, or attach to an existing cluster "
+                             "with eks_cluster_name")
+        return self
+
+    @model_validator(mode="after")
+    def _own_cluster(self) -> Settings:
+        if self.eks_cluster_name is None:
+            if self.eks_cluster_security_group_id:
+                raise ValueError("eks_cluster_security_group_id is set but eks_cluster_name is not: it names "
+                                 "the security group of an existing cluster; set -c eks_cluster_name=NAME too")
+            return self
+        if self.vpc_id is None:
+            raise ValueError(f"eks_cluster_name={self.eks_cluster_name} needs vpc_id, private_subnet_ids and "
+                             "private_subnet_azs of that cluster's VPC: HyperPod nodes join it from there "
+                             "(`aws eks describe-cluster --name NAME --query cluster.resourcesVpcConfig`)")
+        if not self.eks_cluster_security_group_id:
+            raise ValueError(f"eks_cluster_name={self.eks_cluster_name} needs eks_cluster_security_group_id: "
+                             "HyperPod nodes and the deploy-time Lambdas join the cluster security group to reach "
+                             "the control plane; `aws eks describe-cluster --name NAME --query "
+                             "cluster.resourcesVpcConfig.clusterSecurityGroupId` prints it")
+        if self.ray_endpoint:
+            raise ValueError("ray_endpoint=true is not supported with eks_cluster_name: the endpoint operator needs "
+                             "the SageMaker Spaces add-on, cert-manager and a users group that this app sets up only "
+                             "on a cluster it creates; use `kubectl port-forward`, or unset eks_cluster_name")
+        return self
+
+    @property
+    def creates_vpc(self) -> bool:
+        """False when the deployment goes into an existing VPC (vpc_id)."""
+        return self.vpc_id is None
+
+    @property
+    def created_eks_cluster_name(self) -> str:
+        """The name of the EKS cluster the cluster stack creates (unless eks_cluster_name is set)."""
+        return f"{self.name}-eks"
+
+    @property
+    def creates_eks(self) -> bool:
+        """False when HyperPod attaches to an existing EKS cluster (eks_cluster_name)."""
+        return self.eks_cluster_name is None
 
     @model_validator(mode="after")
     def _lora_slots(self) -> Settings:

@@ -11,7 +11,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import custom_resources as cr
 from aws_cdk.lambda_layer_awscli import AwsCliLayer
-from constructs import Construct
+from constructs import Construct, IDependable
 
 from infra.constructs.lambdas import handler_function
 
@@ -33,7 +33,7 @@ class HyperPodDependencyChart(Construct):
         scope: Construct,
         construct_id: str,
         *,
-        cluster: eks.Cluster,
+        cluster: eks.ICluster,
         version: str,
         values: dict,
         kubectl_layer: lambda_.ILayerVersion,
@@ -59,12 +59,14 @@ class HyperPodDependencyChart(Construct):
         self.function.add_to_role_policy(
             iam.PolicyStatement(actions=["eks:DescribeCluster"], resources=[cluster.cluster_arn])
         )
-        cluster.grant_access(
-            access_id,
-            self.function.role.role_arn,
-            [eks.AccessPolicy.from_access_policy_name(
-                "AmazonEKSClusterAdminPolicy", access_scope_type=eks.AccessScopeType.CLUSTER)],
-        )
+        admin = [eks.AccessPolicy.from_access_policy_name(
+            "AmazonEKSClusterAdminPolicy", access_scope_type=eks.AccessScopeType.CLUSTER)]
+        if isinstance(cluster, eks.Cluster):  # the entry becomes a child of the cluster
+            cluster.grant_access(access_id, self.function.role.role_arn, admin)
+            access: IDependable = cluster
+        else:  # an imported cluster: the entry is this construct's
+            access = eks.AccessEntry(self, access_id, cluster=cluster, principal=self.function.role.role_arn,
+                                     access_policies=admin)
         provider = cr.Provider(self, "Provider", on_event_handler=self.function)
         self.resource = CustomResource(
             self,
@@ -78,5 +80,5 @@ class HyperPodDependencyChart(Construct):
                 **(dict(zip(("ChartPath", "Release", "Namespace"), chart, strict=True)) if chart else {}),
             },
         )
-        # The installer needs its access entry (a child of the cluster) before it can talk to the API server.
-        self.resource.node.add_dependency(cluster)
+        # The installer needs its access entry before it can talk to the API server.
+        self.resource.node.add_dependency(access)

@@ -1,8 +1,12 @@
-"""Cluster: EKS (API auth, no Auto Mode), core add-ons, the HyperPod chart, HyperPod, node waiter."""
+"""Cluster: EKS (API auth, no Auto Mode), core add-ons, the HyperPod chart, HyperPod, node waiter.
+
+With `eks_cluster_name` set the EKS cluster is imported instead: its core add-ons are the owner's,
+and this stack adds a kubectl provider (with its own access entry) for the Helm charts and manifests.
+"""
 
 from __future__ import annotations
 
-from aws_cdk import CfnOutput, Stack
+from aws_cdk import Annotations, CfnCondition, CfnOutput, Stack
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
@@ -66,8 +70,18 @@ class ClusterStack(Stack):
         self._settings = settings
         # kubectl 1.35 from the layer talks to 1.33/1.34 control planes (kubectl's +-1 minor version skew).
         kubectl_layer = KubectlV35Layer(self, "KubectlLayer")
-        self.eks = self._eks(vpc=vpc, security_group=security_group, kubectl_layer=kubectl_layer)
-        core = [self._addon(name) for name in CORE_ADDONS]
+        # Who must reach the EKS control plane: the cluster's own security group when it is imported.
+        control_plane_sgs: list[ec2.ISecurityGroup] = []
+        if settings.creates_eks:
+            self.eks: eks.ICluster = self._eks(vpc=vpc, security_group=security_group, kubectl_layer=kubectl_layer)
+            core: list[eks.CfnAddon] = [self._addon(name) for name in CORE_ADDONS]
+            installer_sg = security_group
+        else:
+            self.eks = self._existing_eks(vpc=vpc, kubectl_layer=kubectl_layer)
+            control_plane_sgs = [self.eks.cluster_security_group]
+            core = []  # the existing cluster's owner installs and upgrades them (README lists them)
+            installer_sg = self.eks.cluster_security_group
+        self._grant_people_access()
         self.dependency_chart = HyperPodDependencyChart(
             self,
             "HyperPodChart",
@@ -76,13 +90,13 @@ class ClusterStack(Stack):
             values={"health-monitoring-agent": {"region": self.region}},
             kubectl_layer=kubectl_layer,
             vpc=vpc,
-            security_group=security_group,
+            security_group=installer_sg,
         )
         for addon in core:
             self.dependency_chart.resource.node.add_dependency(addon)
         self.execution_role = self._execution_role()
         self.hyperpod = self._hyperpod(
-            security_group=security_group, node_subnet=node_subnet, lifecycle_uri=lifecycle_uri
+            security_groups=[security_group, *control_plane_sgs], node_subnet=node_subnet, lifecycle_uri=lifecycle_uri
         )
         # HyperPod refuses an EKS cluster without the chart; nodes run the lifecycle scripts.
         self.hyperpod.node.add_dependency(self.dependency_chart.resource, lifecycle_upload)
@@ -120,7 +134,7 @@ class ClusterStack(Stack):
         cluster = eks.Cluster(
             self,
             "Eks",
-            cluster_name=f"{settings.name}-eks",
+            cluster_name=settings.created_eks_cluster_name,
             version=eks.KubernetesVersion.of(settings.kubernetes_version),
             vpc=vpc,
             vpc_subnets=[ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS)],
@@ -134,15 +148,49 @@ class ClusterStack(Stack):
                              eks.ClusterLoggingTypes.AUTHENTICATOR],
             kubectl_provider_options=eks.KubectlProviderOptions(kubectl_layer=kubectl_layer),
         )
-        # People: CloudFormation's roles are the only other principals with access entries.
-        for arn in settings.admin_principal_arns:
-            cluster.grant_access(f"Admin{_short_hash(arn)}", arn, [eks.AccessPolicy.from_access_policy_name(
-                ADMIN_ACCESS_POLICY, access_scope_type=eks.AccessScopeType.CLUSTER)])
-        for arn in settings.user_principal_arns:
-            cluster.grant_access(f"User{_short_hash(arn)}", arn, [eks.AccessPolicy.from_access_policy_name(
-                USER_ACCESS_POLICY, access_scope_type=eks.AccessScopeType.NAMESPACE,
-                namespaces=[settings.ray_namespace])])
+        if not settings.creates_vpc:  # CDK tags only the subnets of a VPC the app creates
+            Annotations.of(cluster).acknowledge_warning(
+                "@aws-cdk/aws-eks:clusterMustManuallyTagSubnet",
+                "the internal-elb subnet tag guides internal load balancers, and this app creates none")
         return cluster
+
+    def _existing_eks(self, *, vpc: ec2.IVpc, kubectl_layer) -> eks.ICluster:
+        """The cluster `eks_cluster_name`, with a kubectl provider of this stack that may administer it.
+
+        An imported cluster gets no kubectl provider from its options (aws_eks_v2 uses only an explicit
+        one), so the provider is built on a first import and handed to the second, which the stacks use.
+        """
+        settings = self._settings
+        name, sg_id = settings.eks_cluster_name, settings.eks_cluster_security_group_id
+        bare = eks.Cluster.from_cluster_attributes(self, "ExistingEks", cluster_name=name, vpc=vpc,
+                                                   cluster_security_group_id=sg_id)
+        # In the node subnets and the cluster security group: reaches a private-only endpoint too.
+        self.kubectl_provider = eks.KubectlProvider(
+            self, "KubectlProvider", cluster=bare, kubectl_layer=kubectl_layer,
+            private_subnets=vpc.private_subnets, security_groups=[bare.cluster_security_group])
+        self.kubectl_access = eks.AccessEntry(
+            self, "KubectlProviderAccess", cluster=bare, principal=self.kubectl_provider.role.role_arn,
+            access_policies=[eks.AccessPolicy.from_access_policy_name(
+                ADMIN_ACCESS_POLICY, access_scope_type=eks.AccessScopeType.CLUSTER)])
+        return eks.Cluster.from_cluster_attributes(self, "Eks", cluster_name=name, vpc=vpc,
+                                                   cluster_security_group_id=sg_id,
+                                                   kubectl_provider=self.kubectl_provider)
+
+    def _grant_people_access(self) -> None:
+        """Access entries for people: CloudFormation's roles are the only other principals with one."""
+        settings = self._settings
+        admin = [eks.AccessPolicy.from_access_policy_name(ADMIN_ACCESS_POLICY,
+                                                          access_scope_type=eks.AccessScopeType.CLUSTER)]
+        user = [eks.AccessPolicy.from_access_policy_name(USER_ACCESS_POLICY,
+                                                         access_scope_type=eks.AccessScopeType.NAMESPACE,
+                                                         namespaces=[settings.ray_namespace])]
+        grants = ([(f"Admin{_short_hash(arn)}", arn, admin) for arn in settings.admin_principal_arns]
+                  + [(f"User{_short_hash(arn)}", arn, user) for arn in settings.user_principal_arns])
+        for construct_id, arn, policies in grants:
+            if isinstance(self.eks, eks.Cluster):
+                self.eks.grant_access(construct_id, arn, policies)
+            else:
+                eks.AccessEntry(self, construct_id, cluster=self.eks, principal=arn, access_policies=policies)
 
     def _addon(self, name: str, *, service_account: str | None = None, role: iam.IRole | None = None) -> eks.CfnAddon:
         associations = None
@@ -193,7 +241,7 @@ class ClusterStack(Stack):
                                                resources=[bucket_arn, f"{bucket_arn}/*"]))
         return role
 
-    def _hyperpod(self, *, security_group: ec2.ISecurityGroup, node_subnet: ec2.ISubnet,
+    def _hyperpod(self, *, security_groups: list[ec2.ISecurityGroup], node_subnet: ec2.ISubnet,
                   lifecycle_uri: str) -> sagemaker.CfnCluster:
         settings = self._settings
         lifecycle = sagemaker.CfnCluster.ClusterLifeCycleConfigProperty(
@@ -209,7 +257,7 @@ class ClusterStack(Stack):
             orchestrator=sagemaker.CfnCluster.OrchestratorProperty(
                 eks=sagemaker.CfnCluster.ClusterOrchestratorEksConfigProperty(cluster_arn=self.eks.cluster_arn)),
             vpc_config=sagemaker.CfnCluster.VpcConfigProperty(
-                security_group_ids=[security_group.security_group_id], subnets=[node_subnet.subnet_id]),
+                security_group_ids=[sg.security_group_id for sg in security_groups], subnets=[node_subnet.subnet_id]),
             node_recovery="Automatic",
             instance_groups=[
                 group(instance_group_name=HEAD_GROUP, instance_type=settings.head_instance_type,
@@ -225,14 +273,18 @@ class ClusterStack(Stack):
     def _acknowledge(self) -> None:
         acknowledge_handlers(self.node_waiter, what="HyperPod node waiter")
         acknowledge_handlers(self.dependency_chart, what="HyperPod chart installer")
-        acknowledge_handlers(self.eks, what="CDK kubectl provider")
+        # The kubectl provider: the created cluster's own, or the one this stack adds for an imported cluster.
+        kubectl_scope = self.eks if self._settings.creates_eks else self.kubectl_provider
+        (ecr_public_condition,) = [self.get_logical_id(c) for c in kubectl_scope.node.find_all()
+                                   if isinstance(c, CfnCondition) and c.node.id == "HasEcrPublic"]
+        acknowledge_handlers(kubectl_scope, what="CDK kubectl provider")
         kubectl_role = "CDK kubectl provider"
-        acknowledge(self.eks, {
+        acknowledge(kubectl_scope, {
             "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/AmazonEKSClusterPolicy]":
                 "the EKS service role needs exactly this AWS-maintained policy",
             "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/AmazonEC2ContainerRegistryReadOnly]":
                 f"{kubectl_role}: pulls Helm charts from ECR",
-            "AwsSolutions-IAM4[Policy::{\"Fn::If\":[\"EksKubectlProviderHandlerHasEcrPublic20BED575\",{\"Fn::Join\":[\"\",[\"arn:\",{\"Ref\":\"AWS::Partition\"},\":iam::aws:policy/AmazonElasticContainerRegistryPublicReadOnly\"]]},{\"Ref\":\"AWS::NoValue\"}]}]":
+            "AwsSolutions-IAM4[Policy::{\"Fn::If\":[\"" + ecr_public_condition + "\",{\"Fn::Join\":[\"\",[\"arn:\",{\"Ref\":\"AWS::Partition\"},\":iam::aws:policy/AmazonElasticContainerRegistryPublicReadOnly\"]]},{\"Ref\":\"AWS::NoValue\"}]}]":
                 f"{kubectl_role}: pulls public Helm charts from ECR Public",
         })
         acknowledge(self.execution_role, {

@@ -1,8 +1,12 @@
-"""Network: a two-AZ VPC with private subnets behind NAT, the cluster security group, S3 endpoint."""
+"""Network: a two-AZ VPC with private subnets behind NAT, the cluster security group, S3 endpoint.
+
+With `vpc_id` set the VPC is imported by id (explicit subnets and zones, so synth needs no AWS
+credentials) and left as it is: only the security group is created in it.
+"""
 
 from __future__ import annotations
 
-from aws_cdk import RemovalPolicy, Stack
+from aws_cdk import Annotations, RemovalPolicy, Stack
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_logs as logs
 from constructs import Construct
@@ -23,7 +27,22 @@ class NetworkStack(Stack):
 
     def __init__(self, scope: Construct, construct_id: str, *, settings: Settings, **kwargs) -> None:
         super().__init__(scope, construct_id, **kwargs)
-        self.vpc = ec2.Vpc(
+        if settings.creates_vpc:
+            self.vpc = self._vpc(settings)
+        else:
+            # The subnets' zones come from the settings: `Vpc.from_lookup` would need credentials at synth.
+            self.vpc = ec2.Vpc.from_vpc_attributes(
+                self, "Vpc", vpc_id=settings.vpc_id, availability_zones=list(settings.private_subnet_azs),
+                private_subnet_ids=list(settings.private_subnet_ids))
+            for subnet in self.vpc.private_subnets:  # nothing here adds routes or endpoints to a VPC it did not create
+                Annotations.of(subnet).acknowledge_warning(
+                    "@aws-cdk/aws-ec2:noSubnetRouteTableId", "the existing VPC's route tables are left as they are")
+        self.security_group = self._cluster_security_group()
+        # HyperPod nodes, their EFA traffic and FSx sit in one AZ (EFA needs one placement; FSx is single-AZ).
+        self.node_subnet = self.vpc.private_subnets[0]
+
+    def _vpc(self, settings: Settings) -> ec2.Vpc:
+        vpc = ec2.Vpc(
             self,
             "Vpc",
             ip_addresses=ec2.IpAddresses.cidr(VPC_CIDR),
@@ -36,17 +55,15 @@ class NetworkStack(Stack):
                 ),
             ],
         )
-        self.vpc.add_gateway_endpoint("S3", service=ec2.GatewayVpcEndpointAwsService.S3)
+        vpc.add_gateway_endpoint("S3", service=ec2.GatewayVpcEndpointAwsService.S3)
         flow_logs = logs.LogGroup(
             self,
             "FlowLogs",
             retention=FLOW_LOG_RETENTION,
             removal_policy=RemovalPolicy.DESTROY if settings.destroy_data else RemovalPolicy.RETAIN,
         )
-        self.vpc.add_flow_log("FlowLog", destination=ec2.FlowLogDestination.to_cloud_watch_logs(flow_logs))
-        self.security_group = self._cluster_security_group()
-        # HyperPod nodes, their EFA traffic and FSx sit in one AZ (EFA needs one placement; FSx is single-AZ).
-        self.node_subnet = self.vpc.private_subnets[0]
+        vpc.add_flow_log("FlowLog", destination=ec2.FlowLogDestination.to_cloud_watch_logs(flow_logs))
+        return vpc
 
     def _cluster_security_group(self) -> ec2.SecurityGroup:
         sg = ec2.SecurityGroup(

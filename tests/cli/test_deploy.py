@@ -94,3 +94,18 @@ def test_bootstrap_runs_before_deploy(tmp_path, monkeypatch, deployer):
     bootstrap_call, deploy_call = tools.calls()
     assert bootstrap_call == "cdk bootstrap -c profile=small"
     assert deploy_call.startswith("cdk deploy --all --require-approval never -c profile=small -c dashboards_revision=")
+
+
+def test_an_existing_subnet_in_another_zone_stops_the_deploy_before_cdk(tmp_path, monkeypatch, deployer):
+    import boto3
+
+    ec2 = boto3.Session(region_name="us-west-2").client("ec2")
+    vpc = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
+    subnets = [ec2.create_subnet(VpcId=vpc, CidrBlock=f"10.0.{i}.0/24", AvailabilityZone=f"us-west-2{z}")["Subnet"][
+        "SubnetId"] for i, z in ((1, "a"), (2, "b"))]
+    tools = install_fakes(tmp_path, monkeypatch, server=None, kinds={})
+    result = runner.invoke(app, ["deploy", "--profile", "small", "--cdk-bin", tools.cdk, "--outputs-file",
+                                 str(tmp_path / "o.json"), "-c", f"vpc_id={vpc}", "-c",
+                                 f"private_subnet_ids={','.join(subnets)}", "-c", "private_subnet_azs=us-west-2b,us-west-2a"])
+    assert result.exit_code == 2 and tools.calls() == [], result.output
+    assert f"private_subnet_azs: {subnets[0]} is in us-west-2a, not in us-west-2b as given" in result.output

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,22 +39,40 @@ class Synth:
     settings: object
 
 
-@pytest.fixture(scope="session")
-def synth(tmp_path_factory) -> Synth:
+def synth_app(context: dict, outdir: Path) -> Synth:
+    """Compose and synthesize the app for `context` into `outdir`; cdk-nag raises on any finding."""
     import aws_cdk as cdk
     from aws_cdk.assertions import Template
 
     import app as cdk_app
     from infra.settings import load_settings
 
-    outdir = tmp_path_factory.mktemp("cdk.out")
-    context = cli_context(profile=PROFILE)
     app = cdk.App(context=context, outdir=str(outdir))
     settings = load_settings(context)
     stacks = cdk_app.compose(app, settings)
     app.synth()
     templates = {role: Template.from_stack(stack).to_json() for role, stack in stacks.items()}
     return Synth(stacks=stacks, templates=templates, outdir=outdir, settings=settings)
+
+
+@pytest.fixture(scope="session")
+def synth(tmp_path_factory) -> Synth:
+    return synth_app(cli_context(profile=PROFILE), tmp_path_factory.mktemp("cdk.out"))
+
+
+def nag_report_is_clean(outdir: Path) -> bool:
+    """cdk-nag's validation report: every plugin succeeded with no violation."""
+    report = json.loads((outdir / "validation-report.json").read_text())
+    return all(p["violations"] == [] and p["conclusion"] == "success" for p in report["pluginReports"])
+
+
+def cfn_lint(outdir: Path, region: str = "us-west-2") -> subprocess.CompletedProcess:
+    """cfn-lint (errors only) over every template in `outdir`."""
+    templates = sorted(str(p) for p in outdir.glob("*.template.json"))
+    assert templates, f"no templates in {outdir}"
+    binary = Path(sys.executable).with_name("cfn-lint")
+    return subprocess.run([str(binary), "-r", region, "--non-zero-exit-code", "error", *templates],
+                          capture_output=True, text=True, check=False)
 
 
 def mask_asset_hashes(template: dict) -> dict:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from syrupy.extensions.json import JSONSnapshotExtension
 
-from tests.infra.conftest import mask_asset_hashes
+from tests.infra.conftest import cfn_lint, mask_asset_hashes, nag_report_is_clean
 
 pytestmark = pytest.mark.slow
 
@@ -48,8 +48,7 @@ def test_masking_hides_asset_hashes_only():
 
 def test_cdk_nag_has_no_unacknowledged_findings(synth):
     # The session synth would have raised on any finding; the report confirms it.
-    report = json.loads((synth.outdir / "validation-report.json").read_text())
-    assert all(p["violations"] == [] and p["conclusion"] == "success" for p in report["pluginReports"])
+    assert nag_report_is_clean(synth.outdir)
 
 
 def test_cdk_nag_is_wired_and_fails_synth_on_a_finding(tmp_path):
@@ -78,11 +77,8 @@ def test_every_acknowledgment_gives_a_one_line_reason():
 
 
 def test_cfn_lint_finds_no_errors_in_any_template(synth):
-    templates = sorted(str(p) for p in synth.outdir.glob("*.template.json"))
-    assert len(templates) == len(ROLES)
-    cfn_lint = Path(sys.executable).with_name("cfn-lint")
-    result = subprocess.run([str(cfn_lint), "-r", "us-west-2", "--non-zero-exit-code", "error", *templates],
-                            capture_output=True, text=True, check=False)
+    assert len(list(synth.outdir.glob("*.template.json"))) == len(ROLES)
+    result = cfn_lint(synth.outdir)
     assert result.returncode == 0, result.stdout + result.stderr
 
 

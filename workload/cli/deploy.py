@@ -54,13 +54,14 @@ def deploy(
     deploy = deploy_args(target, outputs, dashboards_revision=datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ"),
                          require_approval=approval)
     if dry_run:
-        # Without AWS calls: the real deploy adds the caller's IAM principal as a cluster admin.
-        deploy += ["-c", "admin_principal_arns=<your IAM role, from sts get-caller-identity>"]
+        if settings.creates_eks:  # without AWS calls: the real deploy adds the caller's IAM principal as admin
+            deploy += ["-c", "admin_principal_arns=<your IAM role, from sts get-caller-identity>"]
     else:
         # Identity first: no synth, bootstrap or bucket lookup before the account is known to be usable.
         session, identity = aws_identity(target.region, expected_account=dict(overrides).get("account"))
         if "account" not in dict(overrides):
             deploy += ["-c", f"account={identity.account}"]
+        _check_existing_resources(session, settings)
         deploy += _account_context(session, settings)
     commands = ([["bootstrap", *target.cdk_context]] if bootstrap else []) + [deploy]
     if dry_run:
@@ -98,6 +99,21 @@ def _half_built_hint(session, settings, profile: str, started: bool) -> str:
         return " (no stack was created)"
     return (f" (CloudFormation resumes {', '.join(stacks)}; "
             f"`skymaze teardown --profile {profile}` removes a half-built deploy)")
+
+
+def _check_existing_resources(session, settings) -> None:
+    """With vpc_id / eks_cluster_name: refuse ids that do not describe what the stacks need, before cdk."""
+    from botocore.exceptions import BotoCoreError
+
+    from workload.ops.existing import existing_resource_problems
+
+    try:
+        problems = existing_resource_problems(session, settings)
+    except BotoCoreError as exc:
+        fail(f"cannot describe the existing VPC or EKS cluster: {exc}; check your AWS credentials")
+    if problems:
+        fail("the existing VPC or EKS cluster does not fit the settings (README, \"Bring your own VPC or EKS "
+             "cluster\"):\n  " + "\n  ".join(problems), code=EXIT_USAGE)
 
 
 def _account_context(session, settings) -> list[str]:

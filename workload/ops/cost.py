@@ -34,7 +34,9 @@ class ClusterShape:
     instance_groups: tuple[InstanceGroup, ...]
     fsx_tier: str                      # a key of `fsx_lustre_usd_per_gib_month`, e.g. PERSISTENT_2_125
     fsx_gib: int
-    nat_gateways: int = 1
+    nat_gateways: int = 1              # gateways the deployment creates (0 in an existing VPC)
+    nat_traffic: bool = True           # the run's downloads pass a NAT gateway (its own or the VPC's)
+    eks_clusters: int = 1              # control planes the deployment creates (0 on an existing cluster)
     interface_endpoints: int = 0       # endpoint x AZ pairs
     grafana_editors: int = 1           # a workspace needs at least one editor licence
     grafana_viewers: int = 0
@@ -109,7 +111,9 @@ def _compute_lines(shape: ClusterShape, prices: PriceTable) -> list[CostLine]:
     if ebs_gib:
         ebs = prices.ebs_gp3_usd_per_gib_month
         lines.append(_hourly("EBS gp3 (node volumes)", f"{ebs_gib} GiB", ebs, ebs_gib / prices.hours_per_month))
-    lines.append(_hourly("EKS control plane", "1 cluster", prices.eks_cluster_usd_per_hour, 1))
+    if shape.eks_clusters:
+        lines.append(_hourly("EKS control plane", f"{shape.eks_clusters} cluster", prices.eks_cluster_usd_per_hour,
+                             shape.eks_clusters))
     return lines
 
 
@@ -122,7 +126,9 @@ def _storage_and_network_lines(shape: ClusterShape, usage: Usage, prices: PriceT
         lines.append(_hourly("NAT gateway", f"{shape.nat_gateways} gateway", nat.usd_per_hour, shape.nat_gateways))
         lines.append(_hourly("NAT public IPv4", f"{shape.nat_gateways} address", prices.public_ipv4_usd_per_hour,
                              shape.nat_gateways))
-        lines.append(CostLine("NAT data processed", f"{usage.nat_gb_per_run:g} GB a run", 0.0,
+    if shape.nat_traffic:
+        through = "" if shape.nat_gateways else " (the VPC's own NAT)"
+        lines.append(CostLine("NAT data processed", f"{usage.nat_gb_per_run:g} GB a run{through}", 0.0,
                               usage.nat_gb_per_run * nat.usd_per_gb_processed.usd,
                               nat.usd_per_gb_processed.basis == "estimate"))
     if shape.interface_endpoints:

@@ -83,13 +83,16 @@ def deploy_context(session, settings) -> list[str]:
     """The `-c` settings a deploy adds from the account it runs in (boto3 `session`).
 
     - `admin_principal_arns`: the identity running the deploy (an assumed-role session becomes
-      its role), then the configured ones, so that whoever deploys can use kubectl afterwards.
+      its role), then the configured ones, so that whoever deploys can use kubectl afterwards;
+      not with an existing EKS cluster (`eks_cluster_name`), where the deployer already has access
+      and a second access entry for the same principal would fail the deploy.
     - `reuse_artifacts_bucket=true` when the artifacts bucket exists but no live storage stack
       owns it: an earlier `teardown --keep-data` kept it, and creating it again would fail.
     """
     from workload.ops import aws
 
-    admins = list(dict.fromkeys([aws.caller_principal_arn(session), *settings.admin_principal_arns]))
+    caller = [aws.caller_principal_arn(session)] if settings.creates_eks else []
+    admins = list(dict.fromkeys([*caller, *settings.admin_principal_arns]))
     admins = [arn for arn in admins if arn not in settings.user_principal_arns]
     args = ["-c", f"admin_principal_arns={','.join(admins)}"]
     account = session.client("sts").get_caller_identity()["Account"]

@@ -18,7 +18,7 @@ KUBE_KINDS = (
     ("rayservices.ray.io", "RayServices (Ray Serve endpoints and their services)"),
     ("rayclusters.ray.io", "RayClusters (head and worker pods)"),
 )
-EKS_CLUSTER_SUFFIX = "-eks"  # infra/stacks/cluster.py: cluster_name=f"{settings.name}-eks"
+EKS_CLUSTER_SUFFIX = "-eks"  # infra/settings.py: Settings.created_eks_cluster_name
 HYPERPOD_CLUSTER_SUFFIX = "-hyperpod"  # infra/stacks/cluster.py: cluster_name=f"{settings.name}-hyperpod"
 # Defaults of the waits; a teardown that times out says so and can simply be rerun.
 DEFAULT_KUBE_TIMEOUT_S = 600
@@ -36,11 +36,18 @@ class TeardownTarget:
     keep_data: bool = False
     stacks: tuple[str, ...] = ()        # the app's stacks in deploy order; empty: `cdk destroy --all`
     overrides: tuple[tuple[str, str], ...] = ()  # the `-c KEY=VALUE` settings the profile was deployed with
+    existing_eks_cluster: str | None = None  # settings eks_cluster_name: a cluster the app did not create
+    ray_namespace: str = "ray"          # settings ray_namespace
 
     @property
     def eks_cluster_name(self) -> str:
-        """The EKS cluster's name as the cluster stack sets it."""
-        return f"{self.app_name}{EKS_CLUSTER_SUFFIX}"
+        """The EKS cluster the app runs on: an existing one, or the one the cluster stack creates."""
+        return self.existing_eks_cluster or f"{self.app_name}{EKS_CLUSTER_SUFFIX}"
+
+    @property
+    def kube_namespace(self) -> str | None:
+        """Where the Kubernetes steps act: only the Ray namespace of a shared, existing cluster; else everywhere."""
+        return self.ray_namespace if self.existing_eks_cluster else None
 
     @property
     def log_group_prefixes(self) -> tuple[str, ...]:
@@ -50,8 +57,8 @@ class TeardownTarget:
         prefix must never reach another deployment's logs): without `stacks`, the executor adds them
         from the stacks it discovered."""
         lambdas = tuple(f"/aws/lambda/{stack}-" for stack in self.stacks)
-        return (*lambdas, f"/aws/eks/{self.eks_cluster_name}/",
-                f"/aws/sagemaker/Clusters/{self.app_name}{HYPERPOD_CLUSTER_SUFFIX}/")
+        control_plane = () if self.existing_eks_cluster else (f"/aws/eks/{self.eks_cluster_name}/",)
+        return (*lambdas, *control_plane, f"/aws/sagemaker/Clusters/{self.app_name}{HYPERPOD_CLUSTER_SUFFIX}/")
 
     @property
     def rerun_command(self) -> str:
@@ -79,10 +86,11 @@ class Step:
     arg: str = ""
 
 
-def _kube_steps() -> list[Step]:
+def _kube_steps(namespace: str | None) -> list[Step]:
     steps = [
         Step("kube-context", "check_kube_context", "check that kubectl points at this profile's EKS cluster "
-             "(skip every Kubernetes step when the cluster is already gone)"),
+             "(skip every Kubernetes step when the cluster is already gone)"
+             + (f"; on this existing cluster every step acts in namespace {namespace} only" if namespace else "")),
     ]
     for kind, why in KUBE_KINDS:
         steps.append(Step(f"delete-{kind.split('.')[0]}", "delete_kind", f"delete all {why}; wait until gone",
@@ -115,7 +123,7 @@ def _aws_steps() -> list[Step]:
 
 def build_teardown_plan(target: TeardownTarget) -> list[Step]:
     """The ordered steps that tear ``target`` down; see the module docstring for the order."""
-    steps = _kube_steps() + _aws_steps()
+    steps = _kube_steps(target.kube_namespace) + _aws_steps()
     if target.keep_data:
         steps.append(Step("retain-artifacts", "retain_artifacts_bucket",
                           "make sure the artifacts bucket's DeletionPolicy is Retain (redeploy the stack that "

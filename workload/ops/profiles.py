@@ -43,7 +43,8 @@ def target_for(settings: Settings, *, overrides: tuple[tuple[str, str], ...] = (
                keep_data: bool = False) -> TeardownTarget:
     """What ``skymaze teardown`` acts on for these settings."""
     return TeardownTarget(profile=settings.profile, region=settings.region, app_name=settings.name,
-                          keep_data=keep_data, overrides=overrides)
+                          keep_data=keep_data, overrides=overrides, existing_eks_cluster=settings.eks_cluster_name,
+                          ray_namespace=settings.ray_namespace)
 
 
 def shape_for(settings: Settings) -> ClusterShape:
@@ -56,4 +57,6 @@ def shape_for(settings: Settings) -> ClusterShape:
         ),
         fsx_tier=f"PERSISTENT_2_{settings.fsx_throughput_mbps_per_tib}",
         fsx_gib=settings.fsx_storage_gib,
+        nat_gateways=1 if settings.creates_vpc else 0,
+        eks_clusters=1 if settings.creates_eks else 0,
     )

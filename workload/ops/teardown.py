@@ -163,8 +163,8 @@ class TeardownExecutor:
             self._kube_enabled = False
             self._echo("  EKS cluster is gone: skipping the Kubernetes steps")
             return
-        self.found.vpc_id = cluster.vpc_id
-        self.found.save(self._state_path)
+        # Only a VPC of the app's own stacks (found by `discover`) is checked and cleaned: an existing VPC
+        # the deployment went into (settings `vpc_id`) holds other load balancers and endpoints.
         server = self._kubectl.current_server()
         if (server or "").rstrip("/").lower() != cluster.endpoint.rstrip("/").lower():
             raise TeardownError(
@@ -173,8 +173,13 @@ class TeardownExecutor:
                 f"--region {self.target.region}`"
             )
 
+    def _in_scope(self, item: dict) -> bool:
+        """On an existing cluster only the Ray namespace is the app's; other namespaces are someone else's."""
+        namespace = self.target.kube_namespace
+        return namespace is None or item.get("metadata", {}).get("namespace") == namespace
+
     def _selected(self, kind: str, select: Callable[[dict], bool]) -> list[ObjectRef]:
-        return refs_of(kind, [item for item in self._kubectl.list(kind) if select(item)])
+        return refs_of(kind, [item for item in self._kubectl.list(kind) if self._in_scope(item) and select(item)])
 
     def _delete_matching(self, kind: str, select: Callable[[dict], bool] = lambda _: True) -> None:
         if not self._kube_enabled:
@@ -197,15 +202,17 @@ class TeardownExecutor:
     def delete_dynamic_pvcs(self, step: Step) -> None:
         self._delete_matching("persistentvolumeclaims", is_dynamic_claim)
         if self._kube_enabled:  # the CSI driver deletes the FSx/EBS volume after its claim; wait for it
+            namespace = self.target.kube_namespace  # volumes are cluster-wide: those bound to the app's claims
             poll_until_empty(lambda: [i["metadata"]["name"] for i in self._kubectl.list("persistentvolumes")
-                                      if is_deleting_dynamic_volume(i)],
+                                      if is_deleting_dynamic_volume(i) and (namespace is None or (
+                                          i.get("spec", {}).get("claimRef") or {}).get("namespace") == namespace)],
                              timeout_s=self._waits.kube_timeout_s, interval_s=self._waits.poll_interval_s,
                              what="dynamically provisioned persistentvolumes", sleep=self._sleep)
 
     # -- AWS ----------------------------------------------------------------------------------
     def _wait_aws(self, check: Callable[[str], list], what: str, fix: str) -> None:
         if not self.found.vpc_id:
-            self._echo("  VPC is gone: nothing to wait for")
+            self._echo("  VPC is gone or was not created by this app: nothing to wait for or clean up in it")
             return
         vpc = self.found.vpc_id
         try:

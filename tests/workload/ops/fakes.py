@@ -134,14 +134,28 @@ def _template(resources: dict, outputs: dict | None = None) -> str:
 
 
 def build_aws_world(session, *, app: str = "Skymaze", cluster: str = "skymaze-eks",
-                    bucket_policy: str = "Delete") -> AwsWorld:
-    """Create, under moto, the stacks a deploy leaves: network (VPC), storage (buckets), and the EKS cluster."""
+                    bucket_policy: str = "Delete", own_vpc: bool = True) -> AwsWorld:
+    """Create, under moto, the stacks a deploy leaves: network (VPC), storage (buckets), and the EKS cluster.
+
+    ``own_vpc=False``: the VPC and subnet exist outside the app's stacks (settings `vpc_id`), and the
+    network stack holds only a security group in it.
+    """
     cfn = session.client("cloudformation")
-    cfn.create_stack(StackName=f"{app}Network", TemplateBody=_template(
-        {"Vpc": {"Type": "AWS::EC2::VPC", "Properties": {"CidrBlock": "10.0.0.0/16"}},
-         "Private": {"Type": "AWS::EC2::Subnet", "Properties": {
-             "VpcId": {"Ref": "Vpc"}, "CidrBlock": "10.0.1.0/24", "AvailabilityZone": "us-west-2a"}}},
-        {"VpcId": {"Value": {"Ref": "Vpc"}}, "SubnetId": {"Value": {"Ref": "Private"}}}))
+    if own_vpc:
+        cfn.create_stack(StackName=f"{app}Network", TemplateBody=_template(
+            {"Vpc": {"Type": "AWS::EC2::VPC", "Properties": {"CidrBlock": "10.0.0.0/16"}},
+             "Private": {"Type": "AWS::EC2::Subnet", "Properties": {
+                 "VpcId": {"Ref": "Vpc"}, "CidrBlock": "10.0.1.0/24", "AvailabilityZone": "us-west-2a"}}},
+            {"VpcId": {"Value": {"Ref": "Vpc"}}, "SubnetId": {"Value": {"Ref": "Private"}}}))
+    else:
+        ec2 = session.client("ec2")
+        vpc_id = ec2.create_vpc(CidrBlock="10.9.0.0/16")["Vpc"]["VpcId"]
+        subnet_id = ec2.create_subnet(VpcId=vpc_id, CidrBlock="10.9.1.0/24", AvailabilityZone="us-west-2a")[
+            "Subnet"]["SubnetId"]
+        cfn.create_stack(StackName=f"{app}Network", TemplateBody=_template(
+            {"ClusterSg": {"Type": "AWS::EC2::SecurityGroup", "Properties": {
+                "GroupDescription": "cluster", "VpcId": vpc_id}}},
+            {"VpcId": {"Value": vpc_id}, "SubnetId": {"Value": subnet_id}}))
     cfn.create_stack(StackName=f"{app}Storage", TemplateBody=_template(
         {"ArtifactsB1C2D3": {"Type": "AWS::S3::Bucket", "DeletionPolicy": bucket_policy, "Properties": {}},
          "AccessLogsE4F5": {"Type": "AWS::S3::Bucket", "DeletionPolicy": bucket_policy, "Properties": {}}}))

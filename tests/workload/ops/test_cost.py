@@ -90,3 +90,22 @@ def test_blog_profile_costs_more_than_small_and_gpus_dominate():
     assert blog.usd_per_hour > 2 * small.usd_per_hour
     gpus = _line(blog, "HyperPod ml.g7e.12xlarge")
     assert gpus.quantity.startswith("3 x") and gpus.usd_per_hour > blog.usd_per_hour / 2
+
+
+def test_an_existing_vpc_or_cluster_is_not_billed_to_the_deployment():
+    # Settings vpc_id / eks_cluster_name: no NAT gateway or EKS control plane of the app's own; the
+    # run's downloads still pass the VPC's NAT gateway, whose data processing the estimate keeps.
+    table = load_prices()
+    vpc = (("vpc_id", "vpc-0a1b2c3d4e5f60718"), ("private_subnet_ids", "subnet-0a1b2c3d4e5f60001,subnet-0a1b2c3d4e5f60002"),
+           ("private_subnet_azs", "us-west-2a,us-west-2b"))
+    eks = (("eks_cluster_name", "platform"), ("eks_cluster_security_group_id", "sg-0a1b2c3d4e5f60999"))
+    created = estimate_cost(shape_for(settings_for("small")), table, hours=12)
+    in_vpc = estimate_cost(shape_for(settings_for("small", vpc)), table, hours=12)
+    on_cluster = estimate_cost(shape_for(settings_for("small", vpc + eks)), table, hours=12)
+    items = {report: [line.item for line in report.lines] for report in (created, in_vpc, on_cluster)}
+    assert {"NAT gateway", "NAT public IPv4", "EKS control plane"} <= set(items[created])
+    assert "NAT gateway" not in items[in_vpc] and "NAT public IPv4" not in items[in_vpc]
+    assert "EKS control plane" in items[in_vpc] and "EKS control plane" not in items[on_cluster]
+    assert _line(in_vpc, "NAT data processed").usd_one_off == _line(created, "NAT data processed").usd_one_off
+    assert created.usd_per_hour - in_vpc.usd_per_hour == pytest.approx(
+        _line(created, "NAT gateway").usd_per_hour + _line(created, "NAT public IPv4").usd_per_hour)

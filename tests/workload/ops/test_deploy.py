@@ -70,6 +70,24 @@ def test_the_deployer_becomes_a_cluster_admin_and_a_kept_bucket_is_reused():
         assert deploy_context(session, settings)[2:] == ["-c", "reuse_artifacts_bucket=true"]
 
 
+def test_with_an_existing_eks_cluster_the_deployer_is_not_given_a_second_access_entry():
+    import boto3
+    from moto import mock_aws
+
+    from infra.settings import load_settings
+    from workload.ops.deploy import deploy_context
+
+    existing = {"vpc_id": "vpc-0a1b2c3d4e5f60718", "private_subnet_ids": "subnet-0a1b2c3d4e5f60001",
+                "private_subnet_azs": "us-west-2a", "eks_cluster_name": "platform",
+                "eks_cluster_security_group_id": "sg-0a1b2c3d4e5f60999"}
+    with mock_aws():
+        session = boto3.Session(region_name="us-west-2", aws_access_key_id="a", aws_secret_access_key="b")
+        named = load_settings({"profile": "blog", **existing, "admin_principal_arns": "arn:aws:iam::123456789012:role/ops"})
+        assert deploy_context(session, named)[:2] == ["-c", "admin_principal_arns=arn:aws:iam::123456789012:role/ops"]
+        assert deploy_context(session, load_settings({"profile": "blog", **existing}))[:2] == [
+            "-c", "admin_principal_arns="]
+
+
 def test_deploy_approval_opt_out_and_bad_level():
     assert deploy_args(TARGET, require_approval="never")[:4] == ["deploy", "--all", "--require-approval", "never"]
     with pytest.raises(ValueError, match="expected one of never, any-change, broadening, destructive"):

@@ -171,6 +171,53 @@ def test_guardduty_endpoint_and_group_outside_cloudformation_are_deleted(world, 
     assert not [g for g in groups if g.startswith("GuardDuty")]
 
 
+def test_in_a_vpc_the_app_did_not_create_guardduty_endpoints_and_foreign_load_balancers_are_left_alone(
+        tmp_path, monkeypatch):
+    # Settings vpc_id: the VPC is shared; its GuardDuty endpoint and other load balancers are not this app's.
+    with mock_aws():
+        world = build_aws_world(boto3.Session(region_name="us-west-2"), own_vpc=False)
+        ec2 = world.session.client("ec2")
+        endpoint = ec2.create_vpc_endpoint(VpcId=world.vpc_id, ServiceName="com.amazonaws.us-west-2.guardduty-data",
+                                           VpcEndpointType="Interface", SubnetIds=[world.subnet_id])["VpcEndpoint"]
+        add_service_load_balancer(world, name="another-teams-nlb")
+        tools = install_fakes(tmp_path, monkeypatch, server=world.endpoint, kinds={})
+        messages = []
+        _executor(world, tools, tmp_path, echo=messages.append).run(build_teardown_plan(_target()))
+        (left,) = ec2.describe_vpc_endpoints(VpcEndpointIds=[endpoint["VpcEndpointId"]])["VpcEndpoints"]
+        assert left["State"].lower() != "deleted"
+        assert [c for c in tools.calls() if c.startswith("cdk destroy")], "the stacks are still destroyed"
+        assert any("not created by this app" in m for m in messages)
+
+
+def test_on_an_existing_cluster_only_the_ray_namespace_is_cleaned_and_its_logs_are_kept(tmp_path, monkeypatch):
+    # Settings eks_cluster_name: the cluster is shared; other namespaces' jobs, load balancers and claims stay.
+    from tests.workload.ops.fakes import obj
+
+    with mock_aws():
+        world = build_aws_world(boto3.Session(region_name="us-west-2"), cluster="platform", own_vpc=False)
+        theirs = {"rayjobs.ray.io": [obj("their-job", "team-b")],
+                  "services": [obj("their-lb", "team-b", spec={"type": "LoadBalancer"})],
+                  "persistentvolumeclaims": [obj("their-scratch", "team-b", metadata={
+                      "annotations": {"volume.kubernetes.io/storage-provisioner": "ebs.csi.aws.com"}})],
+                  # bound to their claim: a wait on it would never end
+                  "persistentvolumes": [{"metadata": {"name": "pvc-theirs", "annotations": {
+                      "pv.kubernetes.io/provisioned-by": "ebs.csi.aws.com"}}, "spec": {
+                      "persistentVolumeReclaimPolicy": "Delete", "claimRef": {"namespace": "team-b"}}}]}
+        kinds = {kind: cluster_objects().get(kind, []) + theirs.get(kind, []) for kind in {*cluster_objects(), *theirs}}
+        tools = install_fakes(tmp_path, monkeypatch, server=world.endpoint, kinds=kinds)
+        target = TeardownTarget(profile="blog", region="us-west-2", app_name="skymaze",
+                                existing_eks_cluster="platform", ray_namespace="ray")
+        TeardownExecutor(target, session=world.session, kubectl=Kubectl(), cdk_binary=tools.cdk,
+                         state_path=tmp_path / "state.json", echo=lambda _m: None, waits=FAST,
+                         sleep=lambda _s: None).run(build_teardown_plan(target))
+        assert "rayjobs.ray.io maze-grpo" in _deletes(tools) and "services maze-serve-lb" in _deletes(tools)
+        assert not [d for d in _deletes(tools) if d.split()[1].startswith("their-")]
+        assert tools.objects("rayjobs.ray.io") == ["their-job"]
+        assert "their-lb" in tools.objects("services") and "their-scratch" in tools.objects("persistentvolumeclaims")
+        assert target.log_group_prefixes == ("/aws/sagemaker/Clusters/skymaze-hyperpod/",)
+        assert target.eks_cluster_name == "platform"
+
+
 def test_dynamic_volumes_are_waited_for_until_their_driver_deletes_them(world, tmp_path, monkeypatch):
     import json
 
