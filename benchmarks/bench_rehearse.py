@@ -6,7 +6,7 @@
    model) gives a load factor against the quiet-machine figure; wall / load estimates the
    quiet-machine wall time, and CPU seconds / 2 cores bound it from below.
 2. One GRPO step on that run's SFT model, timed in one process (rollout engines in-process)
-   for this tree and for ``BEFORE_REF`` (the commit before the learner rework), in the same
+   for this tree and for ``BEFORE_REF`` (the commit before shared prefills and one Ray), in the same
    benchmark run: step, rollout and update seconds and CPU seconds, as ratios; then a
    profile of one step of this tree (top functions by cumulative time).
 
