@@ -60,6 +60,8 @@ def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
 
 # Session fixtures shared across test folders:
 # - rehearsal: one uninterrupted tiny run per session (tests/workload/local/fixtures.py);
-# - serving: adapters, moto S3 and one local Ray Serve per session (tests/workload/serve/fixtures.py).
+# - serving: adapters, moto S3 and one local Ray Serve per session (tests/workload/serve/fixtures.py);
+# - a private Ray head for job submission (tests/workload/skyrl/ray_head.py).
 from tests.workload.local.fixtures import rehearsal_smoke  # noqa: E402, F401
 from tests.workload.serve.fixtures import moto_s3, serve_adapters_dir, serve_endpoints  # noqa: E402, F401
+from tests.workload.skyrl.ray_head import skyrl_ray_head  # noqa: E402, F401

@@ -1,7 +1,7 @@
 """Every `skymaze` command README shows parses against the real CLI: its command exists and so do its options.
 
-The end-to-end replay of what a rehearsal prints lives in tests/cli/test_hints.py; this one keeps the
-README's examples (most need AWS or a cluster to run) from naming a flag or command that is gone.
+The fast tier's guard. Running them end to end is tests/test_readme_replay.py (README's commands) and
+tests/cli/test_hints.py (the "Next:" lines a rehearsal prints); both are slow.
 """
 
 from __future__ import annotations

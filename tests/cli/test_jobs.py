@@ -56,6 +56,20 @@ def test_supervise_needs_a_job_or_watch():
     assert result.exit_code == 2 and "give a JOB_ID, or --watch" in result.stderr
 
 
+def test_in_cluster_outside_a_pod_is_refused_up_front_in_one_line(tmp_path):
+    from workload.supervise.kube import SERVICE_ACCOUNT_DIR, in_cluster_problem
+
+    if (SERVICE_ACCOUNT_DIR / "token").is_file():
+        pytest.skip("runs inside a Kubernetes pod: the service account is there")
+    result = runner.invoke(app, ["supervise", "--watch", "--in-cluster", "--once", "--handled-file",
+                                 str(tmp_path / "handled.txt"), "--address", f"http://127.0.0.1:{_closed_port()}"])
+    assert result.exit_code == 2, result.output
+    assert result.stderr.splitlines() == [f"error: {in_cluster_problem()}"]
+    assert "drop --in-cluster" in result.stderr
+    (tmp_path / "token").write_text("t")
+    assert in_cluster_problem(tmp_path) is None
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [

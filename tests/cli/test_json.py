@@ -32,7 +32,7 @@ OFFLINE_REPORTS = [
     ["cost", "--profile", "small", "--hours", "2"],
     ["plan", "--recipe", "blog", "--profile", "blog"],
     ["recipe", "list"],
-    ["recipe", "check", "blog"],
+    ["recipe", "check", "blog", "--profile", "blog"],
     ["maze", "heldout", "--heldout", "easy-64"],
 ]
 

@@ -22,16 +22,34 @@ def test_show_applies_set():
     assert "trainer.eval_interval=5" in result.stdout.splitlines()
 
 
-def test_check_passes_the_blog_recipe():
-    result = runner.invoke(app, ["recipe", "check", "blog"])
+def test_check_passes_the_blog_recipe_on_its_profile():
+    result = runner.invoke(app, ["recipe", "check", "blog", "--profile", "blog"])
     assert result.exit_code == 0, result.output
     assert "recipe 'blog': ok" in result.stdout
-    assert "skymaze submit --recipe blog" in result.stdout
+    assert "skymaze plan --recipe blog --profile blog" in result.stdout
+    assert runner.invoke(app, ["plan", "--recipe", "blog", "--profile", "blog"]).exit_code == 0  # the hint runs
+
+
+def test_check_refuses_a_recipe_its_profile_cannot_run_as_plan_does_naming_both():
+    checked = runner.invoke(app, ["recipe", "check", "blog"])  # --profile small: 1 GPU worker, blog needs 3
+    planned = runner.invoke(app, ["plan", "--recipe", "blog"])
+    assert checked.exit_code == 1 and planned.exit_code == 2
+    problem = ("error: recipe 'blog' needs 3 GPU workers (cluster.nodes) but profile 'small' deploys 1 x "
+               "ml.g7e.12xlarge (2 GPUs each).")
+    assert problem in checked.stderr and problem in planned.stderr
+    assert "skymaze plan" not in checked.stdout  # no hint into a dead end
+
+
+def test_check_without_a_name_checks_the_recipe_named_like_the_profile():
+    result = runner.invoke(app, ["recipe", "check"])
+    assert result.exit_code == 0, result.output
+    assert "recipe 'small': ok" in result.stdout
+    assert "skymaze plan --recipe small --profile small" in result.stdout
 
 
 def test_check_fails_with_one_line_per_problem_on_stderr():
     result = runner.invoke(
-        app, ["recipe", "check", "blog", "--set", "trainer.train_batch_size=32", "--set", "trainer.policy_mini_batch_size=16", "--set", "trainer.polcy.x=1"]
+        app, ["recipe", "check", "blog", "--profile", "blog", "--set", "trainer.train_batch_size=32", "--set", "trainer.policy_mini_batch_size=16", "--set", "trainer.polcy.x=1"]
     )
     assert result.exit_code == 1
     assert "error: trainer.polcy.x: not a SkyRL 0.4.0 config key" in result.stderr
@@ -95,10 +113,10 @@ def test_check_holds_the_lora_rank_to_the_deploy_profiles_endpoint():
     from infra.settings import load_settings
 
     limit = load_settings({"profile": "small"}).max_lora_rank
-    result = runner.invoke(app, ["recipe", "check", "blog", "--set", f"trainer.policy.model.lora.rank={limit * 2}"])
+    result = runner.invoke(app, ["recipe", "check", "small", "--set", f"trainer.policy.model.lora.rank={limit * 2}"])
     assert result.exit_code == 1
     assert f"exceeds the endpoint's max_lora_rank {limit}" in result.stderr
-    assert runner.invoke(app, ["recipe", "check", "blog", "--set", f"trainer.policy.model.lora.rank={limit}"]).exit_code == 0
+    assert runner.invoke(app, ["recipe", "check", "small", "--set", f"trainer.policy.model.lora.rank={limit}"]).exit_code == 0
 
 
 def test_no_recipe_name_is_both_kinds():

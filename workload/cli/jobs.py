@@ -301,6 +301,12 @@ def supervise(
         )
     except ValueError as err:
         fail(str(err), code=EXIT_USAGE)
+    if in_cluster:
+        from workload.supervise.kube import in_cluster_problem
+
+        problem = in_cluster_problem()
+        if problem:
+            fail(problem, code=EXIT_USAGE)
     resolved, client = _client(address)
     settings = dataclasses.replace(settings, address=resolved)
     telemetry = Telemetry("", sys.stdout)

@@ -70,15 +70,9 @@ def plan(
 
 def _refuse_misfit(recipe, profile: str, context: list[str]) -> None:
     """Exit 2 naming the recipe and the profile when the recipe needs more GPU workers than deployed."""
-    try:
-        from workload.ops.profiles import SettingsError, parse_overrides, settings_for
-        from workload.ops.recipe_fit import recipe_profile_problems
-    except ImportError:  # inside the trainer image: no deploy settings
-        return
-    try:
-        problems = recipe_profile_problems(recipe, settings_for(profile, parse_overrides(context)))
-    except SettingsError as err:
-        fail(str(err), code=EXIT_USAGE)
+    from workload.cli.recipe import profile_fit_problems
+
+    problems = profile_fit_problems(recipe, profile, context)
     if problems:
         for line in problems:
             typer.echo(f"error: {line}", err=True)

@@ -41,21 +41,39 @@ def promote(
     strict = (manifest["eval"] or {}).get("strict_pass_at_1")
     typer.echo(f"promoted {manifest['name']} (rank {manifest['rank']}, {len(manifest['files'])} files) to {to}")
     typer.echo(f"base model: {manifest['base_model']}; strict pass@1 at step {step}: {'n/a' if strict is None else strict}")
-    next_step(*_next_commands(manifest, to, run / "exports" / f"global_step_{step}" / "policy"))
+    endpoint = _cluster_endpoint(profile) if to.startswith("s3://") else None
+    next_step(*_next_commands(manifest, to, run / "exports" / f"global_step_{step}" / "policy", endpoint))
 
 
 LOCAL_ENDPOINT_PORT = 8000  # skymaze serve's default port
 
 
-def _next_commands(manifest: dict, to: str, export: Path) -> list[str]:
-    """Serve and evaluate the promoted adapter; evaluate reads the adapter's own settings (--adapter)."""
+def _cluster_endpoint(profile: str) -> tuple[str, str] | None:
+    """(port-forward command, base model id) of the profile's serving endpoint; None without deploy settings."""
+    try:
+        from infra.settings import load_settings
+    except ImportError:  # inside the trainer image
+        return None
+    settings = load_settings({"profile": profile})
+    # infra/stacks/serving.py names the RayService NAME-serve; KubeRay's Serve service is <rayservice>-serve-svc.
+    forward = (f"kubectl -n {settings.ray_namespace} port-forward svc/{settings.name}-serve-serve-svc "
+               f"{LOCAL_ENDPOINT_PORT}:{LOCAL_ENDPOINT_PORT} &")
+    return forward, settings.base_model_id
+
+
+def _next_commands(manifest: dict, to: str, export: Path, endpoint: tuple[str, str] | None = None) -> list[str]:
+    """Serve and evaluate the promoted adapter; evaluate reads the adapter's own settings (--adapter).
+
+    An adapter promoted to S3 is served by the cluster's endpoint (``endpoint``: its port-forward and base id).
+    """
     name = manifest["name"]
     base = manifest["base_model"]
-    if to.startswith("s3://") or not base:
-        return [f"skymaze evaluate --endpoint <serving endpoint> --model <base-id>:{name} --adapter {export} "
-                f"--out evals/{name}"]
-    base_id = Path(base).name  # skymaze serve names the base model after its folder
     url = f"http://127.0.0.1:{LOCAL_ENDPOINT_PORT}"
+    if to.startswith("s3://") or not base:
+        forward, base_id = endpoint or ("", "BASE_MODEL_ID")
+        evaluate = f"skymaze evaluate --endpoint {url} --model {base_id}:{name} --adapter {export} --out evals/{name}"
+        return [forward, evaluate] if forward else [evaluate]
+    base_id = Path(base).name  # skymaze serve names the base model after its folder
     return [
         f"skymaze serve --model {base} --adapters {Path(to).parent} --port {LOCAL_ENDPOINT_PORT} &",
         f"skymaze evaluate --endpoint {url} --model {base_id}:{name} --adapter {to} --out evals/{name}",

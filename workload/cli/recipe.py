@@ -14,6 +14,7 @@ from workload.cli._common import (
     fail,
     next_step,
     print_json,
+    recipe_for_profile,
 )
 
 recipe_app = typer.Typer(
@@ -77,6 +78,22 @@ def problems_of(recipe, profile: str | None = None) -> list[str]:
     return []
 
 
+def profile_fit_problems(recipe, profile: str, context: list[str] | tuple[str, ...] = ()) -> list[str]:
+    """Why ``recipe`` cannot run on deploy ``profile`` (with ``-c`` ``context``): more GPU workers than deployed.
+
+    Empty inside the trainer image, which has no deploy settings. A bad profile or setting exits 2.
+    """
+    try:
+        from workload.ops.profiles import SettingsError, parse_overrides, settings_for
+        from workload.ops.recipe_fit import recipe_profile_problems
+    except ImportError:
+        return []
+    try:
+        return list(recipe_profile_problems(recipe, settings_for(profile, parse_overrides(list(context)))))
+    except SettingsError as err:
+        fail(str(err), code=EXIT_USAGE)
+
+
 @recipe_app.command("list")
 def list_recipes(as_json: bool = JSON_OPTION) -> None:
     """List the shipped recipes: cluster recipes (skymaze submit) and rehearsal recipes (skymaze rehearse).
@@ -135,18 +152,20 @@ def show(
 
 @recipe_app.command("check")
 def check(
-    name: str = typer.Argument("blog", help=NAME_HELP),
+    name: str | None = typer.Argument(None, help=NAME_HELP + " Default: the one named like --profile."),
     sets: list[str] = RECIPE_SETS_OPTION,
     profile: str = PROFILE_OPTION,
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Validate a recipe: a cluster recipe against the rules that make SkyRL fail late on the cluster
-    (the LoRA rank against the deploy profile's endpoint), a rehearsal recipe against its own rules.
+    (the LoRA rank against the deploy profile's endpoint, its GPU workers against the profile's), a
+    rehearsal recipe against its own rules.
 
     Exit 0 when sound, 1 with one line per problem (the key, what is wrong, the fix), 2 bad input.
 
     Example:  skymaze recipe check blog --profile blog
     """
+    name = recipe_for_profile(name, profile)
     if kind_of(name) == "rehearsal":
         cfg = load_rehearsal_or_exit(name, sets)
         if as_json:
@@ -156,7 +175,7 @@ def check(
         next_step(f"skymaze rehearse --recipe {name}")
         return
     recipe = load_or_exit(name, sets)
-    problems = problems_of(recipe, profile)
+    problems = problems_of(recipe, profile) + profile_fit_problems(recipe, profile)
     if as_json:
         print_json({"recipe": name, "run_id": recipe.run_id, "ok": not problems, "problems": problems,
                     "overrides": len(recipe.overrides()), "fixes": recipe.fixes.model_dump()})

@@ -30,7 +30,7 @@ REPORT_NAME = "report.json"
 
 
 class EndpointError(RuntimeError):
-    """The endpoint cannot evaluate this model (unreachable, or the model is not served)."""
+    """The endpoint cannot evaluate this model (unreachable, the model is not served, or a turn is refused)."""
 
 
 @dataclass(frozen=True)
@@ -83,7 +83,12 @@ def _frame(message: dict) -> Any:
 
 
 def play_episode(client: Any, entry: dict, size: int, options: PlayOptions) -> PlayedEpisode:
-    """Play one held-out maze through ``client`` (an ``openai.OpenAI``) until stop or the turn cap."""
+    """Play one held-out maze through ``client`` (an ``openai.OpenAI``) until stop or the turn cap.
+
+    A refused or lost request raises `EndpointError` naming the maze, the turn and the server's reason.
+    """
+    import openai
+
     env = MazeConversation(
         env_config={"cell_px": options.cell_px, "prompt_style": options.style},
         extras={
@@ -103,9 +108,19 @@ def play_episode(client: Any, entry: dict, size: int, options: PlayOptions) -> P
         if key in replies:
             reply = replies[key]
         else:
-            response = client.chat.completions.create(
-                model=options.model, messages=shown, max_tokens=options.max_tokens, temperature=0.0
-            )
+            try:
+                response = client.chat.completions.create(
+                    model=options.model, messages=shown, max_tokens=options.max_tokens, temperature=0.0
+                )
+            except openai.APIStatusError as error:  # e.g. 413: the prompt and max_tokens exceed the model's positions
+                raise EndpointError(
+                    f"the endpoint refused turn {len(frames)} of maze seed {entry['seed']} with {error.status_code}: "
+                    f"{_error_message(error)}"
+                ) from None
+            except openai.APIConnectionError as error:
+                raise EndpointError(
+                    f"lost the endpoint at turn {len(frames)} of maze seed {entry['seed']}: {error}"
+                ) from None
             reply = response.choices[0].message.content or ""
             if options.reuse_replies:
                 replies[key] = reply
@@ -115,6 +130,13 @@ def play_episode(client: Any, entry: dict, size: int, options: PlayOptions) -> P
         messages.extend(step["observations"])
         frames.append(env.maze.render())
     return PlayedEpisode(env.episode(), frames)
+
+
+def _error_message(error: Any) -> str:
+    """The server's own message of an OpenAI-shaped error body (``{"error": {"message"}}``), else the client's."""
+    body = error.body if isinstance(error.body, dict) else {}
+    detail = body.get("error", body) if isinstance(body.get("error", body), dict) else {}
+    return str(detail.get("message") or error.message)
 
 
 def _check_model(client: Any, endpoint: str, model: str) -> None:
@@ -184,10 +206,14 @@ def evaluate_endpoint(
     with concurrent.futures.ThreadPoolExecutor(max_workers=concurrency) as pool:
         futures = [pool.submit(play_episode, client, e, held.size, options) for e in entries]
         solved = 0
-        for done, future in enumerate(concurrent.futures.as_completed(futures), start=1):
-            solved += bool(future.result().episode.solved)
-            if on_episode is not None:
-                on_episode(done, len(futures), solved)
+        try:
+            for done, future in enumerate(concurrent.futures.as_completed(futures), start=1):
+                solved += bool(future.result().episode.solved)
+                if on_episode is not None:
+                    on_episode(done, len(futures), solved)
+        except BaseException:  # one refused episode ends the evaluation: do not play the queued ones
+            pool.shutdown(wait=True, cancel_futures=True)
+            raise
         played = [future.result() for future in futures]  # the set's order, whatever finished first
     report = build_report([p.episode for p in played], max_turns=max_turns, set_name=held.name)
     report.update(endpoint=base_url, model=model)

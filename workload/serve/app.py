@@ -67,6 +67,16 @@ def _is_replica_gone(exc: BaseException) -> bool:
     return isinstance(exc, RayActorError | ActorDiedError | ActorUnavailableError)
 
 
+async def _until_done(work: asyncio.Future) -> None:
+    """Wait until ``work`` is done, through any further cancellation of the caller; drop its outcome."""
+    while not work.done():
+        try:
+            await asyncio.wait([work])
+        except asyncio.CancelledError:
+            continue
+    work.cancelled() or work.exception()  # retrieved: no "exception was never retrieved" warning
+
+
 def _api_error_in(exc: BaseException) -> ApiError | None:
     """The `ApiError` a model replica raised, unwrapped from Ray's task error."""
     # Ray's task error subclasses the cause's type but is built without its fields: prefer `.cause`.
@@ -112,6 +122,8 @@ class ModelServer:
         )
         self._store = AdapterStore(settings.adapters, settings.cache_dir, settings.s3_endpoint_url)
         self._active = 0  # generations running or waiting for the engine
+        self._turn = asyncio.Lock()  # one generation thread at a time (the engine's lock is the other guard)
+        self._cancelled_waiting = 0  # requests whose client went away before their generation started
 
         async def load_adapter(name: str) -> _LoadedAdapter:
             path = await asyncio.to_thread(self._store.fetch, name)
@@ -142,8 +154,9 @@ class ModelServer:
     async def generate(self, request: ChatRequest) -> Completion:
         """Complete ``request`` with the adapter named by the request's multiplexed model id.
 
-        Raises `ApiError` for what the client must fix; cancelling the call (the client went
-        away) stops generation at the next token.
+        Raises `ApiError` for what the client must fix. Cancelling the call (the client went
+        away) stops generation at the next token; the call returns only once the generation
+        thread has stopped, so Serve's count of ongoing requests never runs ahead of the model.
         """
         name = serve.get_multiplexed_model_id() or None
         try:
@@ -152,29 +165,35 @@ class ModelServer:
             raise model_not_found(request.model, "the adapter source has no adapter of that name") from exc
         except AdapterRuleError as exc:
             raise _adapter_refused(request.model, exc) from exc
-        cancel = threading.Event()
         self._active += 1
+        started = False
+        try:
+            # Wait for the engine here, where cancelling takes effect at once, not in a thread.
+            async with self._turn:
+                started = True
+                return await self._generate_in_thread(request, name, loaded.path if loaded else None)
+        except asyncio.CancelledError:
+            self._cancelled_waiting += not started
+            raise
+        except AdapterRuleError as exc:  # the adapter changed on disk since it was checked
+            raise _adapter_refused(request.model, exc) from exc
+        finally:
+            self._active -= 1
+
+    async def _generate_in_thread(
+        self, request: ChatRequest, name: str | None, path: str | None
+    ) -> Completion:
+        """Run the engine in a thread; when cancelled, stop it and return only once it has stopped."""
+        cancel = threading.Event()
         work = asyncio.ensure_future(
-            asyncio.to_thread(
-                self._engine.generate,
-                request,
-                adapter=name,
-                adapter_path=loaded.path if loaded else None,
-                cancel=cancel,
-            )
+            asyncio.to_thread(self._engine.generate, request, adapter=name, adapter_path=path, cancel=cancel)
         )
-        work.add_done_callback(lambda done: done.cancelled() or done.exception())  # retrieved, never lost
-        work.add_done_callback(self._finished)
         try:
             return await asyncio.shield(work)
         except asyncio.CancelledError:
             cancel.set()  # the thread sees it at the next token and returns
+            await _until_done(work)
             raise
-        except AdapterRuleError as exc:  # the adapter changed on disk since it was checked
-            raise _adapter_refused(request.model, exc) from exc
-
-    def _finished(self, _: Any) -> None:
-        self._active -= 1
 
     def check_health(self) -> None:
         """Serve replaces the replica when this raises (a failed adapter load left LoRA layers)."""
@@ -188,7 +207,7 @@ class ModelServer:
             "loaded": self._engine.loaded_adapters(),
             "load_count": dict(self._engine.load_count),
             "active": self._active,
-            "cancelled": self._engine.cancelled_count,
+            "cancelled": self._engine.cancelled_count + self._cancelled_waiting,
         }
 
 

@@ -69,9 +69,12 @@ class GenerationEngine:
         self.unhealthy: str | None = None
 
     def loaded_adapters(self) -> list[str]:
-        """Names of the adapters whose weights are in memory now."""
-        with self._lock:
-            return sorted(self._paths)
+        """Names of the adapters whose weights are in memory now.
+
+        Answers while a generation holds the engine (seconds): the names are copied without the
+        lock (one C-level dict copy; every change to the dict happens under the lock).
+        """
+        return sorted(self._paths.copy())
 
     def load_adapter(self, name: str, path: str | Path) -> None:
         """Add adapter ``name`` from the PEFT folder ``path`` (no-op when already loaded).

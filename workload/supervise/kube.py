@@ -90,6 +90,15 @@ def ready_pods(pod_list: dict[str, Any]) -> int:
     return count
 
 
+def in_cluster_problem(account_dir: Path = SERVICE_ACCOUNT_DIR) -> str | None:
+    """Why the in-cluster API cannot be used from here (no pod service account), or None."""
+    if (account_dir / "token").is_file():
+        return None
+    return (f"--in-cluster reads the pod's service account ({account_dir}/token), which this machine does not "
+            "have: it is the skymaze-supervisor Deployment's mode; here, drop --in-cluster and pass "
+            "--address http://HOST:8265 (e.g. a port-forward)")
+
+
 class KubeClient:
     """Bearer-token HTTPS (or plain HTTP to a local test server) to one API server."""
 
@@ -100,6 +109,9 @@ class KubeClient:
 
     @classmethod
     def in_cluster(cls) -> KubeClient:
+        problem = in_cluster_problem()
+        if problem:
+            raise KubeError(problem)
         token = (SERVICE_ACCOUNT_DIR / "token").read_text().strip()
         return cls(IN_CLUSTER_API, token=token, ca_file=str(SERVICE_ACCOUNT_DIR / "ca.crt"))
 

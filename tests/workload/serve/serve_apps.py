@@ -13,6 +13,9 @@ import sys
 
 # Ray's raylet also prints to this process's stdout: replies carry a marker to be told apart.
 MARK = "@@serve-apps "
+# The hostile app's max_tokens cap: the tiny model's 2,048 positions less a short prompt's 18
+# tokens and some margin, so that a greedy request runs ~2x longer than under the default 1,024.
+HOSTILE_MAX_TOKENS = 2000
 
 
 def _reply(obj: object) -> None:
@@ -21,6 +24,7 @@ def _reply(obj: object) -> None:
 
 def main(config: dict) -> None:
     from workload.serve.local import LocalServer
+    from workload.serve.protocol import RequestLimits
 
     common = {"base_model_id": "tiny", "replica_num_cpus": config["replica_cpus"]}
     servers = {
@@ -49,8 +53,10 @@ def main(config: dict) -> None:
             app_name="hostile",
             route_prefix="/hostile",
             api_key=config["api_key"],
-            max_ongoing_requests=2,
+            # Two long requests and a stats call at once on the replica: one waits for the engine.
+            max_ongoing_requests=3,
             max_queued_requests=2,
+            limits=RequestLimits(max_tokens=HOSTILE_MAX_TOKENS),
             **common,
         ),
     }

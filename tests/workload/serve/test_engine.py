@@ -63,3 +63,30 @@ def test_token_accounting_stop_strings_and_seeded_sampling(engine):
         assert cut.finish_reason == "stop"
     sampled = dataclasses.replace(request, temperature=1.0, seed=11, max_tokens=12)
     assert engine.generate(sampled).text == engine.generate(sampled).text
+
+
+def test_adapter_names_are_answered_while_a_generation_holds_the_engine(engine):
+    import threading
+
+    from workload.serve.engine import GenerationCancelled
+    from workload.serve.protocol import ChatRequest
+
+    # The longest greedy generation the tiny model's 2,048 positions allow after this prompt: seconds.
+    messages = [{"role": "user", "content": "go left"}]
+    request = ChatRequest(model="tiny", messages=messages, max_tokens=2000, temperature=0)
+    cancel, outcome, names = threading.Event(), [], engine.loaded_adapters()
+
+    def generate() -> None:
+        try:
+            outcome.append(engine.generate(request, cancel=cancel))
+        except GenerationCancelled as stopped:
+            outcome.append(stopped)
+
+    worker = threading.Thread(target=generate)
+    worker.start()
+    while not engine._lock.locked() and worker.is_alive():  # poll until the generation holds the engine
+        worker.join(timeout=0.01)
+    assert engine.loaded_adapters() == names  # answered now, not once the generation is over
+    cancel.set()
+    worker.join()
+    assert isinstance(outcome[0], GenerationCancelled), "the generation was over before the names were read"

@@ -28,6 +28,7 @@ import openai
 import pytest
 
 from tests.workload.serve.fixtures import HOSTILE_BAD_ADAPTERS
+from tests.workload.serve.serve_apps import HOSTILE_MAX_TOKENS
 
 pytestmark = pytest.mark.slow
 DEADLINE_S = 120.0
@@ -35,6 +36,9 @@ MESSAGES = [{"role": "user", "content": "go left"}]
 # Greedy on the tiny model never meets its end token here: 1000 tokens (the limit is 1024),
 # several seconds of CPU.
 LONG = {"max_tokens": 1000, "temperature": 0}  # near the endpoint's 1,024-token cap: seconds of generation
+# The hostile app's cap (2,000 tokens), twice LONG: a request to drop is still generating when dropped.
+LONGEST = {"max_tokens": HOSTILE_MAX_TOKENS, "temperature": 0}
+DISCONNECTS_IN_A_ROW = 3
 
 
 def _client(server, api_key: str | None = None) -> openai.OpenAI:
@@ -306,7 +310,10 @@ def test_a_killed_replica_gives_503_with_retry_after_or_a_retried_answer_then_se
         def generating() -> concurrent.futures.Future | None:
             """A long request seen generating; None (try again) if it finished before it was seen."""
             long = pool.submit(_post, server, _chat(**LONG))
-            _poll(lambda: long.done() or serve_endpoints.stats("hostile")["active"] >= 1, "the long request to start")
+            _poll(
+                lambda: long.done() or serve_endpoints.stats("hostile")["active"] >= 1,
+                "the long request to start",
+            )
             if long.done():
                 assert long.result()[0] == 200, long.result()
                 return None
@@ -335,45 +342,86 @@ def test_a_killed_replica_gives_503_with_retry_after_or_a_retried_answer_then_se
     assert serve_endpoints.stats("hostile")["pid"] != old_pid
 
 
-@pytest.mark.xfail(
-    reason="a 1,000-token greedy generation of the tiny model takes ~1.5 s on an idle core; the cancel "
-    "was not seen reaching the replica in that window on a quiet machine (seen under load only)",
-    strict=False,
-)
-def test_a_client_that_goes_away_stops_its_generation(serve_endpoints):
-    server = serve_endpoints.hostile
-    cancelled_before = serve_endpoints.stats("hostile")["cancelled"]
-    body = json.dumps(_chat(**LONG)).encode()
-    head = (
-        "POST PATH HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-        f"Authorization: Bearer {server.api_key}\r\nContent-Length: {len(body)}\r\n\r\n"
-    )
+def _send_raw(server, body: dict) -> socket.socket:
+    """A connection that has sent ``body`` as a POST to the chat route (raw HTTP, so it can be dropped)."""
+    data = json.dumps(body).encode()
     hostport, _, prefix = server.url.removeprefix("http://").partition("/")
     host, _, port = hostport.partition(":")
-    request = head.replace("PATH", "/" + prefix + "/v1/chat/completions").encode() + body
+    head = (
+        f"POST /{prefix}/v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        f"Authorization: Bearer {server.api_key}\r\nContent-Length: {len(data)}\r\n\r\n"
+    )
+    sock = socket.create_connection((host, int(port)), timeout=30)
+    sock.sendall(head.encode() + data)
+    return sock
 
-    def generating() -> socket.socket | None:
-        """A connection whose request is generating; None (retry) after a 503, as a client would."""
-        sock = socket.create_connection((host, int(port)), timeout=30)
-        sock.sendall(request)
-        while True:
-            if serve_endpoints.stats("hostile")["active"] >= 1:
-                return sock
-            readable, _, _ = select.select([sock], [], [], 0.05)
-            if readable:  # answered before it was seen generating: try again after a 200 (done already)
-                answer = sock.recv(65536).decode(errors="replace")  # or a 503 (a replica still restarting)
+
+def _answered(sock: socket.socket) -> bool:
+    return bool(select.select([sock], [], [], 0)[0])
+
+
+def _generating(serve_endpoints, *, active: int) -> socket.socket:
+    """A connection whose long request is on the replica, seen with ``active`` requests there.
+
+    Answered before it was seen (a 503 while a killed replica restarts): tried again, as a client would.
+    """
+
+    def attempt() -> socket.socket | None:
+        sock = _send_raw(serve_endpoints.hostile, _chat(**LONGEST))
+        deadline = time.monotonic() + DEADLINE_S
+        while serve_endpoints.stats("hostile")["active"] < active:
+            assert time.monotonic() < deadline, f"the request did not reach the replica within {DEADLINE_S} s"
+            if _answered(sock):
+                answer = sock.recv(65536).decode(errors="replace")
                 sock.close()
-                assert answer.startswith(("HTTP/1.1 200", "HTTP/1.1 503")), answer
+                assert answer.startswith("HTTP/1.1 503"), answer  # never a 200: LONGEST outlasts the polls
                 return None
+            time.sleep(0.01)
+        return sock
 
-    sock = _poll(generating, "generation to start")
+    return _poll(attempt, f"a long request on the replica with {active} active")
+
+
+def _drop_and_see_it_cancelled(serve_endpoints, sock: socket.socket, *, active_after: int) -> None:
+    before = serve_endpoints.stats("hostile")["cancelled"]
     sock.close()
-    _poll(lambda: serve_endpoints.stats("hostile")["cancelled"] > cancelled_before, "generation to stop")
-    _poll(lambda: serve_endpoints.stats("hostile")["active"] == 0, "the replica to be idle")
+    _poll(
+        lambda: (
+            (stats := serve_endpoints.stats("hostile"))["cancelled"] == before + 1
+            and stats["active"] == active_after
+        ),
+        f"the dropped request to be cancelled and {active_after} left on the replica",
+    )
+
+
+def test_a_client_that_goes_away_stops_its_generation(serve_endpoints):
+    server = serve_endpoints.hostile
+    _drop_and_see_it_cancelled(serve_endpoints, _generating(serve_endpoints, active=1), active_after=0)
+    assert _complete(server)  # the replica serves the next request
+
+
+def test_clients_going_away_in_a_row_leave_the_replica_serving(serve_endpoints):
+    server = serve_endpoints.hostile
+    expected = _complete(server)
+    for _ in range(DISCONNECTS_IN_A_ROW):
+        _drop_and_see_it_cancelled(serve_endpoints, _generating(serve_endpoints, active=1), active_after=0)
+    assert _complete(server) == expected  # within the client's timeout: nothing left holding the model
+    assert serve_endpoints.stats("hostile")["active"] == 0
+
+
+def test_a_queued_request_whose_client_goes_away_leaves_without_waiting_for_the_running_one(serve_endpoints):
+    running = _generating(serve_endpoints, active=1)
+    queued = _generating(serve_endpoints, active=2)  # waits for the engine behind `running`
+    _drop_and_see_it_cancelled(serve_endpoints, queued, active_after=1)
+    # `running` is still generating (it would have had to finish before a queued request waiting
+    # in a thread on the engine could see its cancel): dropping it cancels it in turn.
+    assert not _answered(running)
+    _drop_and_see_it_cancelled(serve_endpoints, running, active_after=0)
+    assert _complete(serve_endpoints.hostile)
 
 
 def test_overload_gives_503_with_retry_after_in_openai_shape(serve_endpoints):
-    server = serve_endpoints.hostile  # 2 running + 2 queued; the rest are refused
+    server = serve_endpoints.hostile  # 3 on the replica + 2 queued; the rest are refused
     statuses: dict[int, int] = {}
 
     def one() -> tuple[int, object, dict]:

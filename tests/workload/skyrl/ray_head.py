@@ -21,6 +21,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
+
 START_TIMEOUT_S = 120
 START_ATTEMPTS = 3  # a free port can be taken by another process before Ray binds it
 # Ray drains for up to 30 s on SIGTERM; a test head has nothing worth draining.
@@ -146,3 +148,11 @@ def local_ray_head(*, num_cpus: int = 2, extra_env: dict[str, str] | None = None
             _stop(process, temp_dir)
     finally:
         shutil.rmtree(temp_dir, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def skyrl_ray_head() -> Iterator[RayHead]:
+    """A Ray head on 127.0.0.1 (free ports, own --temp-dir), stopped by process id afterwards; one a session
+    (imported by tests/conftest.py: the trainer, cluster-status and README tests share it)."""
+    with local_ray_head() as head:
+        yield head

@@ -1,0 +1,804 @@
+"""Every `skymaze` command README shows, run end to end as a user without AWS or a GPU would run it.
+
+The walk runs in a fresh folder (its own HOME, no AWS credentials, AWS_* cleared) whose ``runs/`` is
+the session's tiny rehearsal, through the console entry point, and checks what each command prints
+or writes against the real thing: the rehearsal's in-process scores, the committed pictures and
+held-out sets, the deploy profiles, the outputs README shows. Commands meant for the cluster run
+against the local parts that stand in for it: a real Ray head on 127.0.0.1 for the job commands, a
+moto server for the AWS APIs it emulates (STS, S3, SageMaker HyperPod), and a local `skymaze serve`
+holding the promoted adapter under the cluster's model id. `deploy`, `diff` and `teardown` need a
+real account; without one they must refuse in one line.
+
+README's placeholders and cluster-only values are replaced by `SUBSTITUTIONS`, flags a local run
+needs are added by `ADDED`; a README command that is not replayed must be in `NOT_REPLAYED` with
+its reason. A README command in neither the checks nor that list fails `test_every_readme_command_is_replayed_or_excused`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import shutil
+import signal
+import struct
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from tests.test_readme_commands import README, readme_commands
+from tests.workload.local.fixtures import SMOKE_OVERRIDES
+
+ROOT = Path(__file__).resolve().parents[1]
+COMMAND_TIMEOUT_S = 600
+SERVE_START_TIMEOUT_S = 300
+JOB_END_TIMEOUT_S = 120
+POLL_S = 0.2
+MOTO_ACCOUNT = "123456789012"  # moto's default account id
+REGION = "us-west-2"
+ARTIFACTS_BUCKET = f"skymaze-artifacts-{MOTO_ACCOUNT}-{REGION}"  # infra/settings.py: NAME-artifacts-ACCOUNT-REGION
+LAPTOP_BUCKET = "skymaze-artifacts-synced"  # README elides the bucket (`s3://.../`): any other bucket
+HYPERPOD_CLUSTER = "skymaze-hyperpod"  # infra/stacks/cluster.py: f"{settings.name}-hyperpod"
+CREDENTIALS_REFUSAL = ("error: no AWS credentials found; configure credentials (aws configure, aws sso login, or "
+                       "AWS_PROFILE=NAME) and check them with `aws sts get-caller-identity`")
+STANDIN_MODEL_ID = "Qwen/Qwen3-VL-8B-Instruct"  # the cluster endpoint's base model id (deploy setting base_model_id)
+
+# README text -> what the replay runs instead, and why. Applied in order, to every command (a
+# `when` restricts an entry to commands containing it); values in braces come from the walk.
+SUBSTITUTIONS: tuple[tuple[str | None, str, str, str], ...] = (
+    (None, "/shared/runs/maze-blog", "{run_root}", "the cluster run on FSx: the rehearsal's run"),
+    (None, "runs/maze-blog", "runs/latest", "the cluster run synced to a laptop: the rehearsal's run"),
+    (None, "global_step_40", "global_step_{step}", "README's example step: the step the rehearsal served"),
+    (None, "--step 40", "--step {step}", "README's example step: the step the rehearsal served"),
+    (None, "--step 160", "--step {step}", "the published run's last export: the rehearsal's served step"),
+    (None, "ACCOUNT", MOTO_ACCOUNT, "the AWS account: moto's"),
+    (None, "s3://.../", f"s3://{LAPTOP_BUCKET}/", "a bucket README elides: one in moto"),
+    (STANDIN_MODEL_ID, "http://127.0.0.1:8000", "http://127.0.0.1:{cluster_port}",
+     "the cluster endpoint's port-forward: the stand-in endpoint's free port"),
+    (None, "http://127.0.0.1:8000", "http://127.0.0.1:{port}", "8000 may be taken on a shared machine: a free port"),
+    (None, "--port 8000", "--port {port}", "8000 may be taken on a shared machine: a free port"),
+    (None, "raysubmit_...", "{job}", "the id `skymaze submit --recipe blog` printed"),
+    ("supervise", "JOB_ID", "{supervised_job}", "the id `skymaze submit --recipe blog --supervise` printed"),
+    (None, "JOB_ID", "{job}", "the id `skymaze submit --recipe blog` printed"),
+    (None, "stop JOB", "stop {job}", "the id `skymaze submit --recipe blog` printed"),
+    (None, "-c KEY=VALUE", "-c worker_count=2", "a deploy setting"),
+    (None, "--set KEY=VALUE", "--recipe local {smoke_sets}", "the session rehearsal's settings: the run resumes"),
+    (None, "--recipe NAME", "--recipe local {smoke_sets}", "the session rehearsal's settings: the run resumes"),
+    (None, "recipe check NAME", "recipe check local", "a recipe README ships"),
+    (None, "--heldout NAME", "--heldout rehearsal-7x7-64", "a held-out set README ships"),
+    (None, "--profile P ", "--profile small ", "a deploy profile"),
+)
+# Flags a command needs here and not on the cluster, by the command's start (after substitution).
+ADDED: tuple[tuple[str, str, str], ...] = (
+    ("skymaze submit", "--set shared_root={shared}", "/shared is the cluster's FSx mount: a fresh folder here"),
+    ("skymaze supervise raysubmit_", "--poll-s 1 --metrics-port 0",
+     "the pod's 15 s poll and fixed metrics port, on a shared machine: a short poll, no metrics port"),
+    ("skymaze maze freeze", "--dir {heldout_dir}", "the default writes the committed set in the package"),
+)
+# README commands not replayed, each with its reason.
+NOT_REPLAYED = {
+    "skymaze cost": "prose naming the command; its forms with --hours are replayed",
+    "skymaze evaluate": "prose naming the command; its complete forms are replayed",
+    "skymaze promote": "prose naming the command; its complete forms are replayed",
+    "skymaze serve": "prose naming the command; its complete form is replayed",
+    "skymaze submit/status/logs/stop": "prose naming four commands; each is replayed on its own",
+}
+
+
+@dataclass
+class Ran:
+    """One replayed command: what ran, where, and what came back."""
+
+    argv: list[str]
+    returncode: int
+    stdout: str
+    stderr: str
+    wall_s: float = 0.0
+
+
+@dataclass
+class Walk:
+    """The replay's folders, stand-ins and results (README command -> `Ran`)."""
+
+    root: Path
+    home: Path
+    run_root: Path
+    step: int
+    values: dict[str, str]
+    ray_url: str
+    moto_url: str
+    ran: dict[str, Ran] = field(default_factory=dict)
+    dry_runs: dict[str, Ran] = field(default_factory=dict)  # the same command with --dry-run (no account needed)
+
+
+def normalized(command: str) -> str:
+    return " ".join(command.split())
+
+
+def as_run(command: str, values: dict[str, str]) -> str:
+    """README's command as the walk runs it: placeholders substituted, local flags added."""
+    for when, old, new, _why in SUBSTITUTIONS:
+        if (when is None or when in command) and old in command:
+            command = command.replace(old, new)
+    command = normalized(command.format_map(values))
+    for start, flags, _why in ADDED:
+        if command.startswith(start):
+            command = f"{command} {flags.format_map(values)}"
+    return command
+
+
+def shown_output(command: str) -> list[str]:
+    """The lines README shows under ``$ command`` in a text block (up to the next prompt or the block's end)."""
+    lines = README.read_text().splitlines()
+    start = next(i for i, line in enumerate(lines) if normalized(line.removeprefix("$ ")) == command
+                 and line.startswith("$ "))
+    shown = []
+    for line in lines[start + 1:]:
+        if line.startswith(("$ ", "```")):
+            break
+        shown.append(line)
+    return shown
+
+
+def _env(home: Path, **extra: str) -> dict[str, str]:
+    """A user's environment without AWS credentials: own HOME, AWS_* cleared, no instance metadata."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith("AWS_")}
+    env.update(HOME=str(home), PYTHONPATH=str(ROOT), SHELL="/bin/bash", AWS_EC2_METADATA_DISABLED="true",
+               AWS_SHARED_CREDENTIALS_FILE=str(home / ".aws" / "credentials"),
+               AWS_CONFIG_FILE=str(home / ".aws" / "config"))
+    return {**env, **extra}
+
+
+def _moto_env(walk: Walk) -> dict[str, str]:
+    return _env(walk.home, AWS_ENDPOINT_URL=walk.moto_url, AWS_ACCESS_KEY_ID="testing",
+                AWS_SECRET_ACCESS_KEY="testing", AWS_DEFAULT_REGION=REGION, RAY_ADDRESS=walk.ray_url)
+
+
+CONSOLE_SCRIPT = Path(sys.executable).with_name("skymaze")  # the venv's entry point; PYTHONPATH picks this tree
+
+
+def _argv(command: str) -> list[str]:
+    words = shlex.split(command)
+    assert words[0] == "skymaze", command
+    return [str(CONSOLE_SCRIPT), *words[1:]]
+
+
+def _run(command: str, cwd: Path, env: dict[str, str]) -> Ran:
+    started = time.monotonic()
+    done = subprocess.run(_argv(command), cwd=cwd, env=env, capture_output=True, text=True, timeout=COMMAND_TIMEOUT_S,
+                          stdin=subprocess.DEVNULL)
+    return Ran(done.args, done.returncode, done.stdout, done.stderr, time.monotonic() - started)
+
+
+# ---------------------------------------------------------------- the order a user walks README in
+
+def _kind(command: str) -> str:
+    """Which stand-in a README command runs against."""
+    words = command.split()
+    verb = " ".join(words[1:3]) if words[1] in {"cluster", "jobs", "recipe", "maze"} else words[1]
+    if verb in {"deploy", "diff"} or (verb == "teardown" and "--dry-run" not in words):
+        return "no-account"
+    if verb in {"submit", "status", "logs", "stop", "supervise", "jobs list"}:
+        return "ray"
+    if verb == "cluster status" or (verb == "promote" and "s3://" in command):
+        return "moto"
+    if verb in {"serve", "evaluate", "promote"}:
+        return "endpoint"
+    if verb == "rehearse":
+        return "rehearse"
+    return "local"
+
+
+def _wait_for_job_end(url: str, job_id: str) -> None:
+    from ray.job_submission import JobSubmissionClient
+
+    client = JobSubmissionClient(url)
+    deadline = time.monotonic() + JOB_END_TIMEOUT_S
+    while not client.get_job_status(job_id).is_terminal():
+        assert time.monotonic() < deadline, f"job {job_id} did not end within {JOB_END_TIMEOUT_S} s"
+        time.sleep(POLL_S)
+
+
+def _walk_ray(walk: Walk, commands: list[str]) -> None:
+    """Submits first (their ids fill JOB_ID), then the commands that read the jobs."""
+    env = _env(walk.home, RAY_ADDRESS=walk.ray_url)
+    submits = sorted((c for c in commands if c.split()[1] == "submit"), key=len)
+    for command in submits:
+        ran = _run(as_run(command, walk.values), walk.root, env)
+        walk.ran[command] = ran
+        found = re.search(r"^submitted (raysubmit_\w+)", ran.stdout, re.M)
+        if found and command == "skymaze submit --recipe blog":
+            walk.values["job"] = found.group(1)
+        if found and command == "skymaze submit --recipe blog --supervise":
+            walk.values["supervised_job"] = found.group(1)
+    for job in (walk.values.get("job"), walk.values.get("supervised_job")):
+        assert job, {c: walk.ran[c].stdout + walk.ran[c].stderr for c in submits}
+        _wait_for_job_end(walk.ray_url, job)
+    for command in commands:
+        if command not in submits:
+            walk.ran[command] = _run(as_run(command, walk.values), walk.root, env)
+
+
+def _walk_moto(walk: Walk, commands: list[str]) -> None:
+    import boto3
+
+    options = {"endpoint_url": walk.moto_url, "region_name": REGION, "aws_access_key_id": "testing",
+               "aws_secret_access_key": "testing"}
+    s3 = boto3.client("s3", **options)
+    for bucket in (ARTIFACTS_BUCKET, LAPTOP_BUCKET):
+        s3.create_bucket(Bucket=bucket, CreateBucketConfiguration={"LocationConstraint": REGION})
+    # moto 5.2's instance-type enum predates g7e: any GPU type stands in for the 3 workers of profile blog
+    group = {"InstanceGroupName": "workers", "InstanceType": "ml.g5.12xlarge", "InstanceCount": 3,
+             "LifeCycleConfig": {"SourceS3Uri": "s3://sagemaker-lifecycle/x", "OnCreate": "on_create.sh"},
+             "ExecutionRole": f"arn:aws:iam::{MOTO_ACCOUNT}:role/node", "ThreadsPerCore": 1}
+    boto3.client("sagemaker", **options).create_cluster(ClusterName=HYPERPOD_CLUSTER, InstanceGroups=[group])
+    for command in commands:
+        walk.ran[command] = _run(as_run(command, walk.values), walk.root, _moto_env(walk))
+
+
+class _Server:
+    """A `skymaze serve` command in the background, its output in a log file, stopped with SIGTERM."""
+
+    def __init__(self, command: str, cwd: Path, env: dict[str, str]) -> None:
+        self.log = cwd / f"serve-{len(list(cwd.glob('serve-*.log')))}.log"
+        with self.log.open("w") as sink:
+            self.process = subprocess.Popen(_argv(command), cwd=cwd, env=env, stdout=sink, stderr=subprocess.STDOUT,
+                                            text=True)
+        self.argv = self.process.args
+        started = time.monotonic()
+        deadline = time.monotonic() + SERVE_START_TIMEOUT_S
+        while "Ctrl-C stops the server" not in self.log.read_text():
+            assert self.process.poll() is None, self.log.read_text()[-3000:]
+            assert time.monotonic() < deadline, self.log.read_text()[-3000:]
+            time.sleep(POLL_S)
+        self.ready_output = self.log.read_text()
+        self.started = started
+
+    def wall_s(self) -> float:
+        return time.monotonic() - self.started
+
+    def stop(self) -> int:
+        self.process.send_signal(signal.SIGTERM)
+        return self.process.wait(timeout=120)
+
+
+def _walk_endpoint(walk: Walk, commands: list[str]) -> None:
+    """Promote to a folder, serve README's way and evaluate; then the cluster's evaluate against a
+    stand-in endpoint serving the adapter promoted to (moto's) S3 under the cluster's model id."""
+    env = _env(walk.home)
+    for command in (c for c in commands if c.split()[1] == "promote"):
+        walk.ran[command] = _run(as_run(command, walk.values), walk.root, env)
+    (serve,) = [c for c in commands if c.split()[1] == "serve"]
+    server = _Server(as_run(serve, walk.values), walk.root, env)
+    try:
+        for command in (c for c in commands if c.split()[1] == "evaluate" and STANDIN_MODEL_ID not in c):
+            walk.ran[command] = _run(as_run(command, walk.values), walk.root, env)
+        walk.ran[CLIENT_EXAMPLE] = _run_client_example(walk, env)
+    finally:
+        walk.ran[serve] = Ran(server.argv, server.stop(), server.ready_output, "", server.wall_s())
+    standin = (f"skymaze serve --model runs/latest/models/sft --model-id {STANDIN_MODEL_ID} "
+               f"--adapters s3://{ARTIFACTS_BUCKET}/adapters --s3-endpoint-url {walk.moto_url} "
+               f"--cache-dir {walk.root / 'adapter-cache'} --port {walk.values['cluster_port']}")
+    server = _Server(standin, walk.root, _moto_env(walk))
+    try:
+        for command in (c for c in commands if c.split()[1] == "evaluate" and STANDIN_MODEL_ID in c):
+            walk.ran[command] = _run(as_run(command, walk.values), walk.root, env)
+    finally:
+        server.stop()
+
+
+CLIENT_EXAMPLE = "README's OpenAI client example"
+
+
+def _run_client_example(walk: Walk, env: dict[str, str]) -> Ran:
+    """README's Python example (any OpenAI client) against README's server, with the table's substitutions."""
+    text = README.read_text()
+    code = text[text.index("Any OpenAI\nclient works:\n\n```python\n") :].split("```python\n", 1)[1].split("```", 1)[0]
+    for old, new in (("http://127.0.0.1:8000", "http://127.0.0.1:{port}"), ("global_step_40", "global_step_{step}")):
+        assert old in code, old
+        code = code.replace(old, new.format_map(walk.values))
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-c", code], cwd=walk.root, env=env, capture_output=True, text=True,
+                          timeout=COMMAND_TIMEOUT_S)
+    return Ran(done.args, done.returncode, done.stdout, done.stderr, time.monotonic() - started)
+
+
+def _walk_rehearse(walk: Walk, commands: list[str]) -> None:
+    """In a second fresh folder holding a copy of the run (a resumed rehearsal rewrites its report)."""
+    folder = walk.root.parent / "rehearse"
+    folder.mkdir()
+    shutil.copytree(walk.run_root.parent, folder / "runs", symlinks=True)
+    runs: dict[str, Ran] = {}
+    for command in commands:
+        replayed = as_run(command, walk.values)
+        if replayed not in runs:  # README's two forms replay as one command line
+            runs[replayed] = _run(replayed, folder, _env(walk.home))
+        walk.ran[command] = runs[replayed]
+    walk.values["rehearse_root"] = str(folder)
+
+
+@pytest.fixture(scope="module")
+def moto_url() -> Iterator[str]:
+    """moto's server (STS, S3, SageMaker) in its own process on 127.0.0.1, for the walk and its checks."""
+    from tests.workload.serve.fixtures import _start_moto_server
+    from workload.localhost import free_port
+
+    port = free_port()
+    server = _start_moto_server(port)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.terminate()
+        server.wait(timeout=60)
+
+
+@pytest.fixture(scope="module")
+def walk(rehearsal_smoke, skyrl_ray_head, moto_url, tmp_path_factory) -> Walk:
+    from workload.localhost import free_port
+
+    done, runs_dir = rehearsal_smoke
+    assert done.returncode == 0, done.stderr[-3000:]
+    run_root = (runs_dir / os.readlink(runs_dir / "latest")).resolve()
+    report = json.loads((run_root / "report.json").read_text())
+    base = tmp_path_factory.mktemp("readme")
+    root, home, shared = base / "user", base / "home", base / "shared"
+    for folder in (root, home, shared, base / "heldout"):
+        folder.mkdir()
+    (root / "runs").symlink_to(runs_dir)  # the rehearsal's own folder: adapters name their base by its path
+    values = {"run_root": str(run_root), "step": str(report["best_step"]), "port": str(free_port()),
+              "cluster_port": str(free_port()), "shared": str(shared), "heldout_dir": str(base / "heldout"),
+              "smoke_sets": " ".join(f"--set {s}" for s in SMOKE_OVERRIDES)}
+    walk = Walk(root, home, run_root, report["best_step"], values, skyrl_ray_head.dashboard_url, moto_url)
+    commands = sorted({normalized(c) for c, _ in readme_commands(README.read_text())} - set(NOT_REPLAYED))
+    by_kind: dict[str, list[str]] = {}
+    for command in commands:
+        by_kind.setdefault(_kind(command), []).append(command)
+    started, cpu_before = time.monotonic(), os.times()
+    for command in by_kind.get("local", []) + by_kind.get("no-account", []):
+        walk.ran[command] = _run(as_run(command, values), root, _env(home))
+    for command in by_kind.get("no-account", []):
+        walk.dry_runs[command] = _run(f"{as_run(command, values)} --dry-run", root, _env(home))
+    _walk_ray(walk, by_kind.get("ray", []))
+    _walk_moto(walk, by_kind.get("moto", []))
+    _walk_endpoint(walk, by_kind.get("endpoint", []))
+    _walk_rehearse(walk, by_kind.get("rehearse", []))
+    cpu = os.times()
+    cpu_s = sum(cpu[:4]) - sum(cpu_before[:4])  # this process and its waited-for children (the commands)
+    print(f"README walk: {len(walk.ran)} commands in {time.monotonic() - started:.0f} s wall, {cpu_s:.0f} s CPU "
+          "(the Ray head's and moto's own CPU not included)")
+    for command, ran in sorted(walk.ran.items(), key=lambda item: -item[1].wall_s)[:8]:
+        print(f"  {ran.wall_s:6.1f} s  {command}")
+    return walk
+
+
+# ---------------------------------------------------------------- what each command must show
+
+def _ok(ran: Ran) -> None:
+    assert ran.returncode == 0, f"{ran.argv}\n{ran.stdout[-2000:]}\n{ran.stderr[-3000:]}"
+    assert "Traceback" not in ran.stderr, ran.stderr[-3000:]
+
+
+def _one_line_refusal(ran: Ran, code: int, message: str) -> None:
+    assert ran.returncode == code, f"{ran.argv}\n{ran.stdout[-2000:]}\n{ran.stderr[-3000:]}"
+    assert "Traceback" not in ran.stderr, ran.stderr[-3000:]
+    errors = [line for line in ran.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and re.search(message, errors[0]), ran.stderr
+
+
+def _refused_for_credentials(walk: Walk, ran: Ran) -> None:
+    assert ran.returncode == 1 and ran.stderr.strip().splitlines() == [CREDENTIALS_REFUSAL], ran.stderr
+
+
+def _version(walk: Walk, ran: Ran) -> None:
+    from workload.cli.main import package_version
+
+    _ok(ran)
+    assert ran.stdout.strip() == f"skymaze {package_version()}"
+
+
+def _completion(walk: Walk, ran: Ran) -> None:
+    _ok(ran)
+    bashrc = (walk.home / ".bashrc").read_text()
+    (script,) = re.findall(r"source '([^']+)'", bashrc)
+    registered = subprocess.run(["bash", "-c", f"source '{script}' && complete -p skymaze"], capture_output=True,
+                                text=True, timeout=60)
+    assert registered.returncode == 0 and "skymaze" in registered.stdout, registered.stderr
+
+
+def _gpus_of(profile: str) -> int:
+    from infra.fit import INSTANCES
+    from workload.ops.profiles import settings_for
+
+    settings = settings_for(profile, {})
+    return settings.worker_count * INSTANCES[settings.worker_instance_type].gpus
+
+
+def _plan_fits(profile: str) -> Callable[[Walk, Ran], None]:
+    def check(walk: Walk, ran: Ran) -> None:
+        _ok(ran)
+        assert re.search(rf"^GPUs:\s+{_gpus_of(profile)} \(FSDP policy\)", ran.stdout, re.M), ran.stdout
+        assert f"cluster fit (profile {profile};" in ran.stdout
+    return check
+
+
+def _plan_shows_readmes_fit(walk: Walk, ran: Ran) -> None:
+    _plan_fits("blog")(walk, ran)
+    text = README.read_text()
+    shown = text[text.index("```text\ncluster fit (profile blog;") + len("```text\n"):]
+    shown = shown[: shown.index("```")]
+    assert shown in ran.stdout
+
+
+def _prints_readmes_output(walk: Walk, ran: Ran, command: str) -> None:
+    _ok(ran)
+    shown = shown_output(command)
+    assert ran.stdout.splitlines()[: len(shown)] == shown
+
+
+def _cost_guard_line(walk: Walk, ran: Ran) -> None:
+    """README shows this command piped: the pipe as written (by bash) prints what README shows."""
+    _ok(ran)
+    (line,) = [line.removeprefix("$ ") for line in README.read_text().splitlines()
+               if line.startswith("$ skymaze cost --profile blog --hours 12 --left-up-hours 72 --guard-hours 14 |")]
+    env = _env(walk.home, PATH=f"{CONSOLE_SCRIPT.parent}{os.pathsep}{os.environ['PATH']}")
+    piped = subprocess.run(["bash", "-o", "pipefail", "-c", line], cwd=walk.root, env=env, capture_output=True,
+                           text=True, timeout=COMMAND_TIMEOUT_S)
+    assert piped.returncode == 0, piped.stderr
+    assert piped.stdout.splitlines() == shown_output(normalized(line))
+
+
+def _cost_small(walk: Walk, ran: Ran) -> None:
+    _ok(ran)
+    assert ran.stdout.startswith("Cost of profile 'small' deployed for 1 h")
+    assert re.search(r"^total\s+[\d.]+\s+[\d.]+$", ran.stdout, re.M), ran.stdout
+
+
+def _recipe_list(walk: Walk, ran: Ran) -> None:
+    from workload.local.config import available_recipes as rehearsal
+    from workload.skyrl.recipe import available_recipes as cluster
+
+    _ok(ran)
+    assert sorted(line.split()[0] for line in ran.stdout.splitlines()[: len(cluster()) + len(rehearsal())]) == \
+        sorted([*cluster(), *rehearsal()])
+
+
+def _recipe_show_blog(walk: Walk, ran: Ran) -> None:
+    from workload.skyrl.recipe import load_recipe
+
+    _ok(ran)
+    assert ran.stdout.splitlines()[: len(load_recipe("blog").overrides())] == load_recipe("blog").overrides()
+
+
+def _fields_table(name: str) -> Callable[[Walk, Ran], None]:
+    def check(walk: Walk, ran: Ran) -> None:
+        _ok(ran)
+        text = README.read_text()
+        table = text[text.index(f"<!-- settings-table: {name} -->") :].split("\n", 1)[1]
+        rows = [line for line in table[: table.index("<!-- /settings-table -->")].splitlines() if line]
+        assert rows and all(row in ran.stdout.splitlines() for row in rows)
+    return check
+
+
+def _recipe_ok(name: str) -> Callable[[Walk, Ran], None]:
+    def check(walk: Walk, ran: Ran) -> None:
+        _ok(ran)
+        assert ran.stdout.startswith(f"recipe '{name}': ok"), ran.stdout
+        for hint in re.findall(r"^  (skymaze plan .+)$", ran.stdout, re.M):  # the plan it suggests runs
+            assert _run(hint, walk.root, _env(walk.home)).returncode == 0, hint
+    return check
+
+
+def _png_size(path: Path) -> tuple[int, int]:
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and data[12:16] == b"IHDR", path
+    return struct.unpack(">II", data[16:24])
+
+
+def _maze_show(walk: Walk, ran: Ran) -> None:
+    _ok(ran)
+    assert _png_size(walk.root / "maze.png") == (9 * 25, 9 * 25)  # 9x9 cells of VisGym's 25 px
+    assert (walk.root / "maze.png").read_bytes() == (ROOT / "docs" / "maze-seed0.png").read_bytes()
+    assert (walk.root / "episode.png").read_bytes() == (ROOT / "docs" / "maze-seed0-solution.png").read_bytes()
+    assert "shortest path: 12 moves + stop = 13 turns" in ran.stdout
+
+
+def _maze_heldout(walk: Walk, ran: Ran) -> None:
+    _ok(ran)
+    (row,) = [line for line in README.read_text().splitlines() if line.startswith("| `easy-64` |")]
+    assert row in ran.stdout.splitlines()
+    assert len(re.findall(r"^\s+\d+\s+\[\d, \d\] -> \[\d, \d\]\s+\d+$", ran.stdout, re.M)) == 64
+
+
+def _maze_freeze(walk: Walk, ran: Ran) -> None:
+    _ok(ran)
+    name = "rehearsal-7x7-64.json"
+    committed = ROOT / "workload" / "maze" / "heldout" / name
+    assert (Path(walk.values["heldout_dir"]) / name).read_bytes() == committed.read_bytes()
+
+
+def _teardown_plan(walk: Walk, ran: Ran) -> None:
+    _prints_readmes_output(walk, ran, "skymaze teardown --profile blog --dry-run")
+
+
+def _submitted(recipe: str) -> Callable[[Walk, Ran], None]:
+    def check(walk: Walk, ran: Ran) -> None:
+        _ok(ran)
+        assert re.search(rf"^submitted raysubmit_\w+ \(recipe {recipe}, run maze-{recipe}, {walk.ray_url}\)$",
+                         ran.stdout, re.M), ran.stdout
+    return check
+
+
+def _preflight(walk: Walk, ran: Ran) -> None:
+    import pyarrow.parquet as pq
+
+    _submitted("blog")(walk, ran)
+    assert re.search(r"^raysubmit_\w+: SUCCEEDED", ran.stdout, re.M), ran.stdout
+    data = Path(walk.values["shared"]) / "runs" / "maze-blog" / "data"
+    assert pq.read_metadata(data / "train.parquet").num_rows == 600  # 8 epochs x 20 steps x 30 / 8 rollouts
+    assert pq.read_metadata(data / "eval.parquet").num_rows == 64
+
+
+def _supervised_submit(walk: Walk, ran: Ran) -> None:
+    _submitted("blog")(walk, ran)
+    assert f"supervised: the skymaze-supervisor Deployment takes {walk.values['supervised_job']} up" in ran.stdout
+
+
+NOT_IN_IMAGE = "SkyRL is not importable here"  # the entrypoint outside the trainer image (no SkyRL here)
+
+
+def _status_failed(walk: Walk, ran: Ran) -> None:
+    _one_line_refusal(ran, 1, rf"job {walk.values['job']} failed; see `skymaze logs {walk.values['job']}`")
+    assert ran.stdout.startswith(f"{walk.values['job']}: FAILED") and NOT_IN_IMAGE in ran.stdout
+
+
+def _logs(walk: Walk, ran: Ran) -> None:
+    _ok(ran)
+    assert f"run maze-blog (recipe blog) in {walk.values['shared']}/runs/maze-blog" in ran.stdout
+    assert NOT_IN_IMAGE in ran.stdout
+
+
+def _jobs_list(walk: Walk, ran: Ran) -> None:
+    _ok(ran)
+    rows = {line.split()[0]: line.split()[1] for line in ran.stdout.splitlines() if line.startswith("raysubmit_")}
+    assert rows[walk.values["job"]] == "FAILED" and rows[walk.values["supervised_job"]] == "FAILED"
+    assert "SUCCEEDED" in rows.values()  # the preflight
+
+
+def _stop(walk: Walk, ran: Ran) -> None:
+    _ok(ran)
+    assert ran.stdout.startswith(f"{walk.values['job']}: already finished")
+
+
+def _supervise_gives_up(walk: Walk, ran: Ran) -> None:
+    _one_line_refusal(ran, 1, r"gave up on run maze-blog: bad recipe or configuration")
+    decisions = [json.loads(line) for line in ran.stdout.splitlines() if line.startswith("{")]
+    assert decisions[0]["action"] == "give_up" and decisions[0]["cause"] == "bad_recipe"
+
+
+def _supervise_in_cluster(walk: Walk, ran: Ran) -> None:
+    _one_line_refusal(ran, 2, r"--in-cluster reads the pod's service account")
+
+
+def _cluster_status(walk: Walk, ran: Ran) -> None:
+    _ok(ran)
+    lines = ran.stdout.splitlines()
+    assert lines[0].startswith(f"AWS account {MOTO_ACCOUNT}, region {REGION}, as ")
+    assert lines[1] == f"HyperPod {HYPERPOD_CLUSTER}: InService"
+    assert sum(1 for line in lines if line.strip().startswith("node") and line.endswith("healthy")) == 3
+    assert f"Ray at {walk.ray_url}: " in ran.stdout
+    assert walk.values["job"] in ran.stdout and walk.values["supervised_job"] in ran.stdout
+
+
+def _promoted_to_s3(bucket: str) -> Callable[[Walk, Ran], None]:
+    def check(walk: Walk, ran: Ran) -> None:
+        import boto3
+
+        _ok(ran)
+        s3 = boto3.client("s3", endpoint_url=walk.moto_url, region_name=REGION, aws_access_key_id="testing",
+                          aws_secret_access_key="testing")
+        manifest = json.loads(s3.get_object(Bucket=bucket, Key="adapters/maze-grpo/manifest.json")["Body"].read())
+        policy = walk.run_root / "exports" / f"global_step_{walk.step}" / "policy"
+        weights = s3.get_object(Bucket=bucket, Key="adapters/maze-grpo/adapter_model.safetensors")["Body"].read()
+        assert weights == (policy / "adapter_model.safetensors").read_bytes()
+        assert manifest["source"]["step"] == walk.step and manifest["name"] == "maze-grpo"
+    return check
+
+
+def _promoted_to_folder(walk: Walk, ran: Ran) -> None:
+    _ok(ran)
+    policy = walk.run_root / "exports" / f"global_step_{walk.step}" / "policy"
+    promoted = walk.root / "adapters" / "step-40"
+    assert (promoted / "adapter_model.safetensors").read_bytes() == (policy / "adapter_model.safetensors").read_bytes()
+    assert json.loads((promoted / "manifest.json").read_text())["source"] == {"run_dir": "runs/latest", "step": walk.step}
+
+
+def _served(walk: Walk, ran: Ran) -> None:
+    assert ran.returncode == 0, ran.stdout[-3000:]  # SIGTERM stops it cleanly
+    assert f"serving at http://127.0.0.1:{walk.values['port']}/v1 (OpenAI API)" in ran.stdout
+    assert f"models: maze-sft, maze-sft:global_step_{walk.step}" in ran.stdout
+
+
+def _in_process(walk: Walk) -> dict:
+    return json.loads((walk.run_root / "evals" / f"global_step_{walk.step}.json").read_text())
+
+
+def _evaluated_as_in_process(walk: Walk, ran: Ran) -> None:
+    _ok(ran)
+    replayed = json.loads((walk.root / "evals" / "step-40" / "report.json").read_text())
+    in_process = _in_process(walk)
+    assert replayed["set"] == in_process["set"] and replayed["total"] == in_process["total"] == 64
+    assert replayed["solved"] == in_process["solved"]
+    assert [e["actions"] for e in replayed["episodes"]] == [e["actions"] for e in in_process["episodes"]]
+
+
+def _cluster_evaluate_refused(walk: Walk, ran: Ran) -> None:
+    """The stand-in serves the model (the /v1/models check passes) but the tiny model's 2,048 positions
+    cannot hold easy-64's first VisGym prompt and 1,024 reply tokens: one line, exit 1."""
+    _one_line_refusal(ran, 1, r"the endpoint refused turn \d+ of maze seed \d+ with 413: the prompt \(\d+ tokens\) "
+                              r"plus max_tokens \(1024\) exceeds the model's 2048 positions")
+
+
+def _rehearsal_resumed(walk: Walk, ran: Ran) -> None:
+    _ok(ran)
+    assert re.search(r"^\[grpo\] resumed from checkpoint global_step_\d+", ran.stdout, re.M), ran.stdout
+    resumed_root = Path(walk.values["rehearse_root"]) / "runs" / walk.run_root.name
+    resumed = json.loads((resumed_root / "report.json").read_text())
+    original = json.loads((walk.run_root / "report.json").read_text())
+    for key in ("baseline", "selected", "final"):
+        assert resumed[key]["per_maze"] == original[key]["per_maze"], key
+    assert resumed["served"]["per_maze"] == original["served"]["per_maze"] == original["selected"]["per_maze"]
+
+
+def _refused(walk: Walk, ran: Ran) -> None:
+    """Without an account: one line, before any synth. Its --dry-run (no account needed) accepts README's
+    settings and prints what it would run."""
+    _refused_for_credentials(walk, ran)
+    (command,) = [c for c, r in walk.ran.items() if r is ran]
+    dry = walk.dry_runs[command]
+    _ok(dry)
+    assert dry.stdout.startswith(("would run: cdk ", "Teardown plan for profile ")), dry.stdout
+
+
+CHECKS: dict[str, Callable[[Walk, Ran], None]] = {
+    "skymaze --version": _version,
+    "skymaze --install-completion": _completion,
+    "skymaze cost --profile P --hours 1": _cost_small,
+    "skymaze cost --profile blog --hours 12": lambda w, r: _prints_readmes_output(
+        w, r, "skymaze cost --profile blog --hours 12"),
+    "skymaze cost --profile blog --hours 12 --left-up-hours 72 --guard-hours 14": _cost_guard_line,
+    "skymaze plan": _plan_fits("small"),
+    "skymaze plan --profile blog": _plan_shows_readmes_fit,
+    "skymaze plan --recipe blog --profile blog": _plan_fits("blog"),
+    "skymaze recipe list": _recipe_list,
+    "skymaze recipe show blog": _recipe_show_blog,
+    "skymaze recipe show blog --fields": _fields_table("blog"),
+    "skymaze recipe show local --fields": _fields_table("local"),
+    "skymaze recipe check": _recipe_ok("small"),
+    "skymaze recipe check NAME": _recipe_ok("local"),
+    "skymaze recipe check blog --profile blog": _recipe_ok("blog"),
+    "skymaze maze show --seed 0 --size 9 -o maze.png --strip episode.png": _maze_show,
+    "skymaze maze heldout --heldout easy-64 --mazes": _maze_heldout,
+    "skymaze maze freeze --heldout NAME": _maze_freeze,
+    "skymaze teardown --profile blog --dry-run": _teardown_plan,
+    "skymaze deploy": _refused,
+    "skymaze deploy --profile blog": _refused,
+    "skymaze deploy --profile blog --bootstrap": _refused,
+    "skymaze deploy --profile blog -c KEY=VALUE": _refused,
+    "skymaze deploy --profile blog -c alert_emails=ml@example.com -c budget_usd_per_month=3000 "
+    "-c max_deployed_hours=14 -c supervise_group_idle_s=1800": _refused,
+    "skymaze deploy --profile blog -c worker_count=2 -c removal=retain": _refused,
+    "skymaze deploy --profile blog -c vpc_id=vpc-0123456789abcdef0 -c private_subnet_ids=subnet-0aaaaaaaaaaaaaaaa,"
+    "subnet-0bbbbbbbbbbbbbbbb -c private_subnet_azs=us-west-2a,us-west-2b": _refused,
+    "skymaze deploy --profile blog -c vpc_id=vpc-0123456789abcdef0 -c private_subnet_ids=subnet-0aaaaaaaaaaaaaaaa "
+    "-c private_subnet_azs=us-west-2a -c eks_cluster_name=platform -c eks_cluster_security_group_id=sg-0cccccccccccccccc":
+    _refused,
+    "skymaze diff --profile blog": _refused,
+    "skymaze teardown": _refused,
+    "skymaze teardown --keep-data": _refused,
+    "skymaze teardown --profile blog": _refused,
+    "skymaze teardown --profile blog --keep-data": _refused,
+    "skymaze submit": _submitted("small"),
+    "skymaze submit --recipe blog": _submitted("blog"),
+    "skymaze submit --recipe blog --preflight --wait-s 600": _preflight,
+    "skymaze submit --recipe blog --supervise": _supervised_submit,
+    "skymaze status JOB_ID": _status_failed,
+    "skymaze status raysubmit_...": _status_failed,
+    "skymaze logs JOB_ID": _logs,
+    "skymaze logs JOB_ID --follow": _logs,
+    "skymaze logs raysubmit_... -f": _logs,
+    "skymaze jobs list": _jobs_list,
+    "skymaze stop JOB": _stop,
+    "skymaze stop JOB_ID": _stop,
+    "skymaze supervise JOB_ID": _supervise_gives_up,
+    "skymaze supervise --watch --in-cluster": _supervise_in_cluster,
+    "skymaze cluster status --profile blog": _cluster_status,
+    "skymaze promote --run /shared/runs/maze-blog --step 160 --to "
+    "s3://skymaze-artifacts-ACCOUNT-us-west-2/adapters/maze-grpo --max-lora-rank 64": _promoted_to_s3(ARTIFACTS_BUCKET),
+    "skymaze promote --run runs/maze-blog --step 160 --to s3://.../adapters/maze-grpo": _promoted_to_s3(LAPTOP_BUCKET),
+    "skymaze promote --run runs/latest --step 40 --to adapters/step-40": _promoted_to_folder,
+    "skymaze serve --model runs/latest/models/sft --model-id maze-sft --adapters runs/latest/served --port 8000": _served,
+    "skymaze evaluate --endpoint http://127.0.0.1:8000 --model maze-sft:global_step_40 "
+    "--adapter runs/latest/served/global_step_40 --out evals/step-40": _evaluated_as_in_process,
+    "skymaze evaluate --endpoint http://127.0.0.1:8000 --model Qwen/Qwen3-VL-8B-Instruct:maze-grpo "
+    "--heldout easy-64 --out evals/maze-grpo": _cluster_evaluate_refused,
+    "skymaze rehearse --recipe NAME": _rehearsal_resumed,
+    "skymaze rehearse --set KEY=VALUE": _rehearsal_resumed,
+}
+
+
+@pytest.mark.slow
+@pytest.mark.e2e
+def test_readmes_client_example_replies_as_the_adapter_played_in_process(walk):
+    """README's example asks the served adapter for its first move on seed 0, the first held-out maze."""
+    ran = walk.ran[CLIENT_EXAMPLE]
+    _ok(ran)
+    first = _in_process(walk)["episodes"][0]
+    assert first["seed"] == 0
+    assert ran.stdout.strip() == first["actions"][0]
+
+
+def _hints(stdout: str) -> list[str]:
+    """The commands under each "Next:" of a command's output, comments and a trailing & removed."""
+    lines, hints = stdout.splitlines(), []
+    for start in (i for i, line in enumerate(lines) if line.strip() == "Next:"):
+        for line in lines[start + 1:]:
+            if not line.startswith("  "):
+                break
+            hints.append(normalized(line.split("  #")[0].strip().removesuffix("&")))
+    return hints
+
+
+@pytest.mark.slow
+@pytest.mark.e2e
+def test_every_hint_the_walk_prints_parses_and_the_offline_ones_run(walk):
+    """A user who follows the printed hints: each parses; those that need no cluster, server or new
+    rehearsal run (exit 0), those that need an AWS account refuse in one line."""
+    from tests.test_readme_commands import check
+
+    hints = sorted({hint for ran in walk.ran.values() for hint in _hints(ran.stdout) if hint.startswith("skymaze ")})
+    assert len(hints) >= 10, hints
+    for hint in hints:
+        check(hint, complete=True)
+        kind = _kind(hint)
+        if kind == "local":
+            _ok(_run(hint, walk.root, _env(walk.home)))
+        elif kind == "no-account":
+            _refused_for_credentials(walk, _run(hint, walk.root, _env(walk.home)))
+
+
+def _readme_commands() -> set[str]:
+    return {normalized(c) for c, _ in readme_commands(README.read_text())}
+
+
+def test_every_readme_command_is_replayed_or_excused():
+    shown = _readme_commands()
+    assert not shown & set(NOT_REPLAYED).intersection(CHECKS), "a command is both replayed and excused"
+    assert sorted(shown - set(CHECKS) - set(NOT_REPLAYED)) == [], "README commands with no replay: add a check"
+    assert sorted((set(CHECKS) | set(NOT_REPLAYED)) - shown) == [], "checks of commands README no longer shows"
+
+
+def test_the_replay_changes_only_placeholders_and_local_flags():
+    values = {"run_root": "/r", "step": "6", "port": "1", "cluster_port": "2", "job": "raysubmit_j",
+              "supervised_job": "raysubmit_s", "shared": "/s", "heldout_dir": "/h", "smoke_sets": "--set a=1"}
+    assert as_run("skymaze logs raysubmit_... -f", values) == "skymaze logs raysubmit_j -f"
+    assert as_run("skymaze supervise JOB_ID", values) == "skymaze supervise raysubmit_s --poll-s 1 --metrics-port 0"
+    assert as_run("skymaze stop JOB", values) == as_run("skymaze stop JOB_ID", values) == "skymaze stop raysubmit_j"
+    assert as_run("skymaze rehearse --recipe NAME", values) == as_run("skymaze rehearse --set KEY=VALUE", values)
+    assert as_run("skymaze evaluate --endpoint http://127.0.0.1:8000 --model Qwen/Qwen3-VL-8B-Instruct:maze-grpo",
+                  values).startswith("skymaze evaluate --endpoint http://127.0.0.1:2 ")
+    for command in CHECKS:  # no placeholder survives
+        assert not re.search(r"\b(JOB|JOB_ID|NAME|KEY=VALUE|ACCOUNT)\b|\.\.\.|:8000\b", as_run(command, values)), command
+
+
+@pytest.mark.slow
+@pytest.mark.e2e
+@pytest.mark.parametrize("command", sorted(CHECKS))
+def test_readme_command_runs_as_shown(walk, command):
+    assert command in walk.ran, f"{command!r} was not replayed"
+    CHECKS[command](walk, walk.ran[command])
