@@ -170,7 +170,6 @@ def test_progress_is_reported_per_finished_episode_and_the_report_keeps_the_set_
     assert [episode["seed"] for episode in report["episodes"]] == seeds
 
 
-<<<<<<< HEAD
 @pytest.fixture
 def bumping_endpoint():
     """A loopback server that always answers a move into a wall next to the first maze's start."""
@@ -187,7 +186,28 @@ def bumping_endpoint():
 
     bump = next(a for a in (f"('move', {d})" for d in range(4)) if bumps(a))
     handler = type("Handler", (_ScriptedChat,), {"script": (bump,) * 99, "requests": []})
-=======
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}", handler
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+def test_reused_replies_play_the_same_episode_with_one_request_per_distinct_window(bumping_endpoint):
+    url, handler = bumping_endpoint
+    options = {"endpoint": url, "model": "scripted", "limit": 1, "max_turns": 6, "image_history": 1, **REHEARSAL}
+    every = evaluate_endpoint(**options)
+    sent = len(handler.requests)
+    reused = evaluate_endpoint(**options, reuse_replies=True)
+    assert reused["episodes"] == every["episodes"] and every["episodes"][0]["turns"] == 6
+    assert every["episodes"][0]["wall_bumps"] == 6
+    assert sent == 6 and len(handler.requests) - sent == 1  # the bumped frame is the first frame again
+
+
 class _RefusingChat(_ScriptedChat):
     """Lists its model, then refuses every turn as the local server does a prompt over the model's positions."""
 
@@ -206,33 +226,17 @@ class _RefusingChat(_ScriptedChat):
 @pytest.fixture
 def refusing_endpoint():
     handler = type("Handler", (_RefusingChat,), {"requests": []})
->>>>>>> main
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-<<<<<<< HEAD
-        yield f"http://127.0.0.1:{server.server_port}", handler
-=======
         yield f"http://127.0.0.1:{server.server_port}"
->>>>>>> main
     finally:
         server.shutdown()
         server.server_close()
         thread.join()
 
 
-<<<<<<< HEAD
-def test_reused_replies_play_the_same_episode_with_one_request_per_distinct_window(bumping_endpoint):
-    url, handler = bumping_endpoint
-    options = {"endpoint": url, "model": "scripted", "limit": 1, "max_turns": 6, "image_history": 1, **REHEARSAL}
-    every = evaluate_endpoint(**options)
-    sent = len(handler.requests)
-    reused = evaluate_endpoint(**options, reuse_replies=True)
-    assert reused["episodes"] == every["episodes"] and every["episodes"][0]["turns"] == 6
-    assert every["episodes"][0]["wall_bumps"] == 6
-    assert sent == 6 and len(handler.requests) - sent == 1  # the bumped frame is the first frame again
-=======
 def test_a_refused_turn_is_one_error_naming_maze_turn_and_reason(refusing_endpoint):
     with pytest.raises(EndpointError, match=r"refused turn 1 of maze seed 0 with 413: the prompt \(1188 tokens\)"):
         evaluate_endpoint(endpoint=refusing_endpoint, model="scripted", limit=8, concurrency=1, **REHEARSAL)
@@ -252,4 +256,3 @@ def test_the_cli_says_a_refused_turn_in_one_line_without_a_traceback(refusing_en
     assert len(errors) == 1, result.stderr
     assert re.fullmatch(r"error: the endpoint refused turn 1 of maze seed [01] with 413: the prompt \(1188 tokens\) "
                         r"plus max_tokens \(1024\) exceeds the model's 2048 positions", errors[0]), errors
->>>>>>> main
