@@ -85,13 +85,17 @@ class PathCheck:
         ]
 
     @torch.no_grad()
-    def __call__(self, model: Any) -> list[bool]:
-        right = []
+    def argmax(self, model: Any) -> torch.Tensor:
+        """The greedy first token on every path state, maze by maze in the set's order."""
+        tokens = []
         for batch in self.batches:
             batch = {k: v.to(model.device) for k, v in batch.items()}
-            right.append(model(**batch, logits_to_keep=1).logits[:, -1].argmax(-1).cpu())
+            tokens.append(model(**batch, logits_to_keep=1).logits[:, -1].argmax(-1).cpu())
+        return torch.cat(tokens)
+
+    def __call__(self, model: Any) -> list[bool]:
         solved = [True] * self.mazes
-        for ok, index in zip((torch.cat(right) == self.want).tolist(), self.owner, strict=True):
+        for ok, index in zip((self.argmax(model) == self.want).tolist(), self.owner, strict=True):
             solved[index] = solved[index] and ok
         return solved
 
