@@ -6,7 +6,7 @@
    model) gives a load factor against the quiet-machine figure; wall / load estimates the
    quiet-machine wall time, and CPU seconds / 2 cores bound it from below.
 2. One GRPO step on that run's SFT model, timed in one process (rollout engines in-process)
-   for this tree and for ``BEFORE_REF`` (the commit before the learner rework), in the same
+   for this tree and for ``BEFORE_REF`` (the commit before shared prefills and one Ray), in the same
    benchmark run: step, rollout and update seconds and CPU seconds, as ratios; then a
    profile of one step of this tree (top functions by cumulative time).
 
@@ -28,7 +28,7 @@ MEMORY_BUDGET_GIB = 4.0  # the rehearsal's goal: at most 4 GiB peak
 CORES = 2  # the goal's machine
 QUIET_SFT_STEP_S = 0.23  # SFT step, batch 64, tiny model: 212-248 ms measured on a quiet 2-core machine
 CALIBRATION_STEPS = 10
-BEFORE_REF = "400d1fb"  # the learner before merged turns and the skipped old-log-prob pass
+BEFORE_REF = "ab12d59"  # before shared prefills, remembered greedy replies and one Ray for the endpoint
 ROOT = Path(__file__).resolve().parent.parent
 STEP_SCRIPT = Path(__file__).with_name("rehearse_step.py")
 
@@ -90,6 +90,7 @@ def one_step(tree: Path, sft_model: Path, *, profile: bool) -> dict:
 def before_tree(ref: str, into: Path) -> Path:
     """The tree of ``ref`` exported into ``into`` (no checkout of this worktree changes)."""
     archive = subprocess.run(["git", "-C", str(ROOT), "archive", ref], capture_output=True, check=True)
+    into.mkdir(parents=True, exist_ok=True)
     subprocess.run(["tar", "-x", "-C", str(into)], input=archive.stdout, check=True)
     return into
 
@@ -97,7 +98,7 @@ def before_tree(ref: str, into: Path) -> Path:
 def print_rehearsal(report: dict, wall: float, before_cal: float, after_cal: float) -> None:
     """Part 1's lines: phases (wall and CPU), the quiet-machine estimates, memory, results."""
     load = ((before_cal + after_cal) / 2) / QUIET_SFT_STEP_S
-    print("== 1. default rehearsal (fresh)")
+    print("== 1. default rehearsal (fresh)", flush=True)
     print(f"uptime load average at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     print(
         f"calibration: SFT step {before_cal:.3f} s before, {after_cal:.3f} s after -> load factor {load:.2f}x quiet"
@@ -123,7 +124,8 @@ def print_rehearsal(report: dict, wall: float, before_cal: float, after_cal: flo
         f"baseline {report['baseline']['solved']}/64, selected {report['selected']['solved']}/64 "
         f"(step {report['selected']['step']}, p = {paired['selected_vs_baseline']['p_value']:.3g}), "
         f"final {report['final']['solved']}/64 (p = {paired['final_vs_baseline']['p_value']:.3g}), "
-        f"served {report['served'].get('solved')}/64; clears the bar: {report['bar']['clears']}"
+        f"served {report['served'].get('solved')}/64; clears the bar: {report['bar']['clears']}",
+        flush=True,
     )
 
 
@@ -133,12 +135,12 @@ def main() -> None:
         runs = Path(tmp) / "runs"
         report, wall = full_rehearsal(runs)
         after_cal = calibrate()
+        print_rehearsal(report, wall, before_cal, after_cal)  # before part 2, which may fail on an old ref
         sft_model = Path(report["run_dir"]) / "models" / "sft"
         ref = os.environ.get("BENCH_REHEARSE_BEFORE", BEFORE_REF)
         old = one_step(before_tree(ref, Path(tmp) / "before"), sft_model, profile=False)
         new = one_step(ROOT, sft_model, profile=True)
 
-    print_rehearsal(report, wall, before_cal, after_cal)
     print(f"== 2. one GRPO step (median of {new['steps']}), {ref} -> this tree")
     for key in ("step_s", "rollout_s", "update_s", "weight_sync_s", "cpu_s"):
         print(f"  {key:14} {old[key]:7.2f} -> {new[key]:7.2f}   ({new[key] / max(old[key], 1e-9):.2f}x)")

@@ -49,11 +49,13 @@ def rehearse(
     next_step(*hints)
 
 
-# Library chatter that would bury the phase lines: per-load progress bars and a peft deprecation
-# notice, in this process and (through the inherited environment) in the Ray rollout actors.
+# Library chatter that would bury the phase lines: per-load progress bars, a peft deprecation
+# notice and Serve's per-request log lines (its log files keep them), in this process and
+# (through the inherited environment) in the Ray rollout actors and the endpoint's replicas.
 QUIET_ENV = {
     "HF_HUB_DISABLE_PROGRESS_BARS": "1",
     "PYTHONWARNINGS": "ignore:`is_gradient_checkpointing` is deprecated:FutureWarning",
+    "RAY_SERVE_LOG_TO_STDERR": "0",
 }
 
 

@@ -149,6 +149,7 @@ def evaluate(
     max_tokens: int | None = setting_option(EvaluateSettings, "max_tokens", explicit=True),
     concurrency: int = setting_option(EvaluateSettings, "concurrency"),
     limit: int | None = setting_option(EvaluateSettings, "limit"),
+    reuse_replies: bool = setting_option(EvaluateSettings, "reuse_replies"),
     out: Path | None = typer.Option(None, "--out", help="folder for report.json and the episode picture"),
     as_json: bool = JSON_OPTION,
 ) -> None:
@@ -172,7 +173,7 @@ def evaluate(
     try:
         with _progress(f"{model} on {settings['set_name']}", quiet=as_json) as on_episode:
             report = evaluate_endpoint(endpoint=endpoint, model=model, concurrency=concurrency, limit=limit,
-                                       out_dir=out, on_episode=on_episode, **settings)
+                                       reuse_replies=reuse_replies, out_dir=out, on_episode=on_episode, **settings)
     except EndpointError as error:
         fail(str(error))
     except ValueError as error:  # a setting the model refuses (heldout is --heldout), or a damaged held-out set

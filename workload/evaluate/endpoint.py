@@ -11,6 +11,7 @@ decoding. Episodes run concurrently (a bounded thread pool); the report is
 from __future__ import annotations
 
 import concurrent.futures
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -79,23 +80,30 @@ def play_episode(client: Any, entry: dict, size: int, options: EvaluateSettings)
     )
     messages, _ = env.init()
     frames = [_frame(messages[0])]
+    replies: dict[str, str] = {}
     done = False
     while not done:
-        try:
-            response = client.chat.completions.create(
-                model=options.model,
-                messages=window(messages, options.image_history),
-                max_tokens=options.max_tokens,
-                temperature=0.0,
-            )
-        except openai.APIStatusError as error:  # e.g. 413: the prompt and max_tokens exceed the model's positions
-            raise EndpointError(
-                f"the endpoint refused turn {len(frames)} of maze seed {entry['seed']} with {error.status_code}: "
-                f"{_error_message(error)}"
-            ) from None
-        except openai.APIConnectionError as error:
-            raise EndpointError(f"lost the endpoint at turn {len(frames)} of maze seed {entry['seed']}: {error}") from None
-        reply = response.choices[0].message.content or ""
+        shown = window(messages, options.image_history)
+        key = json.dumps(shown) if options.reuse_replies else ""
+        if key in replies:
+            reply = replies[key]
+        else:
+            try:
+                response = client.chat.completions.create(
+                    model=options.model, messages=shown, max_tokens=options.max_tokens, temperature=0.0
+                )
+            except openai.APIStatusError as error:  # e.g. 413: the prompt and max_tokens exceed the model's positions
+                raise EndpointError(
+                    f"the endpoint refused turn {len(frames)} of maze seed {entry['seed']} with {error.status_code}: "
+                    f"{_error_message(error)}"
+                ) from None
+            except openai.APIConnectionError as error:
+                raise EndpointError(
+                    f"lost the endpoint at turn {len(frames)} of maze seed {entry['seed']}: {error}"
+                ) from None
+            reply = response.choices[0].message.content or ""
+            if options.reuse_replies:
+                replies[key] = reply
         step = env.step(reply)
         done = step["done"]
         messages.append({"role": "assistant", "content": reply})
@@ -149,12 +157,15 @@ def evaluate_endpoint(
     api_key: str = "EMPTY",
     timeout_s: float = DEFAULT_TIMEOUT_S,
     on_episode: Callable[[int, int, int], None] | None = None,
+    reuse_replies: bool = False,
 ) -> dict:
     """Play the frozen set ``set_name`` through ``endpoint`` (``http://host:port`` or ``.../v1``).
 
     Returns the ``build_report`` dict (plus ``endpoint`` and ``model``). With ``out_dir`` it
     also writes ``report.json`` and ``episode-seed<N>.png`` (a solved episode when there is one).
     ``on_episode(done, total, solved)`` is called as each episode finishes (a progress display).
+    ``reuse_replies`` sends a request repeated within an episode (a wall bump, a loop) once and
+    replays its reply: exact for a server whose greedy replies depend on the request alone.
     The settings are :class:`EvaluateSettings`'s; a bad one raises `workload.config.ConfigError`
     before anything is played.
     """
@@ -165,7 +176,7 @@ def evaluate_endpoint(
     options = config.validate_flat(EvaluateSettings, {
         "endpoint": endpoint, "model": model, "set_name": set_name, "max_turns": max_turns, "style": style,
         "image_history": image_history, "cell_px": cell_px, "max_tokens": max_tokens, "concurrency": concurrency,
-        "limit": limit}, what="evaluate settings")
+        "limit": limit, "reuse_replies": reuse_replies}, what="evaluate settings")
     held = load_set(options.set_name)
     entries = list(held.entries)[: options.limit]
     root = options.endpoint.rstrip("/")

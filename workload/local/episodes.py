@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from workload.local.policy import PROMPT_STYLE, Encoder, turn_context
+from workload.local.policy import PROMPT_STYLE, Context, Encoder, turn_context
 from workload.maze.conversation import MazeConversation
 from workload.maze.metrics import Episode
 
@@ -103,7 +103,7 @@ def play(
 
     ``generator_seed`` seeds torch's sampler so rollouts are a pure function of it.
     """
-    from workload.local.policy import generate
+    from workload.local.policy import EncodingCache, generate_encoded
 
     if generator_seed is not None:
         torch.manual_seed(generator_seed)
@@ -111,6 +111,10 @@ def play(
     started = [start_episode(state, settings, seed) for state, seed in zip(init_states, seeds, strict=True)]
     envs, records = [e for e, _ in started], [r for _, r in started]
     active = list(range(len(records)))
+    # Greedy replies are a function of the context: a context seen before in this play (a wall
+    # bump repeated, a loop) gets the reply it got then, without running the model again.
+    replies: dict[tuple, list[int]] | None = {} if settings.temperature == 0 else None
+    cache = EncodingCache(encoder)
     while active:
         contexts = [
             turn_context(
@@ -122,9 +126,35 @@ def play(
             )
             for i in active
         ]
-        completions = generate(
-            model, encoder, contexts, temperature=settings.temperature, max_new_tokens=settings.max_new_tokens
-        )
+        keys = [c.key for c in contexts]
+        unique: dict[tuple, int] = {}  # context key -> its row in this turn's prompt batch
+        owners: list[Context] = []  # each row's context
+        rows = []  # the prompt row of each episode that needs the model
+        for context, key in zip(contexts, keys, strict=True):
+            if replies is not None and key in replies:
+                continue
+            if key not in unique:
+                unique[key] = len(unique)
+                owners.append(context)
+            rows.append(unique[key])
+        if owners:
+            prompts = cache.batch(owners)
+            fresh = iter(
+                generate_encoded(
+                    model,
+                    encoder,
+                    prompts,
+                    temperature=settings.temperature,
+                    max_new_tokens=settings.max_new_tokens,
+                    rows=rows,
+                )
+            )
+        completions = [
+            replies[key] if replies is not None and key in replies else next(fresh) for key in keys
+        ]
+        if replies is not None:
+            for key, completion in zip(keys, completions, strict=True):
+                replies.setdefault(key, completion)
         active = [
             i
             for i, completion in zip(active, completions, strict=True)

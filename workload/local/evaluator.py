@@ -64,7 +64,42 @@ def path_states(entry: dict, cfg: RehearsalConfig) -> tuple[list[Context], list[
     return contexts, actions
 
 
-@torch.no_grad()
+class PathCheck:
+    """``path_argmax_solved`` on one fixed set, its path states rendered and encoded once.
+
+    The SFT stop checks the same validation set every few steps: only the model changes, so
+    the prompts are built once and each check is the batched forwards alone.
+    """
+
+    def __init__(self, encoder: Encoder, held: Any, cfg: RehearsalConfig):
+        contexts, labels, self.owner = [], [], []
+        for index, entry in enumerate(held.entries):
+            c, a = path_states(entry, cfg)
+            contexts += c
+            labels += a
+            self.owner += [index] * len(c)
+        self.mazes = len(held.entries)
+        self.want = torch.tensor([encoder.tokenizer.encode(a, add_special_tokens=False)[0] for a in labels])
+        self.batches = [
+            encoder.encode(contexts[lo : lo + PROXY_BATCH]) for lo in range(0, len(contexts), PROXY_BATCH)
+        ]
+
+    @torch.no_grad()
+    def argmax(self, model: Any) -> torch.Tensor:
+        """The greedy first token on every path state, maze by maze in the set's order."""
+        tokens = []
+        for batch in self.batches:
+            batch = {k: v.to(model.device) for k, v in batch.items()}
+            tokens.append(model(**batch, logits_to_keep=1).logits[:, -1].argmax(-1).cpu())
+        return torch.cat(tokens)
+
+    def __call__(self, model: Any) -> list[bool]:
+        solved = [True] * self.mazes
+        for ok, index in zip((self.argmax(model) == self.want).tolist(), self.owner, strict=True):
+            solved[index] = solved[index] and ok
+        return solved
+
+
 def path_argmax_solved(model: Any, encoder: Encoder, held: Any, cfg: RehearsalConfig) -> list[bool]:
     """Per maze: is the greedy first token the solver's action on every state of the shortest path?
 
@@ -72,20 +107,4 @@ def path_argmax_solved(model: Any, encoder: Encoder, held: Any, cfg: RehearsalCo
     ``max_turns`` sequential ones): a policy that is right on every path state solves the
     maze, and greedy play that leaves the path rarely comes back within the turn cap.
     """
-    contexts, labels, owner = [], [], []
-    for index, entry in enumerate(held.entries):
-        c, a = path_states(entry, cfg)
-        contexts += c
-        labels += a
-        owner += [index] * len(c)
-    want = torch.tensor([encoder.tokenizer.encode(a, add_special_tokens=False)[0] for a in labels])
-    right = torch.zeros(len(contexts), dtype=torch.bool)
-    for lo in range(0, len(contexts), PROXY_BATCH):
-        batch = encoder.encode(contexts[lo : lo + PROXY_BATCH])
-        batch = {k: v.to(model.device) for k, v in batch.items()}
-        logits = model(**batch).logits[:, -1]
-        right[lo : lo + PROXY_BATCH] = logits.argmax(-1).cpu() == want[lo : lo + PROXY_BATCH]
-    solved = [True] * len(held.entries)
-    for ok, index in zip(right.tolist(), owner, strict=True):
-        solved[index] = solved[index] and ok
-    return solved
+    return PathCheck(encoder, held, cfg)(model)

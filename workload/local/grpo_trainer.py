@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import math
 import random
 import time
@@ -29,7 +28,7 @@ from workload.local.config import SCHEDULERS, RehearsalConfig
 from workload.local.data import PHASE_GRPO, draw_seeds
 from workload.local.episodes import EpisodeRecord
 from workload.local.evaluator import evaluate_heldout
-from workload.local.policy import Context, Encoder, completion_logprobs, turn_context
+from workload.local.policy import Context, Encoder, EncodingCache, completion_logprobs, turn_context
 from workload.local.rundir import LATEST_FILE, RunDir, torch_save_atomic
 from workload.maze.generator import generate_from_seed
 
@@ -135,7 +134,7 @@ def merge_duplicates(
     for context, completion, adv, group in zip(contexts, completions, advantages, group_of, strict=True):
         if adv == 0.0:
             continue
-        key = (group, json.dumps(context.messages, sort_keys=True), tuple(completion), adv > 0)
+        key = (group, context.key, tuple(completion), adv > 0)
         if key in merged:
             s = merged[key]
             s.advantage = (s.advantage * s.count + adv) / (s.count + 1)
@@ -289,6 +288,7 @@ class GrpoLearner:
         n_minis = t.train_batch_size // t.policy_mini_batch_size
         recompute_old = n_minis * t.update_epochs_per_batch > 1
         samples = merge_duplicates(contexts, completions, advantages, group_of)
+        prompts = EncodingCache(self.encoder)  # samples of one context share its encoding
         minis: list[tuple[list[MicroBatch], float]] = []
         for m in range(n_minis):
             lo, hi = m * t.policy_mini_batch_size, (m + 1) * t.policy_mini_batch_size
@@ -302,7 +302,7 @@ class GrpoLearner:
             micro = []
             for part in _chunks(len(mine), MICRO_BATCH_SAMPLES):
                 chunk = mine[part]
-                batch = self.encoder.training_batch([s.context for s in chunk], [s.completion for s in chunk])
+                batch = prompts.batch([s.context for s in chunk], [s.completion for s in chunk])
                 batch = {k: v.to(device) for k, v in batch.items()}
                 old = None
                 if recompute_old:

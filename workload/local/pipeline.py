@@ -3,13 +3,14 @@
 Phases: 1 build the tiny base model; 2 SFT warm start (stopping rule on validation);
 3 GRPO with LoRA on a local Ray cluster, evaluating the validation set and the frozen
 held-out set before training and every ``eval_interval``; 4 serve the adapter chosen on
-the validation set on the local endpoint and evaluate the held-out set through it;
+the validation set on the local endpoint (on the same Ray) and evaluate the held-out set through it;
 5 report (paired tests against the SFT baseline), pictures. Each phase skips work already on disk, so the
 same command after a kill resumes from the latest checkpoint.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import shutil
 import time
@@ -42,6 +43,14 @@ def _device() -> str | None:
     import torch
 
     return "cuda" if torch.cuda.is_available() else None
+
+
+def _training_ray(cfg: RehearsalConfig) -> Any:
+    """The rehearsal's one local Ray (loopback, token auth): rollout actors, then the endpoint."""
+    from workload.local.rollout import local_ray
+
+    use_gpu = _device() == "cuda"
+    return local_ray(num_cpus=max(2, cfg.generator.inference_engine.num_engines), num_gpus=1 if use_gpu else 0)
 
 
 def _phase_model(cfg: RehearsalConfig, run: RunDir, echo: Callable[[str], None]) -> None:
@@ -90,32 +99,31 @@ def _phase_sft(cfg: RehearsalConfig, run: RunDir, ctx: dict, echo: Callable[[str
     return {"steps": result.steps, "validation_solved": result.validation_solved, "history": result.history}
 
 
-def _phase_grpo(cfg: RehearsalConfig, run: RunDir, ctx: dict, echo: Callable[[str], None]) -> dict:
+def _phase_grpo(cfg: RehearsalConfig, run: RunDir, ctx: dict, echo: Callable[[str], None], ray: Any) -> dict:
     from workload.local.evaluator import eval_settings
     from workload.local.grpo_trainer import GrpoLearner
     from workload.local.policy import Encoder
-    from workload.local.rollout import attach_lora, local_ray, start_workers
+    from workload.local.rollout import attach_lora, start_workers
     from workload.model.tiny import load_tiny
 
     t, g = cfg.trainer, cfg.generator
     model, processor = load_tiny(run.sft_model, device=_device())
     model = attach_lora(model, t.policy.model.lora)
     start = run.latest_step() or 0
-    use_gpu = _device() == "cuda"
-    with local_ray(num_cpus=max(2, g.inference_engine.num_engines), num_gpus=1 if use_gpu else 0) as ray:
-        rollout = dataclasses.replace(
-            eval_settings(cfg),
-            temperature=g.sampling_params.temperature,
-            max_new_tokens=g.sampling_params.max_generate_length,
-        )
-        workers = start_workers(
-            ray,
-            g.inference_engine.num_engines,
-            str(run.sft_model),
-            t.policy.model.lora,
-            rollout,
-            use_gpu=use_gpu,
-        )
+    rollout = dataclasses.replace(
+        eval_settings(cfg),
+        temperature=g.sampling_params.temperature,
+        max_new_tokens=g.sampling_params.max_generate_length,
+    )
+    workers = start_workers(
+        ray,
+        g.inference_engine.num_engines,
+        str(run.sft_model),
+        t.policy.model.lora,
+        rollout,
+        use_gpu=_device() == "cuda",
+    )
+    try:
         learner = GrpoLearner(
             cfg=cfg,
             run=run,
@@ -131,9 +139,7 @@ def _phase_grpo(cfg: RehearsalConfig, run: RunDir, ctx: dict, echo: Callable[[st
         )
         if start:
             learner.load_checkpoint(start)
-            echo(
-                f"[grpo] resumed from checkpoint global_step_{start} (trainer.resume_mode=none starts afresh)"
-            )
+            echo(f"[grpo] resumed from checkpoint global_step_{start} (trainer.resume_mode=none starts afresh)")
         elif t.eval_before_train and not run.eval_report(0).is_file():
             learner.evaluate(0)
         echo(
@@ -141,11 +147,18 @@ def _phase_grpo(cfg: RehearsalConfig, run: RunDir, ctx: dict, echo: Callable[[st
             f"{g.n_samples_per_prompt} rollouts per step, steps {start + 1}..{t.max_training_steps}"
         )
         learner.train(start)
+    finally:
+        for worker in workers:  # their CPUs go to the endpoint's replica on the same Ray
+            ray.kill(worker)
     return {"resumed_from_step": start}
 
 
 def _phase_serve(cfg: RehearsalConfig, run: RunDir, best_step: int, echo: Callable[[str], None]) -> dict:
-    """Serve the selected adapter on the local endpoint and evaluate the held-out set through it."""
+    """Serve the selected adapter on the local endpoint and evaluate the held-out set through it.
+
+    Run inside the training run's Ray (``LocalServer`` joins a running Ray and shuts only its
+    Serve apps down), so the rehearsal starts one Ray cluster, not two.
+    """
     adapters = run.root / "served"
     name = f"global_step_{best_step}"
     if not (adapters / name).is_dir():
@@ -171,6 +184,7 @@ def _phase_serve(cfg: RehearsalConfig, run: RunDir, best_step: int, echo: Callab
             image_history=cfg.generator.image_history,
             cell_px=cfg.environment.maze.cell_px,
             max_tokens=cfg.generator.eval_sampling_params.max_generate_length,
+            reuse_replies=True,
         )
     write_json_atomic(run.root / "evals" / "served.json", report)
     solved = {e["seed"]: bool(e["solved"]) for e in report.get("episodes", [])}
@@ -244,16 +258,19 @@ def rehearse(cfg: RehearsalConfig, *, echo: Callable[[str], None] = print) -> di
             _phase_model(cfg, run, echo)
         with timer.run("sft"):
             sft = _phase_sft(cfg, run, ctx, echo)
-        with timer.run("grpo"):
-            grpo = _phase_grpo(cfg, run, ctx, echo)
-        selected = selected_export_step(run)
-        if selected is None:
-            raise RuntimeError(
-                f"no exported GRPO step has a validation evaluation in {run.root}: set trainer.hf_save_interval "
-                "to a multiple of trainer.eval_interval so an evaluated adapter can be chosen"
-            )
-        with timer.run("serve"):
-            served = _phase_serve(cfg, run, selected, echo) if cfg.serve.enabled else {}
+        with contextlib.ExitStack() as cluster:
+            with timer.run("grpo"):
+                ray = cluster.enter_context(_training_ray(cfg))
+                grpo = _phase_grpo(cfg, run, ctx, echo, ray)
+            selected = selected_export_step(run)
+            if selected is None:
+                raise RuntimeError(
+                    f"no exported GRPO step has a validation evaluation in {run.root}: set trainer.hf_save_interval "
+                    "to a multiple of trainer.eval_interval so an evaluated adapter can be chosen"
+                )
+            with timer.run("serve"):
+                served = _phase_serve(cfg, run, selected, echo) if cfg.serve.enabled else {}
+                cluster.close()  # Ray stops, the endpoint's actors with it: counted in the serve phase
         metrics.close()
         cpu_s = memory.cpu_s
     return finish_report(

@@ -9,6 +9,7 @@ is not below the baseline. Every held-out evaluation is still reported, as a cur
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -189,6 +190,21 @@ def solved_episode_png(run: RunDir, step: int, heldout: Any, cell_px: int, path)
     return episode["seed"]
 
 
+def resources_line(
+    wall_s: float, phases: dict, cpu_s: float | None, phase_cpu: dict, peak_gib: float, load: float
+) -> str:
+    """Wall and CPU seconds, each per phase, the machine's load and the peak memory, on one line."""
+
+    def per_phase(seconds: dict) -> str:
+        return ", ".join(f"{k} {v:.0f} s" for k, v in seconds.items())
+
+    cpu = f"CPU {cpu_s:.0f} s ({per_phase(phase_cpu)}); " if cpu_s is not None else ""
+    return (
+        f"wall {wall_s:.0f} s ({per_phase(phases)}); {cpu}load average {load:.1f} on "
+        f"{os.cpu_count()} cores; peak memory {peak_gib:.2f} GiB"
+    )
+
+
 def finish_report(
     *,
     cfg: RehearsalConfig,
@@ -233,6 +249,7 @@ def finish_report(
         "phase_seconds": phases,
         "phase_cpu_seconds": phase_cpu_seconds or {},
         "peak_memory_gib": peak_gib,
+        "load_average_1m": os.getloadavg()[0],  # the machine's, at the end: others' work inflates wall time
         "resumed_from_step": grpo.get("resumed_from_step", 0),
         "sft": {k: v for k, v in sft.items() if k != "history"},
         "image_history": cfg.generator.image_history,
@@ -245,11 +262,7 @@ def finish_report(
     write_json_atomic(run.root / "report.json", report)
     echo("")
     echo(format_table(report))
-    echo(
-        f"wall {wall_s:.0f} s ({', '.join(f'{k} {v:.0f} s' for k, v in phases.items())}); "
-        + (f"CPU {cpu_s:.0f} s; " if cpu_s is not None else "")
-        + f"peak memory {peak_gib:.2f} GiB"
-    )
+    echo(resources_line(wall_s, phases, cpu_s, phase_cpu_seconds or {}, peak_gib, report["load_average_1m"]))
     echo(
         f"report: {run.root / 'report.json'}  curve: {run.root / 'eval_curve.png'}  "
         f"episode: {run.root / 'episode.png'}"

@@ -6,7 +6,7 @@ depending on the seed (measured at ~140 steps: 12, 0 and 3 of 64 for seeds 0, 1,
 training stops once the greedy policy gets ``sft.target_solved`` mazes of a separate
 validation set (never the held-out set) right on every state of their shortest path,
 checked every ``sft.check_every`` steps, or at ``sft.max_steps``. That check is one batched
-forward (``path_argmax_solved``). The escape from the action-marginal plateau is sharp (measured:
+forward (``PathCheck``: the validation prompts are encoded once). The escape from the action-marginal plateau is sharp (measured:
 below 8 to 15 and 23 of 64 between two checks 5 steps apart), and a start that strong leaves GRPO
 nothing it can show (held-out baselines 18-19 of 64 gained 1-5 mazes; from 9 it gained 9). So a
 check above ``sft.max_solved`` is an overshoot: training goes back to the last check at or below it
@@ -28,7 +28,7 @@ import torch
 
 from workload.local.config import RehearsalConfig
 from workload.local.data import demonstration_batch
-from workload.local.evaluator import path_argmax_solved
+from workload.local.evaluator import PathCheck
 from workload.local.grpo import masked_mean
 from workload.local.policy import Context, Encoder, completion_logprobs
 from workload.local.rundir import RunDir, torch_save_atomic
@@ -116,6 +116,7 @@ def run_sft(
         log("sft", step, {"sft/resumed_from_step": step})
         if state.get("stopped"):
             return SftResult(step, state["solved"], history)
+    check = PathCheck(encoder, validation, cfg)  # the same prompts every check
     rule = StopRule(s.target_solved, s.max_solved, s.check_every, accepted_step=step)
     accepted = _snapshot(model, opt, sched, step, history, cfg, solved)
     started = time.perf_counter()
@@ -141,7 +142,7 @@ def run_sft(
         if not rule.due(step) and step < s.max_steps:
             continue
         model.eval()
-        solved = sum(path_argmax_solved(model, encoder, validation, cfg))
+        solved = sum(check(model))
         action, at = rule.after_check(step, solved)
         history.append({"step": step, "loss": loss.item(), "solved": solved, "action": action})
         log(

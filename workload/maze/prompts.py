@@ -19,6 +19,9 @@ from PIL import Image
 from workload.serving_rules import data_uri_bytes
 
 STYLES = ("visgym", "compact")
+DATA_URIS_KEPT_BYTES = 32 * 2**20  # frames remembered by frame_to_data_uri (keys + URIs): 32 MiB at most
+_DATA_URIS: dict[tuple, str] = {}
+_data_uri_bytes = 0
 
 # SkyRL examples/train/visgym/env_sft.py appends this to VisGym's prompt.
 FORMAT_INSTRUCTION = (
@@ -67,8 +70,26 @@ def frame_to_png(frame: np.ndarray | Image.Image) -> bytes:
 
 
 def frame_to_data_uri(frame: np.ndarray | Image.Image) -> str:
-    """``data:image/png;base64,...`` for a frame: the ``image_url`` form OpenAI-style APIs accept."""
-    return "data:image/png;base64," + base64.b64encode(frame_to_png(frame)).decode("ascii")
+    """``data:image/png;base64,...`` for a frame: the ``image_url`` form OpenAI-style APIs accept.
+
+    Array frames are encoded once while they keep coming back (an episode bumping a wall, the
+    rollouts of one maze passing the same cells): up to ``DATA_URIS_KEPT_BYTES`` are remembered.
+    """
+    global _data_uri_bytes
+    if isinstance(frame, Image.Image):
+        return "data:image/png;base64," + base64.b64encode(frame_to_png(frame)).decode("ascii")
+    array = np.asarray(frame, dtype=np.uint8)
+    key = (array.shape, array.tobytes())
+    uri = _DATA_URIS.get(key)
+    if uri is None:
+        uri = "data:image/png;base64," + base64.b64encode(frame_to_png(array)).decode("ascii")
+        size = len(key[1]) + len(uri)
+        if _data_uri_bytes + size > DATA_URIS_KEPT_BYTES:
+            _DATA_URIS.clear()
+            _data_uri_bytes = 0
+        _DATA_URIS[key] = uri
+        _data_uri_bytes += size
+    return uri
 
 
 def data_uri_to_image(uri: str) -> Image.Image:

@@ -183,6 +183,43 @@ def test_progress_is_reported_per_finished_episode_and_the_report_keeps_the_set_
     assert [episode["seed"] for episode in report["episodes"]] == seeds
 
 
+@pytest.fixture
+def bumping_endpoint():
+    """A loopback server that always answers a move into a wall next to the first maze's start."""
+    from workload.maze.env import Maze2D
+
+    first = load_set(REHEARSAL["set_name"]).entries[0]
+    env = Maze2D(7, cell_px=REHEARSAL["cell_px"])
+
+    def bumps(action: str) -> bool:
+        env.reset(init_state=first["init_state"])
+        start = env.agent
+        env.step(action)
+        return env.agent == start
+
+    bump = next(a for a in (f"('move', {d})" for d in range(4)) if bumps(a))
+    handler = type("Handler", (_ScriptedChat,), {"script": (bump,) * 99, "requests": []})
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = serve_in_thread(server)
+    try:
+        yield f"http://127.0.0.1:{server.server_port}", handler
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+def test_reused_replies_play_the_same_episode_with_one_request_per_distinct_window(bumping_endpoint):
+    url, handler = bumping_endpoint
+    options = {"endpoint": url, "model": "scripted", "limit": 1, "max_turns": 6, "image_history": 1, **REHEARSAL}
+    every = evaluate_endpoint(**options)
+    sent = len(handler.requests)
+    reused = evaluate_endpoint(**options, reuse_replies=True)
+    assert reused["episodes"] == every["episodes"] and every["episodes"][0]["turns"] == 6
+    assert every["episodes"][0]["wall_bumps"] == 6
+    assert sent == 6 and len(handler.requests) - sent == 1  # the bumped frame is the first frame again
+
+
 class _RefusingChat(_ScriptedChat):
     """Lists its model, then refuses every turn as the local server does a prompt over the model's positions."""
 

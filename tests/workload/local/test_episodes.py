@@ -97,3 +97,71 @@ def test_greedy_play_is_deterministic_and_frames_match_the_env(policy):
     (a,), (b,) = play(model, encoder, [state], greedy), play(model, encoder, [state], greedy)
     assert a.replies == b.replies
     assert np.array_equal(a.frames[0], Maze2D(7, cell_px=8).reset(init_state=state)[0])
+
+
+def _play_unshared(model, encoder, states, settings, generator_seed):
+    """Reference: every active episode runs its own row of one ``model.generate`` per turn."""
+    import torch
+
+    from workload.local.policy import turn_context
+
+    torch.manual_seed(generator_seed)
+    started = [start_episode(state, settings) for state in states]
+    envs, records = [e for e, _ in started], [r for _, r in started]
+    active = list(range(len(records)))
+    sampling = (
+        {"do_sample": True, "temperature": settings.temperature, "top_k": 0, "top_p": 1.0}
+        if settings.temperature
+        else {"do_sample": False}
+    )
+    while active:
+        contexts = [
+            turn_context(
+                records[i].frames, records[i].replies, records[i].turns, history=settings.history, size=7
+            )
+            for i in active
+        ]
+        batch = encoder.encode(contexts)
+        out = model.generate(
+            **batch,
+            max_new_tokens=settings.max_new_tokens,
+            pad_token_id=encoder.pad_id,
+            eos_token_id=encoder.eos_id,
+            **sampling,
+        )
+        rows = [
+            r[: r.index(encoder.eos_id) + 1] if encoder.eos_id in r else r
+            for r in out[:, batch["input_ids"].shape[1] :].tolist()
+        ]
+        active = [
+            i
+            for i, row in zip(active, rows, strict=True)
+            if not take_turn(envs[i], records[i], encoder.decode(row), row)
+        ]
+    return records
+
+
+@pytest.mark.parametrize("temperature", [1.0, 0.0])
+def test_shared_prefixes_and_remembered_greedy_replies_play_what_unshared_generation_plays(
+    policy, temperature
+):
+    """Groups of the same maze share prefills (and greedy play reuses the reply to a context met
+    before), yet every episode's tokens equal those of one generate row per episode per turn."""
+    model, encoder = policy
+    settings = PlaySettings(
+        size=7, cell_px=8, max_turns=8, history=1, temperature=temperature, max_new_tokens=2
+    )
+    states = [generate_from_seed(s, 7) for s in (1, 2, 3) for _ in range(4)]
+    rows = []
+    hook = model.register_forward_pre_hook(
+        lambda _m, _a, kw: rows.append(kw["input_ids"].shape[0]) if "pixel_values" in kw else None,
+        with_kwargs=True,
+    )
+    try:
+        ours = play(model, encoder, states, settings, generator_seed=5)
+    finally:
+        hook.remove()
+    reference = _play_unshared(model, encoder, states, settings, generator_seed=5)
+    assert [r.completions for r in ours] == [r.completions for r in reference]
+    assert [r.reward for r in ours] == [r.reward for r in reference]
+    assert sum(rows) < sum(r.turns for r in ours) / 2  # the prefills ran far fewer rows than turns played

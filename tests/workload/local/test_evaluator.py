@@ -46,3 +46,29 @@ def test_a_maze_right_on_its_whole_path_is_one_greedy_play_solves(tiny_model_dir
     records = play(model, encoder, [e["init_state"] for e in held.entries], eval_settings(cfg))
     for flag, record in zip(right, records, strict=True):
         assert not flag or record.solved
+
+
+def test_a_path_check_built_once_follows_the_model_it_is_given(tiny_model_dir):
+    """The SFT stop builds its validation prompts once: each check must read the current weights,
+    and its last-position logits must pick the tokens a full forward of fresh prompts picks."""
+    import torch
+
+    from workload.local.evaluator import PathCheck
+    from workload.model.tiny import load_tiny
+
+    cfg = load_config("local", [])
+    model, processor = load_tiny(tiny_model_dir)
+    encoder = Encoder(processor)
+    held = load_set("rehearsal-7x7-64")
+    check = PathCheck(encoder, held, cfg)
+    picked = []
+    for scale in (1.0, -1.0):  # flipping the output layer changes which token is the argmax
+        with torch.no_grad():
+            model.lm_head.weight.mul_(scale)
+            fresh = [
+                model(**encoder.encode(path_states(entry, cfg)[0])).logits[:, -1].argmax(-1)
+                for entry in held.entries
+            ]
+        picked.append(check.argmax(model))
+        assert torch.equal(picked[-1], torch.cat(fresh))
+    assert not torch.equal(*picked)

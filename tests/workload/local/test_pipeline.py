@@ -135,3 +135,34 @@ def test_sigkill_then_the_same_command_resumes_and_ends_like_an_uninterrupted_ru
     a = load_file(reference.export(6) / "adapter_model.safetensors")
     b = load_file(run.export(6) / "adapter_model.safetensors")
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_the_endpoint_is_served_from_the_training_runs_ray_and_nothing_is_left_running(
+    tiny_model_dir, tmp_path
+):
+    """The serve phase joins the Ray the rollouts ran on (no second cluster), leaves it running
+    for the phase's end, and once that Ray stops no process of the run remains."""
+    import shutil
+    import sys
+
+    from workload.local.config import load_config
+    from workload.local.rollout import attach_lora
+    from workload.model.tiny import load_tiny
+
+    run = RunDir(tmp_path / "run")
+    shutil.copytree(tiny_model_dir, run.sft_model)
+    model, _ = load_tiny(run.sft_model)
+    attach_lora(model, load_config("local", []).trainer.policy.model.lora).save_pretrained(run.export(1))
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.workload.local.serve_phase_probe", str(run.root), "1"],
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT_S,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert seen["serving_gcs"] == seen["training_gcs"] and not seen["server_started_its_own_ray"]
+    assert seen["ray_up_after_serving"] and not seen["ray_up_after_the_run"]
+    assert seen["processes_left"] == 0
+    served = seen["served"]
+    assert (served["total"], served["via"], served["step"]) == (64, "endpoint", 1)

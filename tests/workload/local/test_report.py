@@ -240,3 +240,19 @@ def test_phase_timer_adds_up_each_phase_even_when_it_fails_and_prints_nothing(mo
         raise RuntimeError("interrupted")
     assert timer.seconds == {"sft": 6.5, "grpo": 1.0}
     assert capsys.readouterr() == ("", "")
+
+
+def test_resources_line_gives_wall_and_cpu_per_phase_load_and_peak_memory():
+    from workload.local.report import resources_line
+
+    line = resources_line(
+        281.4,
+        {"model": 3.2, "sft": 70.1, "grpo": 160.0, "serve": 48.1},
+        262.6,
+        {"model": 2.9, "sft": 68.0, "grpo": 170.2, "serve": 21.5},
+        3.04,
+        1.25,
+    )
+    assert line.startswith("wall 281 s (model 3 s, sft 70 s, grpo 160 s, serve 48 s); ")
+    assert "CPU 263 s (model 3 s, sft 68 s, grpo 170 s, serve 22 s); load average 1.2 on " in line
+    assert line.endswith("; peak memory 3.04 GiB")

@@ -43,6 +43,17 @@ def test_data_uri_round_trip_is_lossless(frame):
     assert np.array_equal(np.asarray(image), frame)
 
 
+def test_a_remembered_data_uri_follows_the_frame_content_not_the_array_object(frame):
+    """Data URIs are remembered by frame content: an array drawn over in place gets a new one."""
+    canvas = frame.copy()
+    first = frame_to_data_uri(canvas)
+    assert frame_to_data_uri(canvas.copy()) == first  # the same pixels: the same URI
+    canvas[0, 0] = [255, 0, 0]
+    changed = frame_to_data_uri(canvas)
+    assert changed != first and np.array_equal(np.asarray(data_uri_to_image(changed)), canvas)
+    assert frame_to_data_uri(Image.fromarray(canvas)) == changed  # PIL images are encoded alike
+
+
 @pytest.mark.parametrize(
     "uri", ["http://x/y.png", "data:image/png;base64,!!!", "data:image/png;base64,aGVsbG8=", 5]
 )
