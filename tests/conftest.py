@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import pathlib
 
@@ -48,6 +49,13 @@ def _share_botocore_models() -> None:
 
 
 _share_botocore_models()
+
+# The suite imports torch, transformers, Ray, moto and the CDK (millions of long-lived objects) and
+# then allocates fast; with Python's default thresholds (700, 10, 10) the collector walked that heap
+# about 8,000 times a run (7 s of CPU, measured with gc.callbacks). Collecting every 50,000
+# allocations instead took 85 collections (2.6 s) for about 80 MB more peak memory.
+GC_THRESHOLDS = (50_000, 20, 100)
+gc.set_threshold(*GC_THRESHOLDS)
 
 
 # Session fixtures that make every test using them slow (> ~20 s): a whole tiny rehearsal,
