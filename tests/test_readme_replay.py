@@ -646,7 +646,11 @@ def _cluster_evaluate_refused(walk: Walk, ran: Ran) -> None:
 
 def _rehearsal_resumed(walk: Walk, ran: Ran) -> None:
     _ok(ran)
-    assert re.search(r"^\[grpo\] resumed from checkpoint global_step_\d+", ran.stdout, re.M), ran.stdout
+    # The run is finished on disk: every phase is read back, nothing is trained or served again.
+    assert re.search(r"^\[grpo\] finished on disk at checkpoint global_step_\d+: nothing to train", ran.stdout,
+                     re.M), ran.stdout
+    assert re.search(r"^\[serve\] \S+ already evaluated through the endpoint", ran.stdout, re.M), ran.stdout
+    assert "rollout actors;" not in ran.stdout and "/v1 serving" not in ran.stdout, ran.stdout
     resumed_root = Path(walk.values["rehearse_root"]) / "runs" / walk.run_root.name
     resumed = json.loads((resumed_root / "report.json").read_text())
     original = json.loads((walk.run_root / "report.json").read_text())

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import shutil
 import time
 from collections.abc import Callable
@@ -22,6 +23,10 @@ from workload.files import write_dir_atomic, write_json_atomic
 from workload.local.config import RehearsalConfig
 from workload.local.rundir import RunDir, point_latest
 from workload.local.tracking import MetricsLog, PeakMemory, PhaseTimer
+from workload.maze.heldout import load_set
+
+# The base model's name on the rehearsal's endpoint; adapters are served as NAME:global_step_N.
+SERVED_BASE_ID = "maze-sft"
 
 PROGRESS_KEYS = {
     "sft": ("sft/loss", "sft/validation_solved"),
@@ -107,6 +112,10 @@ def _phase_grpo(cfg: RehearsalConfig, run: RunDir, ctx: dict, echo: Callable[[st
     from workload.model.tiny import load_tiny
 
     t, g = cfg.trainer, cfg.generator
+    if _grpo_finished(cfg, run):
+        step = run.latest_step()
+        echo(f"[grpo] finished on disk at checkpoint global_step_{step}: nothing to train, no rollout actors")
+        return {"resumed_from_step": step}
     model, processor = load_tiny(run.sft_model, device=_device())
     model = attach_lora(model, t.policy.model.lora)
     start = run.latest_step() or 0
@@ -153,6 +162,40 @@ def _phase_grpo(cfg: RehearsalConfig, run: RunDir, ctx: dict, echo: Callable[[st
     return {"resumed_from_step": start}
 
 
+def _grpo_finished(cfg: RehearsalConfig, run: RunDir) -> bool:
+    """The last step's checkpoint is on disk (it is written after that step's evaluation and export)."""
+    return (run.latest_step() or 0) >= cfg.trainer.max_training_steps
+
+
+def _served_model_id(best_step: int) -> str:
+    return f"{SERVED_BASE_ID}:global_step_{best_step}"
+
+
+def _served_summary(cfg: RehearsalConfig, report: dict, best_step: int) -> dict:
+    solved = {e["seed"]: bool(e["solved"]) for e in report.get("episodes", [])}
+    seeds = [e["seed"] for e in load_set(cfg.environment.heldout_set).entries]
+    return {
+        "solved": report["solved"],
+        "total": report["total"],
+        "step": best_step,
+        "model": report["model"],
+        "via": "endpoint",
+        "per_maze": [solved.get(s) for s in seeds],
+    }
+
+
+def _served_on_disk(cfg: RehearsalConfig, run: RunDir, best_step: int, echo: Callable[[str], None]) -> dict | None:
+    """The endpoint's evaluation of this step, if a finished earlier run of these settings wrote it."""
+    path = run.root / "evals" / "served.json"
+    if not path.is_file():
+        return None
+    report = json.loads(path.read_text())
+    if report.get("model") != _served_model_id(best_step) or report.get("set") != cfg.environment.heldout_set:
+        return None
+    echo(f"[serve] {report['model']} already evaluated through the endpoint: {path}")
+    return _served_summary(cfg, report, best_step)
+
+
 def _phase_serve(cfg: RehearsalConfig, run: RunDir, best_step: int, echo: Callable[[str], None]) -> dict:
     """Serve the selected adapter on the local endpoint and evaluate the held-out set through it.
 
@@ -169,10 +212,9 @@ def _phase_serve(cfg: RehearsalConfig, run: RunDir, best_step: int, echo: Callab
         from workload.evaluate.endpoint import evaluate_endpoint
     except ImportError:
         return {}
-    from workload.maze.heldout import load_set
     from workload.serve.local import LocalServer
 
-    with LocalServer(run.sft_model, str(adapters), base_model_id="maze-sft") as server:
+    with LocalServer(run.sft_model, str(adapters), base_model_id=SERVED_BASE_ID) as server:
         model_id = f"{server.base_model_id}:{name}"
         echo(f"[serve] {server.url}/v1 serving {model_id}; evaluating {cfg.environment.heldout_set}")
         report = evaluate_endpoint(
@@ -187,16 +229,7 @@ def _phase_serve(cfg: RehearsalConfig, run: RunDir, best_step: int, echo: Callab
             reuse_replies=True,
         )
     write_json_atomic(run.root / "evals" / "served.json", report)
-    solved = {e["seed"]: bool(e["solved"]) for e in report.get("episodes", [])}
-    seeds = [e["seed"] for e in load_set(cfg.environment.heldout_set).entries]
-    return {
-        "solved": report["solved"],
-        "total": report["total"],
-        "step": best_step,
-        "model": model_id,
-        "via": "endpoint",
-        "per_maze": [solved.get(s) for s in seeds],
-    }
+    return _served_summary(cfg, report, best_step)
 
 
 def rehearse(cfg: RehearsalConfig, *, echo: Callable[[str], None] = print) -> dict[str, Any]:
@@ -205,7 +238,7 @@ def rehearse(cfg: RehearsalConfig, *, echo: Callable[[str], None] = print) -> di
 
     from workload.local.data import excluding, validation_set
     from workload.local.report import finish_report, selected_export_step
-    from workload.maze.heldout import load_set, training_seed_filter
+    from workload.maze.heldout import training_seed_filter
 
     torch.set_num_threads(cfg.trainer.num_threads)
     started = time.perf_counter()
@@ -259,8 +292,10 @@ def rehearse(cfg: RehearsalConfig, *, echo: Callable[[str], None] = print) -> di
         with timer.run("sft"):
             sft = _phase_sft(cfg, run, ctx, echo)
         with contextlib.ExitStack() as cluster:
+            ray = None  # started only for work left to do: a finished run reads its results from disk
             with timer.run("grpo"):
-                ray = cluster.enter_context(_training_ray(cfg))
+                if not _grpo_finished(cfg, run):
+                    ray = cluster.enter_context(_training_ray(cfg))
                 grpo = _phase_grpo(cfg, run, ctx, echo, ray)
             selected = selected_export_step(run)
             if selected is None:
@@ -269,7 +304,11 @@ def rehearse(cfg: RehearsalConfig, *, echo: Callable[[str], None] = print) -> di
                     "to a multiple of trainer.eval_interval so an evaluated adapter can be chosen"
                 )
             with timer.run("serve"):
-                served = _phase_serve(cfg, run, selected, echo) if cfg.serve.enabled else {}
+                served = _served_on_disk(cfg, run, selected, echo) if cfg.serve.enabled else {}
+                if cfg.serve.enabled and served is None:
+                    if ray is None:
+                        cluster.enter_context(_training_ray(cfg))
+                    served = _phase_serve(cfg, run, selected, echo)
                 cluster.close()  # Ray stops, the endpoint's actors with it: counted in the serve phase
         metrics.close()
         cpu_s = memory.cpu_s
