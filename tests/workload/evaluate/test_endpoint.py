@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import http.server
 import json
 import re
 import sys
+from collections.abc import Iterator
 
 import pytest
 
@@ -99,19 +101,27 @@ class _ScriptedChat(http.server.BaseHTTPRequestHandler):
         pass
 
 
+
+@contextlib.contextmanager
+def _loopback(handler: type) -> Iterator[str]:
+    """``handler`` served on a free loopback port for the ``with`` block; yields its URL."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = serve_in_thread(server)
+    try:
+        yield f"http://127.0.0.1:{server.server_port}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
 @pytest.fixture
 def solver_endpoint():
     """A loopback server that replies with the shortest route of the rehearsal set's first maze."""
     first = load_set(REHEARSAL["set_name"]).entries[0]
     handler = type("Handler", (_ScriptedChat,), {"script": tuple(solve(first["init_state"])), "requests": []})
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = serve_in_thread(server)
-    try:
-        yield f"http://127.0.0.1:{server.server_port}", handler
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
+    with _loopback(handler) as url:
+        yield url, handler
 
 
 def test_scores_an_endpoint_without_skyrl_installed(solver_endpoint, monkeypatch):
@@ -199,14 +209,8 @@ def bumping_endpoint():
 
     bump = next(a for a in (f"('move', {d})" for d in range(4)) if bumps(a))
     handler = type("Handler", (_ScriptedChat,), {"script": (bump,) * 99, "requests": []})
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = serve_in_thread(server)
-    try:
-        yield f"http://127.0.0.1:{server.server_port}", handler
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
+    with _loopback(handler) as url:
+        yield url, handler
 
 
 def test_reused_replies_play_the_same_episode_with_one_request_per_distinct_window(bumping_endpoint):
@@ -238,14 +242,8 @@ class _RefusingChat(_ScriptedChat):
 @pytest.fixture
 def refusing_endpoint():
     handler = type("Handler", (_RefusingChat,), {"requests": []})
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = serve_in_thread(server)
-    try:
-        yield f"http://127.0.0.1:{server.server_port}"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
+    with _loopback(handler) as url:
+        yield url
 
 
 def test_a_refused_turn_is_one_error_naming_maze_turn_and_reason(refusing_endpoint):
