@@ -87,7 +87,7 @@ bench: $(STAMP) ## benchmarks: figures as ratios against a baseline measured in 
 	$(PY) -m pip install -q -r benchmarks/requirements.txt
 	$(PY) -m benchmarks
 
-rehearse: $(STAMP) ## the whole training loop on CPU with a tiny model (220-290 CPU seconds on 2 cores)
+rehearse: $(STAMP) ## the whole training loop on CPU with a tiny model (about 190 s wall on an idle 2-core machine)
 	$(VENV)/bin/skymaze rehearse $(addprefix --set ,$(RUN))
 
 deploy: $(STAMP) ## cdk deploy --all for PROFILE (needs AWS credentials and Docker)
