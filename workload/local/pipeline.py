@@ -204,6 +204,7 @@ def _phase_serve(cfg: RehearsalConfig, run: RunDir, best_step: int, echo: Callab
     """
     adapters = run.root / "served"
     name = f"global_step_{best_step}"
+    model_id = _served_model_id(best_step)
     if not (adapters / name).is_dir():
         write_dir_atomic(
             adapters / name, lambda tmp: shutil.copytree(run.export(best_step), tmp, dirs_exist_ok=True)
@@ -215,7 +216,6 @@ def _phase_serve(cfg: RehearsalConfig, run: RunDir, best_step: int, echo: Callab
     from workload.serve.local import LocalServer
 
     with LocalServer(run.sft_model, str(adapters), base_model_id=SERVED_BASE_ID) as server:
-        model_id = f"{server.base_model_id}:{name}"
         echo(f"[serve] {server.url}/v1 serving {model_id}; evaluating {cfg.environment.heldout_set}")
         report = evaluate_endpoint(
             endpoint=server.url,
