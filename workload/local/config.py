@@ -220,6 +220,18 @@ class RehearsalConfig(ConfigModel):
         return self
 
     @model_validator(mode="after")
+    def _validation_takes_whole_maps(self) -> RehearsalConfig:
+        from workload.maze.heldout import CORNER_PAIRS, SPECS
+
+        if SPECS[self.environment.heldout_set].by_map and self.sft.validation_size % CORNER_PAIRS:
+            raise ValueError(
+                f"sft.validation_size ({self.sft.validation_size}) must be a multiple of {CORNER_PAIRS}: the "
+                f"held-out set {self.environment.heldout_set!r} is held out by map, so validation takes whole "
+                f"maps with all {CORNER_PAIRS} corner pairs; set it to e.g. 64"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _sft_can_stop(self) -> RehearsalConfig:
         if self.sft.target_solved > self.sft.validation_size:
             raise ValueError(

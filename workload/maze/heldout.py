@@ -63,7 +63,7 @@ SPECS = {
     "easy-64": SetSpec(size=9, description="VisGym maze_2d/easy, seeds 0..63", distinct_layouts=False),
     "rehearsal-7x7-64": SetSpec(
         size=7,
-        description="7x7: seeds from 0 up, repeated layouts skipped, 64 distinct",
+        description="7x7 for the CPU rehearsal: seeds from 0 up, repeated layouts skipped, 64 distinct",
         distinct_layouts=True,
     ),
     "rehearsal-7x7-maps": SetSpec(
