@@ -20,7 +20,7 @@ from infra.constructs.nag import acknowledge, acknowledge_handlers
 from infra.constructs.node_waiter import HyperPodNodeWaiter
 from infra.constructs.pod_identity import pod_identity_role
 from infra.constructs.ray_endpoint import RayEndpoint, join_users_group
-from infra.settings import Settings
+from workload.deployment.settings import Settings
 
 # Core add-ons HyperPod needs before nodes join (versions: EKS default for the cluster version).
 CORE_ADDONS = ("vpc-cni", "kube-proxy", "coredns", "eks-pod-identity-agent")

@@ -15,7 +15,7 @@ from constructs import Construct, IDependable
 from infra.constructs.grafana_dashboards import GrafanaDashboards
 from infra.constructs.nag import acknowledge, acknowledge_handlers
 from infra.constructs.pod_identity import pod_identity_role
-from infra.settings import Settings
+from workload.deployment.settings import Settings
 
 ADDON = "amazon-sagemaker-hyperpod-observability"
 ADDON_NAMESPACE = "hyperpod-observability"
