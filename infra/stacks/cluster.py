@@ -21,10 +21,8 @@ from infra.constructs.node_waiter import HyperPodNodeWaiter
 from infra.constructs.pod_identity import pod_identity_role
 from infra.constructs.ray_endpoint import RayEndpoint, join_users_group
 from infra.settings import Settings
+from workload.addons import CORE_ADDONS, FSX_CSI_ADDON
 
-# Core add-ons HyperPod needs before nodes join (versions: EKS default for the cluster version).
-CORE_ADDONS = ("vpc-cni", "kube-proxy", "coredns", "eks-pod-identity-agent")
-FSX_CSI_ADDON = "aws-fsx-csi-driver"
 FSX_CSI_SERVICE_ACCOUNT = "fsx-csi-controller-sa"
 HEAD_GROUP = "head"
 WORKER_GROUP = "workers"
