@@ -14,7 +14,7 @@ from workload.config import DEFAULT_PROFILE, DEPLOY_FLAG, RECIPE_FLAG
 # profile with one default everywhere (the Makefile's PROFILE too). tests/cli/test_grammar.py holds it.
 RECIPE_SET_HELP = ("Change one recipe setting, KEY=VALUE (repeatable): a field such as fixes.seeded_groups=false "
                    "or trainer.eval_interval=5; `skymaze recipe show NAME --fields` lists them.")
-DEPLOY_SET_HELP = "Change one deploy setting, KEY=VALUE (repeatable), as `cdk -c`: e.g. -c worker_count=2; README lists them."
+DEPLOY_SET_HELP = "Change one deploy setting, KEY=VALUE (repeatable), as `cdk -c`: e.g. -c worker_count=2; docs/settings.md lists them."
 PROFILE_HELP = "Deploy profile: small (one GPU node, no endpoint) or blog (the published 3 GPU nodes, with the endpoint)."
 PROFILE_OPTION = typer.Option(DEFAULT_PROFILE, "--profile", help=PROFILE_HELP)
 # Each deploy profile has a cluster recipe of the same name sized for its GPUs, so the defaults of
