@@ -13,9 +13,9 @@ import pytest
 
 from infra.constructs import ray_manifests as rm
 from infra.constructs import supervisor
-from infra.fit import PodSize
-from infra.settings import load_settings
 from tests.infra import kuberay
+from workload.deployment.fit import PodSize
+from workload.deployment.settings import load_settings
 from workload.skyrl.entrypoint import job_spec, prepare_data
 from workload.skyrl.recipe import load_recipe
 
