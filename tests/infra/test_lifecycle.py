@@ -12,8 +12,6 @@ import subprocess
 import tomllib
 from pathlib import Path
 
-import pytest
-
 from tests.conftest import ROOT
 
 SCRIPT = ROOT / "infra" / "lifecycle" / "on_create_main.sh"

@@ -96,7 +96,7 @@ def _prepare_as_ray_user(shared: Path) -> str:
             Path(spec.model_path).mkdir(parents=True)  # where the job downloads the checkpoint
             (shared / "supervisor").mkdir()  # the supervisor's handled-runs file
             message = ""
-        except BaseException as error:  # noqa: BLE001 - reported to the parent, never raised in the child
+        except BaseException as error:  # reported to the parent, never raised in the child
             message = repr(error)
         finally:
             os.write(write, message.encode())
