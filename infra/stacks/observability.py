@@ -15,9 +15,9 @@ from constructs import Construct, IDependable
 from infra.constructs.grafana_dashboards import GrafanaDashboards
 from infra.constructs.nag import acknowledge, acknowledge_handlers
 from infra.constructs.pod_identity import pod_identity_role
-from infra.settings import Settings
 from workload.addons import OBSERVABILITY_ADDON as ADDON
 from workload.addons import observability_configuration
+from workload.deployment.settings import Settings
 
 ADDON_NAMESPACE = "hyperpod-observability"
 ADDON_SERVICE_ACCOUNT = "hyperpod-observability-operator-otel-collector"

@@ -67,28 +67,13 @@ def next_step(*commands: str) -> None:
 
 
 def deploy_setting(profile: str, name: str):
-    """One deployment setting of ``profile`` (infra/settings.py), or exit 2 saying what to pass.
+    """One deployment setting of ``profile`` (workload/deployment/settings.py), or exit 2 saying what to pass."""
+    from workload.deployment.settings import SettingsError, load_settings
 
-    Inside the trainer image the deploy settings are not installed: the caller's explicit
-    option is then the only source.
-    """
-    try:
-        from infra.settings import SettingsError, load_settings
-    except ImportError:
-        fail("deploy settings are not installed here; pass the value explicitly (see --help)", code=EXIT_USAGE)
     try:
         return getattr(load_settings({"profile": profile}), name)
     except SettingsError as err:
         fail(str(err), code=EXIT_USAGE)
-
-
-def deploy_setting_if_installed(profile: str, name: str):
-    """Like :func:`deploy_setting`, but None inside the trainer image (no deploy settings there)."""
-    try:
-        import infra.settings  # noqa: F401
-    except ImportError:
-        return None
-    return deploy_setting(profile, name)
 
 
 def aws_identity(region: str, *, expected_account: str | None = None, err: bool = False):
