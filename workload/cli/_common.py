@@ -76,8 +76,9 @@ def deploy_setting(profile: str, name: str):
         fail(str(err), code=EXIT_USAGE)
 
 
-def aws_identity(region: str, *, expected_account: str | None = None):
-    """A boto3 session in ``region`` and the caller's identity, printed as one line; exit 1 if unreadable.
+def aws_identity(region: str, *, expected_account: str | None = None, err: bool = False):
+    """A boto3 session in ``region`` and the caller's identity, printed as one line (on stderr with
+    ``err``, for commands whose stdout is JSON); exit 1 if unreadable.
 
     Commands that act on AWS call this once, first, so that nothing is synthesized, deleted or
     read before the user sees which account and region the command acts on.
@@ -91,7 +92,7 @@ def aws_identity(region: str, *, expected_account: str | None = None):
         identity = check_identity(session, region, expected_account=expected_account)
     except IdentityError as err:
         fail(str(err))
-    typer.echo(identity.line())
+    typer.echo(identity.line(), err=err)
     return session, identity
 
 
