@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from infra.settings import Settings, SettingsError, load_settings
+from infra.settings import PROFILES, Settings, SettingsError, load_settings
 from workload.config import DEPLOY_FLAG, ConfigError, did_you_mean, split_pair
 from workload.ops.cost import ClusterShape, InstanceGroup
 from workload.ops.plan import TeardownTarget
 
-__all__ = ["SettingsError", "parse_overrides", "settings_for", "shape_for", "target_for"]
+__all__ = ["PROFILES", "SettingsError", "parse_overrides", "settings_for", "shape_for", "target_for"]
 
 
 def parse_overrides(pairs: Sequence[str]) -> tuple[tuple[str, str], ...]:
