@@ -43,7 +43,7 @@ JOB_END_TIMEOUT_S = 120
 POLL_S = 0.2
 MOTO_ACCOUNT = "123456789012"  # moto's default account id
 REGION = "us-west-2"
-ARTIFACTS_BUCKET = f"skymaze-artifacts-{MOTO_ACCOUNT}-{REGION}"  # infra/settings.py: NAME-artifacts-ACCOUNT-REGION
+ARTIFACTS_BUCKET = f"skymaze-artifacts-{MOTO_ACCOUNT}-{REGION}"  # workload/deployment/settings.py: NAME-artifacts-ACCOUNT-REGION
 LAPTOP_BUCKET = "skymaze-artifacts-synced"  # README elides the bucket (`s3://.../`): any other bucket
 HYPERPOD_CLUSTER = "skymaze-hyperpod"  # infra/stacks/cluster.py: f"{settings.name}-hyperpod"
 CREDENTIALS_REFUSAL = ("error: no AWS credentials found; configure credentials (aws configure, aws sso login, or "
@@ -426,7 +426,7 @@ def _completion(walk: Walk, ran: Ran) -> None:
 
 
 def _gpus_of(profile: str) -> int:
-    from infra.fit import INSTANCES
+    from workload.deployment.fit import INSTANCES
     from workload.ops.profiles import settings_for
 
     settings = settings_for(profile, {})

@@ -31,7 +31,7 @@ def test_readme_table_matches_the_model(name):
 
 
 def test_readme_deploy_table_matches_the_settings_model():
-    from infra.settings import PROFILES, Settings
+    from workload.deployment.settings import PROFILES, Settings
 
     expected = config.settings_table(Settings, skip=("profile",), profiles=PROFILES)
     assert readme_table("deploy") == expected, "docs/settings.md's deploy settings table is stale; replace it with:\n" + "\n".join(expected)
@@ -53,7 +53,7 @@ def test_readme_serve_and_evaluate_tables_match_the_models(name):
 @pytest.mark.parametrize("model", [RehearsalConfig, Recipe, "deploy", "serve", "serve-local", "evaluate"])
 def test_every_setting_has_a_description(model):
     if model == "deploy":
-        from infra.settings import Settings as model
+        from workload.deployment.settings import Settings as model
     elif isinstance(model, str):
         model = _option_models()[model]
     assert config.undocumented(model) == []

@@ -131,15 +131,10 @@ def next_step(*commands: str) -> None:
 
 
 def deploy_setting(profile: str, name: str, deploy_sets: list[str] | tuple[str, ...] = ()):
-    """One deployment setting of ``profile`` (infra/settings.py), or exit 2 saying what to pass.
+    """One deployment setting of ``profile`` with ``-c`` pairs ``deploy_sets`` (workload/deployment/settings.py),
+    or exit 2 saying what to pass."""
+    from workload.deployment.settings import SettingsError, load_settings
 
-    Inside the trainer image the deploy settings are not installed: the caller's explicit
-    option is then the only source.
-    """
-    try:
-        from infra.settings import SettingsError, load_settings
-    except ImportError:
-        fail("deploy settings are not installed here; pass the value explicitly (see --help)", code=EXIT_USAGE)
     try:
         from workload.config import split_pair
 
@@ -149,17 +144,9 @@ def deploy_setting(profile: str, name: str, deploy_sets: list[str] | tuple[str, 
         fail(str(err), code=EXIT_USAGE)
 
 
-def deploy_setting_if_installed(profile: str, name: str, deploy_sets: list[str] | tuple[str, ...] = ()):
-    """Like :func:`deploy_setting`, but None inside the trainer image (no deploy settings there)."""
-    try:
-        import infra.settings  # noqa: F401
-    except ImportError:
-        return None
-    return deploy_setting(profile, name, deploy_sets)
-
-
-def aws_identity(region: str, *, expected_account: str | None = None):
-    """A boto3 session in ``region`` and the caller's identity, printed as one line; exit 1 if unreadable.
+def aws_identity(region: str, *, expected_account: str | None = None, err: bool = False):
+    """A boto3 session in ``region`` and the caller's identity, printed as one line (on stderr with
+    ``err``, for commands whose stdout is JSON); exit 1 if unreadable.
 
     Commands that act on AWS call this once, first, so that nothing is synthesized, deleted or
     read before the user sees which account and region the command acts on.
@@ -173,7 +160,7 @@ def aws_identity(region: str, *, expected_account: str | None = None):
         identity = check_identity(session, region, expected_account=expected_account)
     except IdentityError as err:
         fail(str(err))
-    typer.echo(identity.line())
+    typer.echo(identity.line(), err=err)
     return session, identity
 
 
@@ -215,7 +202,7 @@ def port_taken(host: str, port: int) -> bool:
 
 
 def deploy_target_or_exit(profile: str, context: list[str]) -> tuple[tuple[tuple[str, str], ...], Any, Any]:
-    """``(overrides, settings, target)`` of a deploy command's ``--profile`` and ``-c`` pairs; a bad
+    """``(overrides, settings, target)`` of a deploy command's ``--size`` and ``-c`` pairs; a bad
     setting exits 2 naming it."""
     from workload.ops.profiles import SettingsError, parse_overrides, settings_for, target_for
 

@@ -11,7 +11,7 @@ from workload.cli._common import (
     PROFILE_OPTION,
     RECIPE_SET_HELP,
     RECIPE_SETS_OPTION,
-    deploy_setting_if_installed,
+    deploy_setting,
     fail,
     flags,
     next_step,
@@ -73,7 +73,7 @@ def problems_of(recipe, profile: str | None = None, deploy_sets: list[str] | tup
 
     from workload.skyrl.validate import validate_recipe
 
-    max_rank = deploy_setting_if_installed(profile, "max_lora_rank", deploy_sets) if profile else None
+    max_rank = deploy_setting(profile, "max_lora_rank", deploy_sets) if profile else None
     try:
         validate_recipe(recipe, max_lora_rank=max_rank)
     except ValidationError as err:
@@ -84,13 +84,11 @@ def problems_of(recipe, profile: str | None = None, deploy_sets: list[str] | tup
 def profile_fit_problems(recipe, profile: str, context: list[str] | tuple[str, ...] = ()) -> list[str]:
     """Why ``recipe`` cannot run on deploy ``profile`` (with ``-c`` ``context``): more GPU workers than deployed.
 
-    Empty inside the trainer image, which has no deploy settings. A bad profile or setting exits 2.
+    A bad profile or setting exits 2.
     """
-    try:
-        from workload.ops.profiles import SettingsError, parse_overrides, settings_for
-        from workload.ops.recipe_fit import recipe_profile_problems
-    except ImportError:
-        return []
+    from workload.ops.profiles import SettingsError, parse_overrides, settings_for
+    from workload.ops.recipe_fit import recipe_profile_problems
+
     try:
         return list(recipe_profile_problems(recipe, settings_for(profile, parse_overrides(list(context)))))
     except SettingsError as err:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 
 def recipe_profile_problems(recipe, settings) -> list[str]:
-    """One line per way ``recipe`` (workload.skyrl.recipe.Recipe) exceeds ``settings`` (infra.settings.Settings).
+    """One line per way ``recipe`` (workload.skyrl.recipe.Recipe) exceeds ``settings`` (workload.deployment.settings.Settings).
 
     The recipe's ``cluster`` block says how many GPU workers and GPUs each it was written for;
     the profile deploys ``trainer_worker_count`` workers of ``worker_instance_type``.
@@ -16,7 +16,7 @@ def recipe_profile_problems(recipe, settings) -> list[str]:
     if recipe.cluster.nodes > workers:
         problems.append(
             f"recipe {recipe.name!r} needs {recipe.cluster.nodes} GPU workers (cluster.nodes) but {where}. "
-            f"Fix: deploy with -c worker_count={recipe.cluster.nodes}, choose --profile blog, or use a recipe "
+            f"Fix: deploy with -c worker_count={recipe.cluster.nodes}, choose --size blog, or use a recipe "
             f"written for {workers} worker(s) (--set cluster.nodes={workers} with a matching placement).")
     if recipe.cluster.gpus_per_node > gpus:
         problems.append(
