@@ -183,7 +183,7 @@ def _kind(command: str) -> str:
     """Which stand-in a README command runs against."""
     words = command.split()
     verb = " ".join(words[1:3]) if words[1] in {"cluster", "jobs", "recipe", "maze"} else words[1]
-    if verb in {"deploy", "diff"} or (verb == "teardown" and "--dry-run" not in words):
+    if verb in {"deploy", "diff", "preflight"} or (verb == "teardown" and "--dry-run" not in words):
         return "no-account"
     if verb in {"submit", "status", "logs", "stop", "supervise", "jobs list"}:
         return "ray"
@@ -375,7 +375,7 @@ def walk(rehearsal_smoke, skyrl_ray_head, moto_url, tmp_path_factory) -> Walk:
     started, cpu_before = time.monotonic(), os.times()
     for command in by_kind.get("local", []) + by_kind.get("no-account", []):
         walk.ran[command] = _run(as_run(command, values), root, _env(home))
-    for command in by_kind.get("no-account", []):
+    for command in (c for c in by_kind.get("no-account", []) if c.split()[1] != "preflight"):  # read-only: no dry run
         walk.dry_runs[command] = _run(f"{as_run(command, values)} --dry-run", root, _env(home))
     _walk_ray(walk, by_kind.get("ray", []))
     _walk_moto(walk, by_kind.get("moto", []))
@@ -719,6 +719,10 @@ CHECKS: dict[str, Callable[[Walk, Ran], None]] = {
     "skymaze maze freeze --heldout NAME": _maze_freeze,
     "skymaze teardown --size blog --dry-run": _teardown_plan,
     "skymaze deploy": _refused,
+    "skymaze deploy --bootstrap": _refused,
+    "skymaze deploy --skip-preflight": _refused,
+    "skymaze preflight": _refused_for_credentials,
+    "skymaze preflight --size blog": _refused_for_credentials,
     "skymaze deploy --size blog": _refused,
     "skymaze deploy --size blog --bootstrap": _refused,
     "skymaze deploy --size blog -c KEY=VALUE": _refused,

@@ -9,7 +9,7 @@ import boto3
 import pytest
 from typer.testing import CliRunner
 
-from tests.workload.ops.aws_account import Answers, deploying_account
+from tests.workload.ops.aws_account import Answers, deploying_account, schema_without
 from tests.workload.ops.fakes import install_fakes
 from workload.cli.main import app
 from workload.ops.profiles import settings_for
@@ -145,7 +145,9 @@ def test_a_passing_preflight_runs_before_cdk(tmp_path, monkeypatch):
     (Answers(quota_values={"ml.g7e.12xlarge": 0}), False, "FAIL  quota: ml.g7e.12xlarge for cluster usage is 0"),
     (Answers(version_status="UNSUPPORTED"), False, "FAIL  kubernetes: EKS in us-west-2: Kubernetes 1.34 is UNSUPPORTED"),
     (Answers(identity_center=False), True, "FAIL  identity-center: grafana_admin_user_ids/grafana_admin_group_ids"),
-], ids=["no quota", "unsupported version", "missing Identity Center"])
+    (Answers(observability_schema=schema_without("customMetrics")), False,
+     "FAIL  addon: amazon-sagemaker-hyperpod-observability v1.0.0-eksbuild.1 rejects the configuration"),
+], ids=["no quota", "unsupported version", "missing Identity Center", "schema-invalid add-on config"])
 def test_a_failing_preflight_stops_the_deploy_before_cdk(tmp_path, monkeypatch, answers, grafana, line):
     overrides = ["-c", "grafana_admin_user_ids=90676d5f-1234-5678-9abc-0123456789ab"] if grafana else []
     settings = settings_for("blog", tuple(pair.split("=", 1) for pair in overrides[1::2]))

@@ -24,9 +24,7 @@ def preflight(
 ) -> None:
     """Check the account before a deploy: quotas, zones, versions, add-on schemas, Identity Center, permissions.
 
-    Read-only AWS calls (Service Quotas, EC2, EKS, IAM Identity Center, IAM policy simulation), a few
-    seconds. Each failure names the setting to change; docs/deploy.md ("Preflight") explains each.
-    `skymaze deploy` runs the same checks before cdk.
+    Read-only AWS calls (Service Quotas, EC2, EKS, IAM Identity Center, IAM policy simulation), a few seconds. Each failure names the setting to change; docs/deploy.md ("Preflight") explains each. `skymaze deploy` runs the same checks before cdk.
 
     Exit codes: 0 every check passed (warnings allowed), 1 a check failed, 2 bad input.
 

@@ -38,6 +38,7 @@ Status = Literal["ok", "warn", "fail"]
 # https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-prerequisites.html).
 SAGEMAKER_SERVICE_CODE = "sagemaker"
 CLUSTER_QUOTA_NAME = "{instance_type} for cluster usage"
+QUOTAS_PAGE_SIZE = 100  # the largest MaxResults ListServiceQuotas takes (botocore service-quotas model)
 # HyperPod instance types are EC2 types with an "ml." prefix (ml.g7e.12xlarge runs on g7e.12xlarge).
 HYPERPOD_TYPE_PREFIX = "ml."
 # CDK's default bootstrap qualifier and the roles `cdk bootstrap` creates with it (CDK developer guide,
@@ -142,7 +143,9 @@ def quota_findings(settings, applied: dict[str, dict], defaults: dict[str, dict]
 def _quotas_by_name(session, operation: str) -> dict[str, dict]:
     client = session.client("service-quotas")
     found: dict[str, dict] = {}
-    for page in client.get_paginator(operation).paginate(ServiceCode=SAGEMAKER_SERVICE_CODE):
+    pages = client.get_paginator(operation).paginate(ServiceCode=SAGEMAKER_SERVICE_CODE,
+                                                     PaginationConfig={"PageSize": QUOTAS_PAGE_SIZE})
+    for page in pages:
         found.update({quota["QuotaName"]: quota for quota in page.get("Quotas", []) if "QuotaName" in quota})
     return found
 

@@ -51,6 +51,13 @@ OBSERVABILITY_SCHEMA = {
             "logging": {"type": "object", "properties": {"enabled": {"type": "boolean"}}}}},
     },
 }
+def schema_without(metric: str) -> dict:
+    """The observability schema of a version that no longer accepts ``metric`` under metricsProvider."""
+    schema = copy.deepcopy(OBSERVABILITY_SCHEMA)
+    del schema["definitions"]["Observability"]["properties"]["metricsProvider"]["properties"][metric]
+    return schema
+
+
 SPACES_SCHEMA = {"$schema": "http://json-schema.org/draft-06/schema#", "type": "object"}
 
 
@@ -164,7 +171,7 @@ def passing_account(settings, answers: Answers | None = None, *, bootstrap_pendi
     account.add("service-quotas", "list_service_quotas", answer("service-quotas", "ListServiceQuotas", Quotas=[
         quota(preflight.CLUSTER_QUOTA_NAME.format(instance_type=name), a.quota_values.get(name, a.quota_value))
         for name in needs]),
-        {"ServiceCode": "sagemaker"})
+        {"ServiceCode": "sagemaker", "MaxResults": preflight.QUOTAS_PAGE_SIZE})
     if settings.creates_vpc:
         zones = [{**shape("ec2", "AvailabilityZone"), "ZoneName": z, "State": "available"} for z in a.zones]
         account.add("ec2", "describe_availability_zones", answer("ec2", "DescribeAvailabilityZones",

@@ -14,6 +14,7 @@ from tests.workload.ops.aws_account import (
     Answers,
     StubbedAccount,
     passing_account,
+    schema_without,
 )
 from workload.ops import preflight
 from workload.ops.preflight import Caller, failed, run_preflight
@@ -64,7 +65,7 @@ FAILING = {
                               "does not offer g7e.12xlarge"),
     "unsupported version": (Answers(version_status="UNSUPPORTED"), {}, "kubernetes",
                             "EKS in us-west-2: Kubernetes 1.34 is UNSUPPORTED; set kubernetes_version"),
-    "schema-invalid add-on config": (Answers(), {"schema_drops": "customMetrics"}, "addon",
+    "schema-invalid add-on config": (Answers(observability_schema=schema_without("customMetrics")), {}, "addon",
                                      "amazon-sagemaker-hyperpod-observability v1.0.0-eksbuild.1 rejects the "
                                      "configuration the deploy gives it at metricsProvider: Additional properties are "
                                      "not allowed ('customMetrics' was unexpected)"),
@@ -83,9 +84,6 @@ FAILING = {
 def test_a_failing_account_gives_one_line_that_says_what_to_change(case):
     answers, options, check, expected = FAILING[case]
     overrides = (("grafana_admin_user_ids", GRAFANA_USER),) if options.get("grafana") else ()
-    if "schema_drops" in options:
-        provider = answers.observability_schema["definitions"]["Observability"]["properties"]["metricsProvider"]
-        del provider["properties"][options["schema_drops"]]
     settings = settings_for("blog", overrides)
     findings, _ = _run(settings, answers)
     (failure,) = failed(findings)
