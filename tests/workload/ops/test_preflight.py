@@ -60,6 +60,9 @@ FAILING = {
     "no quota": (Answers(quota_values={"ml.g7e.12xlarge": 0}), {}, "quota",
                  "ml.g7e.12xlarge for cluster usage is 0 in us-west-2, the settings need 3 (worker_count): request 3 "
                  "for quota L-11111111"),
+    "quota held by another cluster": (Answers(other_cluster_nodes={"ml.g7e.12xlarge": 6}), {}, "quota",
+                                      "ml.g7e.12xlarge for cluster usage is 8 in us-west-2, other HyperPod clusters "
+                                      "hold 6, the settings need 3 (worker_count): request 9 for quota L-11111111"),
     "zone without the type": (Answers(offered_in_for={"ml.g7e.12xlarge": ("us-west-2c",)}), {}, "zone",
                               "us-west-2a (the first available zone of us-west-2, where the created VPC puts the nodes) "
                               "does not offer g7e.12xlarge"),
@@ -146,6 +149,7 @@ def test_recorded_quota_answers_without_sagemaker_quotas_warn_for_each_type():
     settings = settings_for("small")
     account = _account_answering("service-quotas", "list_service_quotas", _recorded("ListServiceQuotas"))
     account.add("service-quotas", "list_aws_default_service_quotas", _recorded("ListServiceQuotas"))
+    account.add("sagemaker", "list_clusters", {"ClusterSummaries": []})
     findings = preflight.check_quotas(account, settings, CALLER)
     assert [f.status for f in findings] == ["warn", "warn"]
     assert findings[0].message.startswith("no SageMaker quota named 'ml.m5.4xlarge for cluster usage' in us-west-2")
