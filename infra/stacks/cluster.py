@@ -15,7 +15,7 @@ from aws_cdk.lambda_layer_kubectl_v35 import KubectlV35Layer
 from constructs import Construct, IDependable
 
 from infra.constructs.budget import SpendingGuard
-from infra.constructs.hyperpod_chart import HyperPodDependencyChart
+from infra.constructs.hyperpod_chart import HyperPodDependencyChart, dependency_chart_values
 from infra.constructs.nag import acknowledge, acknowledge_handlers
 from infra.constructs.node_waiter import HyperPodNodeWaiter
 from infra.constructs.pod_identity import pod_identity_role
@@ -85,7 +85,7 @@ class ClusterStack(Stack):
             "HyperPodChart",
             cluster=self.eks,
             version=settings.hyperpod_chart_version,
-            values={"health-monitoring-agent": {"region": self.region}},
+            values=dependency_chart_values(self.region),
             kubectl_layer=kubectl_layer,
             vpc=vpc,
             security_group=installer_sg,
