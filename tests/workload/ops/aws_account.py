@@ -37,6 +37,10 @@ OBSERVABILITY_SCHEMA = {
         "Level": {"additionalProperties": False, "type": "object",
                   "properties": {"level": {"enum": ["DISABLED", "BASIC", "ADVANCED"]},
                                  "scrapeInterval": {"type": "integer"}}},
+        # EFA counters have no BASIC level (AWS's HyperPod EKS Terraform module: DISABLED or ADVANCED).
+        "NetworkLevel": {"additionalProperties": False, "type": "object",
+                         "properties": {"level": {"enum": ["DISABLED", "ADVANCED"]},
+                                        "scrapeInterval": {"type": "integer"}}},
         "Observability": {"additionalProperties": False, "type": "object", "properties": {
             "ampWorkspace": {"type": "object", "additionalProperties": False, "required": ["prometheusEndpoint", "arn"],
                              "properties": {"prometheusEndpoint": {"type": "string", "pattern": "^https://"},
@@ -45,9 +49,10 @@ OBSERVABILITY_SCHEMA = {
                              "properties": {"workspaceName": {"type": "string"},
                                             "arn": {"type": "string", "pattern": "^arn:aws[a-z-]*:grafana:"}}},
             "metricsProvider": {"type": "object", "additionalProperties": False, "properties": {
-                name: {"$ref": "#/definitions/Level"} for name in (
+                **{name: {"$ref": "#/definitions/Level"} for name in (
                     "trainingMetrics", "inferenceMetrics", "taskGovernanceMetrics", "scalingMetrics", "customMetrics",
-                    "nodeMetrics", "acceleratedComputeMetrics", "networkMetrics")}},
+                    "nodeMetrics", "acceleratedComputeMetrics")},
+                "networkMetrics": {"$ref": "#/definitions/NetworkLevel"}}},
             "logging": {"type": "object", "properties": {"enabled": {"type": "boolean"}}}}},
     },
 }

@@ -95,6 +95,16 @@ def test_a_failing_account_gives_one_line_that_says_what_to_change(case):
     assert "\n" not in failure.line()
 
 
+def test_the_former_network_metrics_level_is_refused_by_a_schema_without_it(monkeypatch):
+    from workload import addons
+
+    monkeypatch.setitem(addons.METRIC_LEVELS, "networkMetrics", "BASIC")
+    (failure,) = failed(_run(settings_for("small"))[0])
+    assert failure.message.endswith("rejects the configuration the deploy gives it at metricsProvider.networkMetrics."
+                                    "level: 'BASIC' is not one of ['DISABLED', 'ADVANCED']; change the observability "
+                                    "configuration in workload/addons.py (METRIC_LEVELS)")
+
+
 def test_an_addon_without_a_version_for_the_kubernetes_version_fails_hyperpod_and_the_addons():
     findings, _ = _run(settings_for("small"), Answers(addon_kubernetes_version="1.29"))
     lines = [f.message for f in failed(findings)]
