@@ -70,11 +70,7 @@ def deploy(
             deploy += ["-c", f"account={identity.account}"]
         _check_existing_resources(session, settings)
         deploy += _account_context(session, settings)
-        if skip_preflight:
-            typer.echo("warning: --skip-preflight: quotas, zones, versions, add-on schemas and permissions are not "
-                       "checked before cdk", err=True)
-        else:
-            _preflight_or_exit(session, settings, identity, profile, bootstrap_pending=bootstrap)
+        _preflight_or_exit(session, settings, identity, profile, bootstrap_pending=bootstrap, skip=skip_preflight)
     commands = ([["bootstrap", *target.cdk_context]] if bootstrap else []) + [deploy]
     if dry_run:
         for args in commands:
@@ -139,10 +135,14 @@ def _check_existing_resources(session, settings) -> None:
              "cluster\"):\n  " + "\n  ".join(problems), code=EXIT_USAGE)
 
 
-def _preflight_or_exit(session, settings, identity, profile: str, *, bootstrap_pending: bool) -> None:
+def _preflight_or_exit(session, settings, identity, profile: str, *, bootstrap_pending: bool, skip: bool) -> None:
     """`skymaze preflight`'s checks; a failed one ends the deploy before cdk runs."""
     from workload.cli.preflight import report, run_checks
 
+    if skip:
+        typer.echo("warning: --skip-preflight: quotas, zones, versions, add-on schemas and permissions are not "
+                   "checked before cdk", err=True)
+        return
     findings = run_checks(session, settings, identity, bootstrap_pending=bootstrap_pending)
     report(findings)
     failures = sum(f.status == "fail" for f in findings)
