@@ -15,13 +15,13 @@ from aws_cdk.lambda_layer_kubectl_v35 import KubectlV35Layer
 from constructs import Construct, IDependable
 
 from infra.constructs.budget import SpendingGuard
-from infra.constructs.hyperpod_chart import HyperPodDependencyChart
+from infra.constructs.hyperpod_chart import HyperPodDependencyChart, dependency_chart_values
 from infra.constructs.nag import acknowledge, acknowledge_handlers
 from infra.constructs.node_waiter import HyperPodNodeWaiter
 from infra.constructs.pod_identity import pod_identity_role
 from infra.constructs.ray_endpoint import RayEndpoint, join_users_group
 from workload.addons import CORE_ADDONS, FSX_CSI_ADDON
-from workload.deployment.settings import HEAD_COUNT, KUBERNETES_VERSION, Settings
+from workload.deployment.settings import HEAD_COUNT, Settings
 
 FSX_CSI_SERVICE_ACCOUNT = "fsx-csi-controller-sa"
 HEAD_GROUP = "head"
@@ -85,7 +85,7 @@ class ClusterStack(Stack):
             "HyperPodChart",
             cluster=self.eks,
             version=settings.hyperpod_chart_version,
-            values={"health-monitoring-agent": {"region": self.region}},
+            values=dependency_chart_values(self.region),
             kubectl_layer=kubectl_layer,
             vpc=vpc,
             security_group=installer_sg,
@@ -133,7 +133,7 @@ class ClusterStack(Stack):
             self,
             "Eks",
             cluster_name=settings.created_eks_cluster_name,
-            version=eks.KubernetesVersion.of(KUBERNETES_VERSION),
+            version=eks.KubernetesVersion.of(settings.kubernetes_version),
             vpc=vpc,
             vpc_subnets=[ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS)],
             # Shared with HyperPod nodes: the group's self-referencing rules connect them both ways.

@@ -32,8 +32,8 @@ HEAD_INSTANCES = {name: fit.INSTANCES[name] for name in fit.CPU_TYPES}
 # Kubernetes versions the HyperPod EKS prerequisites page lists as supported (1.28-1.34 in its newest
 # copy, https://docs.amazonaws.cn/sagemaker/latest/dg/sagemaker-hyperpod-eks-prerequisites.md),
 # narrowed to those within kubectl's one-minor-version skew of the CDK kubectl layer the cluster
-# stack uses (kubectl 1.35: 1.34, 1.35, 1.36), which leaves 1.34: one value, so a constant.
-KUBERNETES_VERSION = "1.34"
+# stack uses (kubectl 1.35: 1.34, 1.35, 1.36), which leaves 1.34.
+KUBERNETES_VERSIONS = ("1.34",)
 HEAD_COUNT = 1  # CPU head nodes: one Ray head per RayCluster, both on the one head node
 KUBERAY_CHART_VERSION = "1.7.0"  # KubeRay operator chart: matches the ray.io/v1 CRDs validated in tests
 # Smallest Ray heads worth running: the trainer's head also runs the job driver (SkyRL's
@@ -92,6 +92,8 @@ class Settings(ConfigModel):
                       description="Prefix of stack, cluster and bucket names.")
     removal: Literal["dev", "retain"] = Field("dev", description="dev: `cdk destroy` removes everything, bucket "
                                               "contents included; retain: keeps the artifacts bucket.")
+    kubernetes_version: Literal[KUBERNETES_VERSIONS] = Field("1.34", description="EKS Kubernetes version (an existing "
+                                                                "eks_cluster_name must run it).")
     head_instance_type: str = Field("ml.r5d.16xlarge", description="HyperPod instance of the CPU head group (Ray heads).")
     # SMT on the CPU head (2 threads per core: all its vCPUs) and off on the GPU workers (AWS's
     # HyperPod samples default GPU groups to 1): each worker node then offers half its vCPUs.
@@ -185,7 +187,7 @@ class Settings(ConfigModel):
                                                 "be where the GPU capacity is.")
     eks_cluster_name: str | None = Field(None, pattern=EKS_CLUSTER_NAME, description="An existing EKS cluster "
                                          "in vpc_id to attach HyperPod to instead of creating one (API or "
-                                         f"API_AND_CONFIG_MAP authentication, Kubernetes {KUBERNETES_VERSION}, core "
+                                         "API_AND_CONFIG_MAP authentication, version kubernetes_version, core "
                                          "add-ons installed); needs eks_cluster_security_group_id.")
     eks_cluster_security_group_id: str | None = Field(None, pattern=SECURITY_GROUP_ID, description="The "
                                                       "cluster security group EKS created for eks_cluster_name "

@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from workload.addons import FSX_CSI_ADDON, OBSERVABILITY_ADDON
-from workload.deployment.settings import KUBERNETES_VERSION
 
 # Authentication modes HyperPod accepts (HyperPod EKS prerequisites; CONFIG_MAP is refused).
 HYPERPOD_AUTH_MODES = ("API", "API_AND_CONFIG_MAP")
@@ -70,9 +69,9 @@ def cluster_problems(settings, cluster: dict, subnet_vpc: str | None, addons: Se
         problems.append(f"eks_cluster_name: {name} authenticates with {mode}; HyperPod needs "
                         f"{' or '.join(HYPERPOD_AUTH_MODES)} (`aws eks update-cluster-config --name {name} "
                         "--access-config authenticationMode=API_AND_CONFIG_MAP`)")
-    if cluster.get("version") and cluster["version"] != KUBERNETES_VERSION:
+    if cluster.get("version") and cluster["version"] != settings.kubernetes_version:
         problems.append(f"eks_cluster_name: {name} runs Kubernetes {cluster['version']}, not "
-                        f"{KUBERNETES_VERSION} (the version this app supports)")
+                        f"kubernetes_version={settings.kubernetes_version} (the version this app supports)")
     group = config.get("clusterSecurityGroupId")
     if group and group != settings.eks_cluster_security_group_id:
         problems.append(f"eks_cluster_security_group_id: {name}'s cluster security group is {group}, not "

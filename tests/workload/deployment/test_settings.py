@@ -92,18 +92,22 @@ def test_bad_account_is_rejected():
         load_settings({"profile": "blog", "account": "12345"})
 
 
-@pytest.mark.parametrize("key", ["kubernetes_version", "head_count", "kuberay_chart_version"])
+@pytest.mark.parametrize("version", ["1.29", "1.35"])
+def test_kubernetes_version_hyperpod_does_not_document_is_rejected(version):
+    # The HyperPod EKS prerequisites page lists 1.28-1.34; the kubectl 1.35 layer reaches 1.34-1.36.
+    with pytest.raises(SettingsError, match=r"kubernetes_version: Input should be '1.34'"):
+        load_settings({"profile": "blog", "kubernetes_version": version})
+
+
+def test_default_kubernetes_version_is_one_hyperpod_documents():
+    assert load_settings({"profile": "blog"}).kubernetes_version == "1.34"
+
+
+@pytest.mark.parametrize("key", ["head_count", "kuberay_chart_version"])
 def test_a_knob_with_one_legal_value_is_a_constant_not_a_setting(key):
-    # Kubernetes: HyperPod documents 1.28-1.34, the kubectl 1.35 layer reaches 1.34-1.36; one head node;
-    # the KubeRay chart whose CRDs the tests validate.
+    # One head node (both Ray heads share it); the KubeRay chart whose CRDs the tests validate.
     with pytest.raises(SettingsError, match=rf"{key}: not a deployment setting"):
         load_settings({"profile": "blog", key: "1"})
-
-
-def test_the_kubernetes_version_is_one_hyperpod_documents():
-    from workload.deployment.settings import KUBERNETES_VERSION
-
-    assert KUBERNETES_VERSION == "1.34"
 
 
 def test_lora_rank_vllm_cannot_serve_is_rejected():
