@@ -727,7 +727,7 @@ CHECKS: dict[str, Callable[[Walk, Ran], None]] = {
     "skymaze deploy --size blog --bootstrap": _refused,
     "skymaze deploy --size blog -c KEY=VALUE": _refused,
     "skymaze deploy --size blog -c alert_emails=ml@example.com -c budget_usd_per_month=3000 "
-    "-c max_deployed_hours=14 -c supervise_group_idle_s=1800": _refused,
+    "-c max_deployed_hours=14 -c supervise.group_idle_s=1800": _refused,
     "skymaze deploy --size blog -c worker_count=2 -c removal=retain": _refused,
     "skymaze deploy --size blog -c vpc_id=vpc-0123456789abcdef0 -c private_subnet_ids=subnet-0aaaaaaaaaaaaaaaa,"
     "subnet-0bbbbbbbbbbbbbbbb -c private_subnet_azs=us-west-2a,us-west-2b": _refused,
