@@ -88,7 +88,6 @@ NOT_REPLAYED = {
     "skymaze promote": "prose naming the command; its complete forms are replayed",
     "skymaze serve": "prose naming the command; its complete form is replayed",
     "skymaze submit/status/logs/stop": "prose naming four commands; each is replayed on its own",
-    "skymaze supervise": "prose naming the command; its complete forms are replayed",
 }
 
 
