@@ -71,7 +71,7 @@ SUBSTITUTIONS: tuple[tuple[str | None, str, str, str], ...] = (
     (None, "--set KEY=VALUE", "--recipe local {smoke_sets}", "the session rehearsal's settings: the run resumes"),
     (None, "--recipe NAME", "--recipe local {smoke_sets}", "the session rehearsal's settings: the run resumes"),
     (None, "recipe check NAME", "recipe check local", "a recipe README ships"),
-    (None, "--heldout NAME", "--heldout rehearsal-7x7-64", "a held-out set README ships"),
+    (None, "--heldout NAME", "--heldout rehearsal-7x7-maps", "a held-out set README ships"),
     (None, "--size P ", "--size small ", "a cluster size"),
 )
 # Flags a command needs here and not on the cluster, by the command's start (after substitution).
@@ -530,7 +530,7 @@ def _maze_heldout(walk: Walk, ran: Ran) -> None:
 
 def _maze_freeze(walk: Walk, ran: Ran) -> None:
     _ok(ran)
-    name = "rehearsal-7x7-64.json"
+    name = "rehearsal-7x7-maps.json"
     committed = ROOT / "workload" / "maze" / "heldout" / name
     assert (Path(walk.values["heldout_dir"]) / name).read_bytes() == committed.read_bytes()
 
