@@ -55,7 +55,6 @@ STANDIN_MODEL_ID = "Qwen/Qwen3-VL-8B-Instruct"  # the cluster endpoint's base mo
 SUBSTITUTIONS: tuple[tuple[str | None, str, str, str], ...] = (
     (None, "/shared/runs/maze-blog", "{run_root}", "the cluster run on FSx: the rehearsal's run"),
     (None, "runs/maze-blog", "runs/latest", "the cluster run synced to a laptop: the rehearsal's run"),
-    (None, "global_step_40", "global_step_{step}", "README's example step: the step the rehearsal served"),
     (None, "--step 40", "--step {step}", "README's example step: the step the rehearsal served"),
     (None, "--step 160", "--step {step}", "the published run's last export: the rehearsal's served step"),
     (None, "ACCOUNT", MOTO_ACCOUNT, "the AWS account: moto's"),
@@ -72,7 +71,7 @@ SUBSTITUTIONS: tuple[tuple[str | None, str, str, str], ...] = (
     (None, "--set KEY=VALUE", "--recipe local {smoke_sets}", "the session rehearsal's settings: the run resumes"),
     (None, "--recipe NAME", "--recipe local {smoke_sets}", "the session rehearsal's settings: the run resumes"),
     (None, "recipe check NAME", "recipe check local", "a recipe README ships"),
-    (None, "--heldout NAME", "--heldout rehearsal-7x7-64", "a held-out set README ships"),
+    (None, "--heldout NAME", "--heldout rehearsal-7x7-maps", "a held-out set README ships"),
     (None, "--size P ", "--size small ", "a cluster size"),
 )
 # Flags a command needs here and not on the cluster, by the command's start (after substitution).
@@ -303,7 +302,7 @@ def _run_client_example(walk: Walk, env: dict[str, str]) -> Ran:
     """README's Python example (any OpenAI client) against README's server, with the table's substitutions."""
     text = docs.text()
     code = text[text.index("Any OpenAI\nclient works:\n\n```python\n") :].split("```python\n", 1)[1].split("```", 1)[0]
-    for old, new in (("http://127.0.0.1:8000", "http://127.0.0.1:{port}"), ("global_step_40", "global_step_{step}")):
+    for old, new in (("http://127.0.0.1:8000", "http://127.0.0.1:{port}"),):
         assert old in code, old
         code = code.replace(old, new.format_map(walk.values))
     started = time.monotonic()
@@ -531,7 +530,7 @@ def _maze_heldout(walk: Walk, ran: Ran) -> None:
 
 def _maze_freeze(walk: Walk, ran: Ran) -> None:
     _ok(ran)
-    name = "rehearsal-7x7-64.json"
+    name = "rehearsal-7x7-maps.json"
     committed = ROOT / "workload" / "maze" / "heldout" / name
     assert (Path(walk.values["heldout_dir"]) / name).read_bytes() == committed.read_bytes()
 
@@ -635,7 +634,8 @@ def _promoted_to_folder(walk: Walk, ran: Ran) -> None:
 def _served(walk: Walk, ran: Ran) -> None:
     assert ran.returncode == 0, ran.stdout[-3000:]  # SIGTERM stops it cleanly
     assert f"serving at http://127.0.0.1:{walk.values['port']}/v1 (OpenAI API)" in ran.stdout
-    assert f"models: maze-sft, maze-sft:global_step_{walk.step}" in ran.stdout
+    assert "models: maze-sft, maze-sft:selected" in ran.stdout
+    assert "Next:" in ran.stdout.split("Ctrl-C stops the server")[0]  # the next step while it serves, not after
 
 
 def _in_process(walk: Walk) -> dict:
@@ -644,7 +644,7 @@ def _in_process(walk: Walk) -> dict:
 
 def _evaluated_as_in_process(walk: Walk, ran: Ran) -> None:
     _ok(ran)
-    replayed = json.loads((walk.root / "evals" / "step-40" / "report.json").read_text())
+    replayed = json.loads((walk.root / "evals" / "selected" / "report.json").read_text())
     in_process = _in_process(walk)
     assert replayed["set"] == in_process["set"] and replayed["total"] == in_process["total"] == 64
     assert replayed["solved"] == in_process["solved"]
@@ -759,8 +759,8 @@ CHECKS: dict[str, Callable[[Walk, Ran], None]] = {
     "skymaze promote --run runs/maze-blog --step 160 --to s3://.../adapters/maze-grpo": _promoted_to_s3(LAPTOP_BUCKET),
     "skymaze promote --run runs/latest --step 40 --to adapters/step-40": _promoted_to_folder,
     "skymaze serve --model runs/latest/models/sft --model-id maze-sft --adapters runs/latest/served --port 8000": _served,
-    "skymaze evaluate --endpoint http://127.0.0.1:8000 --model maze-sft:global_step_40 "
-    "--adapter runs/latest/served/global_step_40 --out evals/step-40": _evaluated_as_in_process,
+    "skymaze evaluate --endpoint http://127.0.0.1:8000 --model maze-sft:selected "
+    "--adapter runs/latest/served/selected --wait-s 300 --out evals/selected": _evaluated_as_in_process,
     "skymaze evaluate --endpoint http://127.0.0.1:8000 --model Qwen/Qwen3-VL-8B-Instruct:maze-grpo "
     "--heldout easy-64 --out evals/maze-grpo": _cluster_evaluate_refused,
     "skymaze rehearse --recipe NAME": _rehearsal_resumed,

@@ -20,7 +20,7 @@ def _closed_port() -> int:
 
 
 def test_submit_refuses_a_recipe_that_would_fail_on_the_cluster():
-    result = runner.invoke(app, ["submit", "--recipe", "blog", "--set", "generator.inference_engine.num_engines=4"])
+    result = runner.invoke(app, ["submit", "--recipe", "blog", "--size", "blog", "--set", "generator.inference_engine.num_engines=4"])
     assert result.exit_code == 2
     assert "error: generator.inference_engine.num_engines" in result.stderr
     assert "`skymaze recipe show blog --fields` lists them" in result.stderr
@@ -98,7 +98,7 @@ def ray_head():
 @pytest.mark.e2e
 def test_a_supervised_preflight_is_watched_to_the_end_once(ray_head, tmp_path):
     address = ["--address", ray_head.dashboard_url]
-    submitted = runner.invoke(app, ["submit", "--recipe", "blog", "--set", f"shared_root={tmp_path}", "--preflight", "--supervise", *address])
+    submitted = runner.invoke(app, ["submit", "--recipe", "blog", "--size", "blog", "--set", f"shared_root={tmp_path}", "--preflight", "--supervise", *address])
     assert submitted.exit_code == 0, submitted.output
     job_id = submitted.stdout.split()[1]
     assert f"skymaze supervise {job_id}" in submitted.stdout
@@ -124,7 +124,7 @@ def test_a_supervised_preflight_is_watched_to_the_end_once(ray_head, tmp_path):
 @pytest.mark.e2e
 def test_a_job_submitted_without_supervise_cannot_be_supervised(ray_head, tmp_path):
     address = ["--address", ray_head.dashboard_url]
-    submitted = runner.invoke(app, ["submit", "--recipe", "blog", "--set", f"shared_root={tmp_path}", "--preflight", *address])
+    submitted = runner.invoke(app, ["submit", "--recipe", "blog", "--size", "blog", "--set", f"shared_root={tmp_path}", "--preflight", *address])
     job_id = submitted.stdout.split()[1]
     result = runner.invoke(app, ["supervise", job_id, "--metrics-port", "0", *address])
     assert result.exit_code == 2 and "carries no 'skymaze_job_spec' metadata" in result.stderr

@@ -61,9 +61,11 @@ def test_next_commands_serve_the_promoted_folder_and_evaluate_with_the_adapter_s
 
     manifest = {"name": "maze-rehearsal", "base_model": "/runs/local-1/models/sft"}
     serve, evaluate = _next_commands(manifest, "adapters/maze-rehearsal", tmp_path / "export")
-    assert serve == "skymaze serve --model /runs/local-1/models/sft --adapters adapters --port 8000 &"
-    assert evaluate == ("skymaze evaluate --endpoint http://127.0.0.1:8000 --model sft:maze-rehearsal "
-                        "--adapter adapters/maze-rehearsal --out evals/maze-rehearsal")
+    # one model-id scheme: the rehearsal's SFT model is maze-sft here as on the rehearsal's own endpoint;
+    # evaluate waits for the server it is printed beside
+    assert serve == "skymaze serve --model /runs/local-1/models/sft --model-id maze-sft --adapters adapters --port 8000 &"
+    assert evaluate == ("skymaze evaluate --endpoint http://127.0.0.1:8000 --model maze-sft:maze-rehearsal "
+                        "--adapter adapters/maze-rehearsal --wait-s 300 --out evals/maze-rehearsal")
     (remote,) = _next_commands(manifest, "s3://b/adapters/maze-grpo", tmp_path / "export")
     assert f"--adapter {tmp_path / 'export'}" in remote
 
@@ -80,7 +82,7 @@ def test_after_a_promotion_to_s3_the_hints_reach_the_profiles_endpoint_and_run_a
                                        _cluster_endpoint("blog"))
     assert forward == "kubectl -n ray port-forward svc/skymaze-serve-serve-svc 8000:8000 &"
     assert evaluate == (f"skymaze evaluate --endpoint http://127.0.0.1:8000 --model "
-                        f"Qwen/Qwen3-VL-8B-Instruct:maze-grpo --adapter {tmp_path / 'export'} --out evals/maze-grpo")
+                        f"Qwen/Qwen3-VL-8B-Instruct:maze-grpo --adapter {tmp_path / 'export'} --wait-s 300 --out evals/maze-grpo")
     assert not any(c in evaluate for c in "<>|;")
     check(evaluate, complete=True)  # parses against the CLI
     assert shlex.split(forward)[:3] == ["kubectl", "-n", "ray"]

@@ -15,7 +15,7 @@ def test_recipe_local_loads_with_skyrl_key_names():
     assert cfg.trainer.algorithm.advantage_estimator == "grpo"
     assert cfg.trainer.algorithm.loss_reduction == "token_mean"
     assert cfg.trainer.policy.model.lora.rank == 16
-    assert cfg.environment.heldout_set == "rehearsal-7x7-64"
+    assert cfg.environment.heldout_set == "rehearsal-7x7-maps"
 
 
 def test_overrides_are_parsed_to_the_recipe_types():
@@ -117,9 +117,14 @@ def test_sft_target_above_the_validation_set_is_refused():
         load_config("local", ["sft.target_solved=65"])
 
 
-def test_sft_band_upper_bound_below_the_target_is_refused():
-    with pytest.raises(ValueError, match=r"sft.max_solved \(7\) is below sft.target_solved \(8\)"):
-        load_config("local", ["sft.max_solved=7"])
+def test_validation_of_part_of_a_map_is_refused_when_the_held_out_set_is_by_map():
+    with pytest.raises(ValueError, match=r"sft.validation_size \(62\) must be a multiple of 4"):
+        load_config("local", ["sft.validation_size=62", "sft.target_solved=8"])
+
+
+def test_the_sft_band_is_gone():
+    with pytest.raises(ValueError, match=r"sft.max_solved"):
+        load_config("local", ["sft.max_solved=12"])
 
 
 def test_only_token_mean_reduction_runs_locally():
