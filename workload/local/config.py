@@ -28,16 +28,17 @@ UNFINGERPRINTED = {
     "control": ("enabled",),
     "": ("name", "description"),
 }
+# SkyRL's trainer.algorithm values the learner implements, the only ones it runs: constants, not settings.
+# Still hashed into the fingerprint (as when they were settings), so a run keeps its id.
+FIXED_ALGORITHM = {"advantage_estimator": "grpo", "loss_reduction": "token_mean"}
 
 
 class AlgorithmConfig(ConfigModel):
     """The GRPO objective (SkyRL ``trainer.algorithm``)."""
 
-    advantage_estimator: Literal["grpo"] = Field(description="Advantage estimator; only grpo runs locally.")
     grpo_norm_by_std: bool = Field(description="Divide each group's advantages by the group's reward std.")
     eps_clip_low: float = Field(description="PPO ratio clip below 1 (1 - eps).")
     eps_clip_high: float = Field(description="PPO ratio clip above 1 (1 + eps).")
-    loss_reduction: Literal["token_mean"] = Field(description="How token losses are averaged; only token_mean runs locally.")
     use_kl_loss: bool = Field(description="Add a KL penalty against the reference (SFT) policy.")
     kl_loss_coef: float = Field(description="Weight of the KL penalty when use_kl_loss is on.")
 
@@ -251,6 +252,7 @@ class RehearsalConfig(ConfigModel):
     def fingerprint(self) -> str:
         """Hash of every setting that changes results (not the run name or folder)."""
         data = self.to_dict()
+        data["trainer"]["algorithm"].update(FIXED_ALGORITHM)
         for section, keys in UNFINGERPRINTED.items():
             for key in keys:
                 (data[section] if section else data).pop(key)
@@ -283,5 +285,7 @@ def load_config(name: str = "local", overrides: list[str] | None = None) -> Rehe
 
 
 def config_from_dict(data: dict[str, Any]) -> RehearsalConfig:
-    """Rebuild a config saved with ``to_dict()`` (checkpoints, exports)."""
+    """Rebuild a config saved with ``to_dict()`` (checkpoints, exports; older ones hold FIXED_ALGORITHM too)."""
+    algorithm = {k: v for k, v in data["trainer"]["algorithm"].items() if k not in FIXED_ALGORITHM}
+    data = {**data, "trainer": {**data["trainer"], "algorithm": algorithm}}
     return config.validate(RehearsalConfig, data, what="saved rehearsal settings")

@@ -26,8 +26,10 @@ from workload.local.rundir import RunDir, point_latest
 from workload.local.tracking import MetricsLog, PeakMemory, PhaseTimer
 from workload.maze.heldout import load_set
 
-# The base model's name on the rehearsal's endpoint; adapters are served as NAME:global_step_N.
+# The base model's name on the rehearsal's endpoint; the adapter chosen on the validation set is served
+# from runs/<id>/served/selected as SERVED_BASE_ID:selected, whatever step it is (its manifest names the step).
 SERVED_BASE_ID = "maze-sft"
+SELECTED_ADAPTER = "selected"
 
 PROGRESS_KEYS = {
     "sft": ("sft/loss", "sft/validation_solved"),
@@ -209,8 +211,8 @@ def _grpo_finished(cfg: RehearsalConfig, run: RunDir) -> bool:
     return (run.latest_step() or 0) >= cfg.trainer.max_training_steps
 
 
-def _served_model_id(best_step: int) -> str:
-    return f"{SERVED_BASE_ID}:global_step_{best_step}"
+def _served_model_id() -> str:
+    return f"{SERVED_BASE_ID}:{SELECTED_ADAPTER}"
 
 
 def _served_summary(cfg: RehearsalConfig, report: dict, best_step: int) -> dict:
@@ -232,7 +234,8 @@ def _served_on_disk(cfg: RehearsalConfig, run: RunDir, best_step: int, echo: Cal
     if not path.is_file():
         return None
     report = json.loads(path.read_text())
-    if report.get("model") != _served_model_id(best_step) or report.get("set") != cfg.environment.heldout_set:
+    if (report.get("model"), report.get("step"), report.get("set")) != (
+            _served_model_id(), best_step, cfg.environment.heldout_set):
         return None
     echo(f"[serve] {report['model']} already evaluated through the endpoint: {path}")
     return _served_summary(cfg, report, best_step)
@@ -244,13 +247,13 @@ def _phase_serve(cfg: RehearsalConfig, run: RunDir, best_step: int, echo: Callab
     Run inside the training run's Ray (``LocalServer`` joins a running Ray and shuts only its
     Serve apps down), so the rehearsal starts one Ray cluster, not two.
     """
+    from workload.skyrl.promote import promote
+
     adapters = run.root / "served"
-    name = f"global_step_{best_step}"
-    model_id = _served_model_id(best_step)
-    if not (adapters / name).is_dir():
-        write_dir_atomic(
-            adapters / name, lambda tmp: shutil.copytree(run.export(best_step), tmp, dirs_exist_ok=True)
-        )
+    model_id = _served_model_id()
+    # The selected step's export under a stable name, with the manifest `skymaze promote` writes (it names the step).
+    promote(run.root, best_step, str(adapters / SELECTED_ADAPTER), max_lora_rank=cfg.trainer.policy.model.lora.rank,
+            overwrite=_served_step(adapters / SELECTED_ADAPTER) not in (None, best_step))
     try:
         from workload.evaluate.endpoint import evaluate_endpoint
     except ImportError:
@@ -270,8 +273,15 @@ def _phase_serve(cfg: RehearsalConfig, run: RunDir, best_step: int, echo: Callab
             max_tokens=cfg.generator.eval_sampling_params.max_generate_length,
             reuse_replies=True,
         )
+    report["step"] = best_step
     write_json_atomic(run.root / "evals" / "served.json", report)
     return _served_summary(cfg, report, best_step)
+
+
+def _served_step(folder) -> int | None:
+    """The step whose export ``folder`` holds (its promote manifest), or None when nothing is there."""
+    manifest = folder / "manifest.json"
+    return json.loads(manifest.read_text())["source"]["step"] if manifest.is_file() else None
 
 
 def rehearse(cfg: RehearsalConfig, *, echo: Callable[[str], None] = print) -> dict[str, Any]:

@@ -12,8 +12,6 @@ def test_recipe_local_loads_with_skyrl_key_names():
     assert cfg.generator.n_samples_per_prompt == 8
     assert cfg.generator.max_turns == 15
     assert cfg.generator.image_history == 1
-    assert cfg.trainer.algorithm.advantage_estimator == "grpo"
-    assert cfg.trainer.algorithm.loss_reduction == "token_mean"
     assert cfg.trainer.policy.model.lora.rank == 16
     assert cfg.environment.heldout_set == "rehearsal-7x7-maps"
 
@@ -127,9 +125,26 @@ def test_the_sft_band_is_gone():
         load_config("local", ["sft.max_solved=12"])
 
 
-def test_only_token_mean_reduction_runs_locally():
-    with pytest.raises(ValueError, match=r"trainer.algorithm.loss_reduction=seq_mean: Input should be 'token_mean'"):
-        load_config("local", ["trainer.algorithm.loss_reduction=seq_mean"])
+@pytest.mark.parametrize("key", ["trainer.algorithm.loss_reduction", "trainer.algorithm.advantage_estimator"])
+def test_the_algorithm_values_the_learner_implements_are_constants_not_settings(key):
+    with pytest.raises(ValueError, match=rf"unknown setting '{key}'"):
+        load_config("local", [f"{key}=x"])
+
+
+def test_the_fixed_algorithm_values_are_in_the_fingerprint_and_older_saved_configs_load():
+    import hashlib
+    import json
+
+    from workload.local.config import FIXED_ALGORITHM, UNFINGERPRINTED, config_from_dict
+
+    cfg = load_config("local")
+    saved = cfg.to_dict()
+    saved["trainer"]["algorithm"].update(FIXED_ALGORITHM)  # what a run saved while they were settings
+    assert config_from_dict(saved) == cfg
+    for section, keys in UNFINGERPRINTED.items():
+        for key in keys:
+            (saved[section] if section else saved).pop(key)
+    assert cfg.fingerprint() == hashlib.sha256(json.dumps(saved, sort_keys=True).encode()).hexdigest()[:10]
 
 
 def test_every_setting_has_a_description():

@@ -179,3 +179,17 @@ def test_the_endpoint_is_served_from_the_training_runs_ray_and_nothing_is_left_r
     assert seen["processes_left"] == 0
     served = seen["served"]
     assert (served["total"], served["via"], served["step"]) == (128, "endpoint", 1)
+
+
+def test_the_selected_adapter_is_served_under_a_stable_name(rehearsal_smoke):
+    """`runs/latest/served/selected` and `maze-sft:selected`, whatever step was selected: documented commands
+    need no step number; the manifest (as `skymaze promote` writes it) names the step."""
+    _, runs_dir = rehearsal_smoke
+    run = _run(runs_dir)
+    report = json.loads((run.root / "report.json").read_text())
+    assert [p.name for p in (run.root / "served").iterdir()] == ["selected"]
+    manifest = json.loads((run.root / "served" / "selected" / "manifest.json").read_text())
+    assert manifest["source"]["step"] == report["selected"]["step"] == report["served"]["step"]
+    assert report["served"]["model"] == "maze-sft:selected"
+    export = run.export(report["selected"]["step"]) / "adapter_model.safetensors"
+    assert (run.root / "served" / "selected" / "adapter_model.safetensors").read_bytes() == export.read_bytes()
