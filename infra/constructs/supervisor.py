@@ -18,6 +18,7 @@ from constructs import Construct, IDependable
 
 from infra.constructs import ray_manifests as rm
 from infra.constructs.pod_identity import pod_identity_role
+from workload.deployment.settings import NODE_READY_S
 
 NAME = "skymaze-supervisor"
 METRICS_PORT = 9400  # workload.supervise.settings.DEFAULT_METRICS_PORT (infra does not import the workload)
@@ -39,7 +40,7 @@ class SupervisorConfig:
     expected_workers: int | None = None
     max_submissions: int = 8
     max_failures_at_same_step: int = 3
-    node_wait_timeout_s: int = 5400
+    node_wait_timeout_s: int = NODE_READY_S
     release_workers: bool = True
     group_idle_s: int | None = None
     hyperpod_cluster: str | None = None

@@ -59,6 +59,15 @@ EKS_CLUSTER_NAME = r"^[0-9A-Za-z][A-Za-z0-9_-]{0,99}$"
 # EKS places control-plane interfaces in subnets of at least two Availability Zones (EKS user guide,
 # "VPC and subnet requirements"); a cluster this app creates in an existing VPC needs them.
 MIN_EKS_AZS = 2
+# How long a new GPU node takes to become schedulable, for the deploy's node waiter and the supervisor
+# alike: launch and lifecycle scripts (HyperPod cluster creation takes 15-25 min, shared reference
+# hyperpod-iac.md), then the on-start deep health checks every new GPU node runs (InstanceStress: DCGM
+# level 4 diagnostics and stress tests), which AWS's HyperPod resiliency guidance puts at about two
+# hours per new instance; plus a margin for a replacement of a node that failed them.
+NODE_LAUNCH_S = 25 * 60
+DEEP_HEALTH_CHECKS_S = 2 * 3600
+NODE_READY_MARGIN_S = 15 * 60
+NODE_READY_S = NODE_LAUNCH_S + DEEP_HEALTH_CHECKS_S + NODE_READY_MARGIN_S  # 2 h 40 min
 
 
 @dataclass(frozen=True)
@@ -150,8 +159,9 @@ class Settings(ConfigModel):
                                            "supervisor makes at most.")
     supervise_max_failures_at_same_step: int = Field(default=3, ge=1, le=100, description="Crashes with no new "
                                                      "checkpoint between them before the supervisor gives up.")
-    supervise_node_wait_timeout_s: int = Field(default=5400, ge=60, description="How long the supervisor waits for "
-                                               "the GPU worker pods to be Ready again.")
+    supervise_node_wait_timeout_s: int = Field(default=NODE_READY_S, ge=60, description="How long the supervisor "
+                                               "waits for the GPU worker pods to be Ready again (a replaced node "
+                                               "runs deep health checks first: about 2 h).")
     supervise_release_workers: bool = Field(True, description="Free the trainer's GPU group when a run is over.")
     # Seconds after a run ends before the HyperPod GPU group is scaled to supervise_group_idle_count
     # (HyperPod allows 0; 1 keeps a node for the RayService). None: the group stays as deployed.

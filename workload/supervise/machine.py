@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 
+from workload.deployment.settings import NODE_READY_S
 from workload.supervise.causes import Cause
 
 ACTIVE = frozenset({"PENDING", "RUNNING"})
@@ -58,7 +59,7 @@ class Policy:
     head restarts never count; ``max_submissions`` bounds them."""
     backoff_base_s: float = 30.0
     backoff_cap_s: float = 900.0
-    node_wait_timeout_s: float = 5400.0
+    node_wait_timeout_s: float = float(NODE_READY_S)  # the deployment setting's default: launch + deep health checks
     """How long to wait for every GPU worker to be Ready again; HyperPod replaces a node in tens of minutes."""
     release_workers: bool = True
     """Scale the trainer RayCluster's GPU workers to zero when the run ends (frees nodes for the RayService)."""

@@ -182,3 +182,12 @@ def test_serving_loads_the_checkpoint_the_trainer_stages_on_fsx():
     settings = load_settings({"profile": "blog"})
     trainer_model_path = load_recipe("blog").resolved()["trainer.policy.model.path"]
     assert settings.serve_model_source == trainer_model_path
+
+
+def test_the_supervisor_waits_for_a_replaced_node_through_its_deep_health_checks():
+    from workload.deployment.settings import DEEP_HEALTH_CHECKS_S, NODE_LAUNCH_S
+    from workload.supervise.machine import Policy
+
+    waited = load_settings({"profile": "blog"}).supervise_node_wait_timeout_s
+    assert waited >= NODE_LAUNCH_S + DEEP_HEALTH_CHECKS_S
+    assert Policy().node_wait_timeout_s == waited  # `skymaze supervise` outside the cluster waits as long
