@@ -18,15 +18,15 @@ from constructs import Construct, IDependable
 
 from infra.constructs import ray_manifests as rm
 from infra.constructs.pod_identity import pod_identity_role
+from workload.deployment import fit
 from workload.deployment.settings import NODE_READY_S
 
 NAME = "skymaze-supervisor"
 METRICS_PORT = 9400  # workload.supervise.settings.DEFAULT_METRICS_PORT (infra does not import the workload)
 HANDLED_FILE = f"{rm.SHARED_MOUNT}/supervisor/handled.txt"
-# The supervisor polls and writes JSON lines: a fraction of a core and a few hundred MiB (measured locally:
-# about 150 MiB resident with ray.job_submission and prometheus_client loaded).
-CPU = "250m"
-MEMORY = "512Mi"
+# Its requests, as the cluster fit counts them on the head node (workload/deployment/fit.py).
+CPU = f"{fit.SUPERVISOR_CPU_M}m"
+MEMORY = f"{fit.SUPERVISOR_MEMORY_MIB}Mi"
 
 
 @dataclass(frozen=True)

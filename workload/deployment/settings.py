@@ -438,14 +438,20 @@ class Settings(ConfigModel):
         self.cluster_fit()  # raises ValueError naming the key and the numbers
         return self
 
+    @property
+    def fit_features(self) -> frozenset[str]:
+        """The optional system pods this deployment installs (workload/deployment/fit.py counts them)."""
+        return frozenset(name for name, on in ((fit.SUPERVISOR, self.supervisor), (fit.RAY_ENDPOINT, self.ray_endpoint))
+                         if on)
+
     def pod_sizes(self) -> RayPodSizes:
         """The Ray pods' requests (= limits): explicit settings, else the largest that fit."""
         worker_facts, head_facts = self.worker_spec, self.head_spec
-        worker_free = fit.free_for_ray(worker_facts, self.worker_threads_per_core)
+        worker_free = fit.free_for_ray(worker_facts, self.worker_threads_per_core, self.fit_features)
         cpu, memory = fit.whole(worker_free)
         worker = fit.PodSize("ray worker", self.worker_pod_cpu or cpu, self.worker_pod_memory_gib or memory,
                              worker_facts.gpus, worker_facts.efa)
-        head_cpu, head_memory = fit.whole(fit.free_for_ray(head_facts, self.head_threads_per_core))
+        head_cpu, head_memory = fit.whole(fit.free_for_ray(head_facts, self.head_threads_per_core, self.fit_features))
         share = TRAINER_HEAD_SHARE_WITH_SERVING if self.serving else 1.0
         trainer = fit.PodSize("trainer ray head", self.head_pod_cpu or int(head_cpu * share),
                               self.head_pod_memory_gib or int(head_memory * share))
@@ -458,8 +464,9 @@ class Settings(ConfigModel):
         """(head group, worker group) fits; raises ValueError when a pod cannot be scheduled."""
         sizes = self.pod_sizes()
         heads = (sizes.trainer_head,) + ((sizes.serve_head,) if sizes.serve_head else ())
-        head = fit.group_fit("head", self.head_instance_type, self.head_threads_per_core, heads)
-        worker = fit.group_fit("workers", self.worker_instance_type, self.worker_threads_per_core, (sizes.worker,))
+        head = fit.group_fit("head", self.head_instance_type, self.head_threads_per_core, heads, self.fit_features)
+        worker = fit.group_fit("workers", self.worker_instance_type, self.worker_threads_per_core, (sizes.worker,),
+                               self.fit_features)
         free = worker.allocatable - worker.system
         if not worker.fits:
             raise ValueError(
