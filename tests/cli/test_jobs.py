@@ -23,7 +23,7 @@ def test_submit_refuses_a_recipe_that_would_fail_on_the_cluster():
     result = runner.invoke(app, ["submit", "--recipe", "blog", "--set", "generator.inference_engine.num_engines=4"])
     assert result.exit_code == 2
     assert "error: generator.inference_engine.num_engines" in result.stderr
-    assert "skymaze recipe check blog" in result.stderr
+    assert "`skymaze recipe show blog --fields` lists them" in result.stderr
 
 
 def test_sagemaker_address_without_the_toolkit_is_a_usage_error():

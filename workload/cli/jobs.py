@@ -9,6 +9,7 @@ from pathlib import Path
 import typer
 
 from workload.cli._common import (
+    DEPLOY_SETS_OPTION,
     EXIT_USAGE,
     JSON_OPTION,
     PROFILE_OPTION,
@@ -18,8 +19,9 @@ from workload.cli._common import (
     next_step,
     print_json,
     recipe_for_profile,
+    resolve_size,
 )
-from workload.cli.recipe import load_or_exit, problems_of
+from workload.cli.recipe import load_or_exit, problems_of, profile_fit_problems
 from workload.supervise.machine import Policy
 from workload.supervise.settings import DEFAULT_METRICS_PORT
 
@@ -62,7 +64,8 @@ def _address_flag(address: str) -> str:
 def submit(
     recipe_name: str | None = RUN_RECIPE_OPTION,
     sets: list[str] = RECIPE_SETS_OPTION,
-    profile: str = PROFILE_OPTION,
+    profile: str | None = PROFILE_OPTION,
+    context: list[str] = DEPLOY_SETS_OPTION,
     address: str = ADDRESS_OPTION,
     preflight: bool = typer.Option(False, "--preflight", help="Only prepare data/model paths on /shared and print the plan."),
     wait_s: float = typer.Option(0.0, "--wait-s", help="Wait up to this many seconds for the job to finish (0: return at once)."),
@@ -97,6 +100,7 @@ def submit(
     from workload.skyrl.entrypoint import job_spec
     from workload.skyrl.job_env import JobEnvError, build_job_env
 
+    profile, context = resolve_size(profile, context)
     recipe_name = recipe_for_profile(recipe_name, profile)
     recipe = load_run_or_exit(recipe_name, [*(sets or []), *([f"trainer.logger={tracker}"] if tracker != "console" else [])],
                               keep_run_name=keep_run_name)
@@ -105,11 +109,17 @@ def submit(
                                 tracker=tracker, run_dir=recipe.run_dir, environ=os.environ)
     except JobEnvError as err:
         fail(str(err), code=EXIT_USAGE)
-    problems = problems_of(recipe, profile)
+    problems = problems_of(recipe, profile, context)
     if problems:
         for line in problems:
             typer.echo(f"error: {line}", err=True)
-        fail(f"recipe {recipe_name!r} would fail on the cluster; see `skymaze recipe check {recipe_name}`", code=EXIT_USAGE)
+        fail(f"recipe {recipe_name!r} would fail on the cluster; fix the settings named above (`skymaze recipe "
+             f"show {recipe_name} --fields` lists them)", code=EXIT_USAGE)
+    misfit = profile_fit_problems(recipe, profile, context)
+    if misfit:  # a job the cluster cannot place waits in PENDING, billed, until someone notices
+        for line in misfit:
+            typer.echo(f"error: {line}", err=True)
+        fail(f"recipe {recipe_name!r} cannot run on size {profile!r}; nothing was submitted", code=EXIT_USAGE)
     resolved, client = _client(address)
     spec = job_spec(recipe)
     try:

@@ -65,7 +65,7 @@ class TeardownTarget:
         """The teardown command for this target, to repeat after a failure."""
         extra = [" --keep-data"] if self.keep_data else []
         extra += [f" -c {key}={value}" for key, value in self.overrides]
-        return f"skymaze teardown --profile {self.profile}{''.join(extra)}"
+        return f"skymaze teardown --size {self.profile}{''.join(extra)}"
 
     @property
     def cdk_context(self) -> tuple[str, ...]:

@@ -9,11 +9,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from workload.config import DEPLOY_FLAG, ConfigError, did_you_mean, split_pair
-from workload.deployment.settings import Settings, SettingsError, load_settings
+from workload.deployment.settings import PROFILES, Settings, SettingsError, load_settings
 from workload.ops.cost import ClusterShape, InstanceGroup
 from workload.ops.plan import TeardownTarget
 
-__all__ = ["SettingsError", "parse_overrides", "settings_for", "shape_for", "target_for"]
+__all__ = ["PROFILES", "SettingsError", "parse_overrides", "settings_for", "shape_for", "target_for"]
 
 
 def parse_overrides(pairs: Sequence[str]) -> tuple[tuple[str, str], ...]:
@@ -25,7 +25,7 @@ def parse_overrides(pairs: Sequence[str]) -> tuple[tuple[str, str], ...]:
         except ConfigError as err:
             raise SettingsError(str(err)) from None
         if key == "profile":
-            raise SettingsError(f"{DEPLOY_FLAG} profile=...: use --profile instead")
+            raise SettingsError(f"{DEPLOY_FLAG} profile=...: use --size instead")
         parsed.append((key, value))
     return tuple(parsed)
 
