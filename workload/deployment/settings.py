@@ -195,6 +195,10 @@ class Settings(ConfigModel):
     # Bring your own network or EKS cluster (README "Bring your own VPC or EKS cluster"), as AWS's HyperPod
     # templates allow (CreateVPCStack=false + VpcId/PrivateSubnetIds, CreateEKSClusterStack=false +
     # EKSClusterName/SecurityGroupId). Unset: the network stack creates a VPC, the cluster stack an EKS cluster.
+    node_availability_zone: str | None = Field(None, pattern=r"^[a-z]{2}(-[a-z]+)+-\d[a-z]$", description="Zone "
+                                               "of the HyperPod nodes and FSx in the created VPC (e.g. us-west-2b, "
+                                               "where the GPU capacity is); unset: the region's first zone. In an "
+                                               "existing VPC the first of private_subnet_ids decides.")
     vpc_id: str | None = Field(None, pattern=VPC_ID, description="An existing VPC to deploy into instead of "
                                "creating one (no NAT, endpoint or flow log is added to it); needs "
                                "private_subnet_ids and private_subnet_azs.")
@@ -359,6 +363,20 @@ class Settings(ConfigModel):
                 raise ValueError(f"{subnet!r} is not a subnet id (subnet-0123456789abcdef0); `aws ec2 "
                                  "describe-subnets --filters Name=vpc-id,Values=VPC_ID` lists them")
         return value
+
+    @model_validator(mode="after")
+    def _node_zone(self) -> Settings:
+        zone = self.node_availability_zone
+        if zone is None:
+            return self
+        if self.vpc_id is not None:
+            raise ValueError(f"node_availability_zone={zone} applies to a created VPC only: in vpc_id={self.vpc_id} "
+                             "the nodes and FSx go to the first of private_subnet_ids; list the subnet of the zone "
+                             "you want first (and its zone first in private_subnet_azs), and unset node_availability_zone")
+        if not zone.startswith(self.region):
+            raise ValueError(f"node_availability_zone={zone} is not a zone of region={self.region}: use a zone such as "
+                             f"{self.region}b (`aws ec2 describe-availability-zones --region {self.region}` lists them)")
+        return self
 
     @model_validator(mode="after")
     def _own_network(self) -> Settings:

@@ -191,3 +191,15 @@ def test_the_supervisor_waits_for_a_replaced_node_through_its_deep_health_checks
     waited = load_settings({"profile": "blog"}).supervise_node_wait_timeout_s
     assert waited >= NODE_LAUNCH_S + DEEP_HEALTH_CHECKS_S
     assert Policy().node_wait_timeout_s == waited  # `skymaze supervise` outside the cluster waits as long
+
+
+def test_the_nodes_zone_belongs_to_the_region():
+    with pytest.raises(SettingsError, match="node_availability_zone=us-east-1a is not a zone of region=us-west-2"):
+        load_settings({"profile": "blog", "node_availability_zone": "us-east-1a"})
+
+
+def test_the_nodes_zone_is_for_a_created_vpc_only():
+    with pytest.raises(SettingsError, match="node_availability_zone=us-west-2b applies to a created VPC only"):
+        load_settings({"profile": "blog", "node_availability_zone": "us-west-2b", "vpc_id": "vpc-0123456789abcdef0",
+                       "private_subnet_ids": "subnet-0123456789abcdef0,subnet-0123456789abcdef1",
+                       "private_subnet_azs": "us-west-2a,us-west-2b"})
