@@ -148,6 +148,8 @@ class RunSupervisor(Construct):
         self.role: iam.Role | None = None
         if config.group_idle_s is not None and hyperpod_cluster_arn and execution_role_arn:
             self.role = pod_identity_role(self, "Role", statements=hyperpod_statements(hyperpod_cluster_arn, execution_role_arn))
-            eks.CfnPodIdentityAssociation(self, "Identity", cluster_name=cluster.cluster_name, namespace=config.namespace,
-                                          service_account=NAME, role_arn=self.role.role_arn)
+            identity = eks.CfnPodIdentityAssociation(self, "Identity", cluster_name=cluster.cluster_name,
+                                                     namespace=config.namespace, service_account=NAME,
+                                                     role_arn=self.role.role_arn)
+            self.manifest.node.add_dependency(identity)  # credentials are handed out when the pod starts
         Stack.of(self)  # must sit in a stack (the manifest's provider lives there)

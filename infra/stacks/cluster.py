@@ -121,7 +121,7 @@ class ClusterStack(Stack):
                           alert_emails=settings.alert_emails, max_deployed_hours=settings.max_deployed_hours,
                           warn_before_hours=settings.deploy_guard_warn_hours, hyperpod_cluster_name=self.hyperpod.cluster_name,
                           hyperpod_cluster_arn=self.hyperpod.attr_cluster_arn, execution_role_arn=self.execution_role.role_arn,
-                          gpu_groups=[WORKER_GROUP])
+                          gpu_groups=[WORKER_GROUP], destroy=settings.destroy_data)
         CfnOutput(self, "EksClusterName", value=self.eks.cluster_name)
         CfnOutput(self, "HyperPodClusterName", value=self.hyperpod.cluster_name)
         CfnOutput(self, "KubeconfigCommand",

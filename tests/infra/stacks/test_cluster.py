@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 
 import pytest
@@ -180,9 +181,9 @@ def test_execution_role_attaches_the_cni_policy_as_aws_reference_does(cluster):
 def test_node_wait_is_a_chain_of_stages_each_under_an_hour(cluster):
     stages = resources(cluster, "Custom::HyperPodNodes")
     ordered = sorted(stages.items(), key=lambda item: item[1]["Properties"]["Stage"])
-    first, last = ordered[0], ordered[-1]
+    last = ordered[-1]
     assert [s["Properties"]["Final"] for _, s in ordered] == ["false"] * (len(ordered) - 1) + ["true"]
-    for (before, _), (_, after) in zip(ordered, ordered[1:], strict=False):
+    for (before, _), (_, after) in itertools.pairwise(ordered):
         assert before in after["DependsOn"]
     assert all(int(s["Properties"]["StageSeconds"]) < 3600 for s in stages.values())
     # What waits on nodes waits on the last stage.

@@ -111,12 +111,6 @@ def test_optional_pods_count_where_they_run_when_they_are_installed(setting, fea
     assert feature not in load_settings({"profile": "blog", setting: False}).fit_features
 
 
-def test_the_supervisor_is_counted_where_it_runs():
-    from infra.constructs import supervisor
-
-    assert (supervisor.CPU, supervisor.MEMORY) == (f"{_pod('run supervisor').cpu_m}m", f"{_pod('run supervisor').memory_mib}Mi")
-
-
 @pytest.mark.parametrize("profile", ["blog", "small"])
 def test_every_node_keeps_the_named_margin_after_every_counted_pod(profile):
     for group in load_settings({"profile": profile}).cluster_fit():
