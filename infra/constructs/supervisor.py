@@ -104,6 +104,7 @@ def deployment(config: SupervisorConfig, *, image: str, node_instance_type: str,
                     "prometheus.io/scrape": "true", "prometheus.io/port": str(METRICS_PORT)}},
                 "spec": {
                     "serviceAccountName": NAME,
+                    "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
                     "nodeSelector": {rm.INSTANCE_TYPE_LABEL: node_instance_type},
                     "initContainers": [rm.shared_owner_init(image)],  # it may start before any Ray pod
                     "containers": [container],

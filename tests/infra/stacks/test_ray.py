@@ -75,11 +75,12 @@ def test_every_ray_pod_mounts_shared_from_the_claim_and_uses_the_service_account
         assert pod["containers"][0]["image"] == "<token>"  # the trainer image asset's URI
 
 
-def test_raycluster_waits_for_the_operator_the_claim_and_the_service_account(ray):
+def test_raycluster_waits_for_the_operator_the_claim_the_service_account_and_its_pod_identity(ray):
     trainer = next(r for r in resources(ray, "Custom::AWSCDK-EKS-KubernetesResource").values()
                    if "RayCluster" in str(r["Properties"]["Manifest"]))
     chart_id, _ = one(ray, "Custom::AWSCDK-EKS-HelmChart")
-    assert chart_id in trainer["DependsOn"] and len(trainer["DependsOn"]) == 3
+    identity_id, _ = one(ray, "AWS::EKS::PodIdentityAssociation")
+    assert chart_id in trainer["DependsOn"] and identity_id in trainer["DependsOn"] and len(trainer["DependsOn"]) == 4
 
 
 def test_raycluster_validates_against_the_kuberay_crd(ray, shared_dir):
