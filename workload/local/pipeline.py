@@ -298,6 +298,8 @@ def rehearse(cfg: RehearsalConfig, *, echo: Callable[[str], None] = print) -> di
     run = RunDir(runs_dir / cfg.run_id)
     if cfg.trainer.resume_mode == "none" and run.root.exists():
         shutil.rmtree(run.root)
+    # A finished run read back from disk: its report keeps the measurements of the run that made it.
+    reread_only = (run.root / "report.json").is_file() and _grpo_finished(cfg, run)
     run.root.mkdir(parents=True, exist_ok=True)
     write_json_atomic(run.root / "config.json", cfg.to_dict())
     point_latest(runs_dir, cfg.run_id)
@@ -385,4 +387,5 @@ def rehearse(cfg: RehearsalConfig, *, echo: Callable[[str], None] = print) -> di
         echo=echo,
         cpu_s=cpu_s,
         phase_cpu_seconds=timer.cpu_seconds,
+        reread_only=reread_only,
     )
