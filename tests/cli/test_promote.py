@@ -86,3 +86,42 @@ def test_after_a_promotion_to_s3_the_hints_reach_the_profiles_endpoint_and_run_a
     assert not any(c in evaluate for c in "<>|;")
     check(evaluate, complete=True)  # parses against the CLI
     assert shlex.split(forward)[:3] == ["kubectl", "-n", "ray"]
+
+
+def test_on_the_cluster_name_promotes_the_newest_export_to_the_pods_artifacts_bucket(run_dir, tmp_path, monkeypatch):
+    """`kubectl exec ... -- skymaze promote --run /shared/runs/maze-blog --name maze-grpo`: no bucket or step to type."""
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(run_dir, run)
+    shutil.copytree(run / "exports" / "global_step_20", run / "exports" / "global_step_160")
+    monkeypatch.setenv("SKYMAZE_ARTIFACTS", "s3://skymaze-artifacts-123456789012-us-west-2")
+    with mock_aws():
+        client = boto3.client("s3", region_name="us-west-2")
+        client.create_bucket(Bucket="skymaze-artifacts-123456789012-us-west-2",
+                             CreateBucketConfiguration={"LocationConstraint": "us-west-2"})
+        result = runner.invoke(app, ["promote", "--run", str(run), "--name", "maze-grpo"])
+        manifest = json.loads(client.get_object(Bucket="skymaze-artifacts-123456789012-us-west-2",
+                                                Key=f"adapters/maze-grpo/{MANIFEST}")["Body"].read())
+    assert result.exit_code == 0, result.output
+    assert manifest["source"]["step"] == 160 and "to s3://skymaze-artifacts-123456789012-us-west-2/adapters/maze-grpo" in result.stdout
+
+
+def test_a_rehearsal_promotes_its_step_selected_on_validation_by_default(run_dir, tmp_path):
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(run_dir, run)
+    shutil.copytree(run / "exports" / "global_step_20", run / "exports" / "global_step_30")
+    (run / "report.json").write_text(json.dumps({"best_step": 20}))
+    result = runner.invoke(app, ["promote", "--run", str(run), "--to", str(tmp_path / "adapters" / "maze-rehearsal")])
+    assert result.exit_code == 0, result.output
+    assert json.loads((tmp_path / "adapters" / "maze-rehearsal" / MANIFEST).read_text())["source"]["step"] == 20
+
+
+def test_name_off_the_cluster_says_where_it_works(run_dir, monkeypatch):
+    monkeypatch.delenv("SKYMAZE_ARTIFACTS", raising=False)
+    result = runner.invoke(app, ["promote", "--run", str(run_dir), "--name", "maze-grpo"])
+    assert result.exit_code == 2 and "named by SKYMAZE_ARTIFACTS on its Ray pods" in result.stderr
+    neither = runner.invoke(app, ["promote", "--run", str(run_dir)])
+    assert neither.exit_code == 2 and "give --to" in neither.stderr

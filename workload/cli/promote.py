@@ -11,8 +11,14 @@ from workload.cli._common import EXIT_USAGE, PROFILE_OPTION, deploy_setting, fai
 
 def promote(
     run: Path = typer.Option(..., "--run", help="Run folder (runs/<id> locally, /shared/runs/<id> on the cluster)."),
-    step: int = typer.Option(..., "--step", min=0, help="Global step of the export (exports/global_step_N/policy)."),
-    to: str = typer.Option(..., "--to", help="s3://BUCKET/adapters/NAME or a folder; NAME becomes the model id suffix."),
+    step: int = typer.Option(
+        None, "--step", min=0,
+        help="Global step of the export (exports/global_step_N/policy); default: a rehearsal's step selected on "
+             "validation, else the newest export."),
+    to: str = typer.Option(None, "--to", help="s3://BUCKET/adapters/NAME or a folder; NAME becomes the model id suffix."),
+    name: str = typer.Option(
+        None, "--name",
+        help="On the cluster's pods: promote to s3://<artifacts bucket>/adapters/NAME (instead of --to)."),
     max_lora_rank: int = typer.Option(None, "--max-lora-rank", help="Endpoint's max_lora_rank (default: the deploy profile's)."),
     profile: str | None = PROFILE_OPTION,
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an adapter already promoted under NAME."),
@@ -21,10 +27,20 @@ def promote(
 
     Refuses adapters with LoRA on the vision tower or a rank above the endpoint's max_lora_rank.
 
-    Example:  skymaze promote --run /shared/runs/maze-blog --step 160 --to s3://my-bucket/adapters/maze-grpo
+    Example:  skymaze promote --run /shared/runs/maze-blog --name maze-grpo
     """
-    from workload.skyrl.promote import PromoteError
+    import os
+
+    from workload.skyrl.promote import PromoteError, artifacts_destination, default_step
     from workload.skyrl.promote import promote as run_promote
+
+    if (to is None) == (name is None):
+        fail("give --to (s3://BUCKET/adapters/NAME or a folder) or, on the cluster's pods, --name NAME", code=EXIT_USAGE)
+    try:
+        to = to or artifacts_destination(name, dict(os.environ))
+        step = default_step(run) if step is None else step
+    except PromoteError as err:
+        fail(str(err), code=EXIT_USAGE)
 
     if max_lora_rank is None:
         profile, deploy_sets = resolve_size(profile)

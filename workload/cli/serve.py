@@ -59,8 +59,12 @@ def serve(
     _refuse_taken_port(host, port)
     _refuse_foreign_adapters(model, adapters)
     stop, previous = _stop_on_signals()  # before Ray starts: a signal during start-up also stops cleanly
+    from workload.localhost import RayStartError
+
     try:
         _serve_until_stopped(server, api_key, stop, once=once, hint=lambda url, example: _evaluate_hint(url, example, adapters))
+    except RayStartError as error:
+        fail(str(error))
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)

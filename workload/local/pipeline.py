@@ -345,6 +345,8 @@ def rehearse(cfg: RehearsalConfig, *, echo: Callable[[str], None] = print) -> di
     run = RunDir(runs_dir / cfg.run_id)
     if cfg.trainer.resume_mode == "none" and run.root.exists():
         shutil.rmtree(run.root)
+    # A finished run read back from disk: its report keeps the measurements of the run that made it.
+    reread_only = (run.root / "report.json").is_file() and _grpo_finished(cfg, run)
     run.root.mkdir(parents=True, exist_ok=True)
     write_json_atomic(run.root / "config.json", cfg.to_dict())
     point_latest(runs_dir, cfg.run_id)
@@ -352,7 +354,6 @@ def rehearse(cfg: RehearsalConfig, *, echo: Callable[[str], None] = print) -> di
     # GRPO resumes from its latest checkpoint (step 0: before the first one), SFT from its own.
     resume_step = (run.latest_step() or 0) if (run.sft_model / "config.json").is_file() else None
     metrics = MetricsLog(run.root, resume_step=resume_step)
-
     ctx = _phase_context(cfg, run, metrics, _progress(echo, cfg.trainer.max_training_steps), echo)
     with PeakMemory() as memory:
         timer = PhaseTimer(cpu=lambda: memory.cpu_s)
@@ -401,4 +402,5 @@ def rehearse(cfg: RehearsalConfig, *, echo: Callable[[str], None] = print) -> di
         echo=echo,
         cpu_s=cpu_s,
         phase_cpu_seconds=timer.cpu_seconds,
+        reread_only=reread_only,
     )

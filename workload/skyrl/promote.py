@@ -92,6 +92,33 @@ def load_adapter(run_dir: Path, step: int) -> Adapter:
     return Adapter(directory=directory, config=config, tensor_names=tuple(safetensors_names(directory / ADAPTER_WEIGHTS)))
 
 
+ARTIFACTS_ENV = "SKYMAZE_ARTIFACTS"  # s3://<artifacts bucket>, set on every Ray pod of the cluster (infra/stacks/ray.py)
+
+
+def default_step(run_dir: Path) -> int:
+    """The export a run promotes when no step is named: a rehearsal's step selected on its validation set
+    (``best_step`` of its report.json), else the newest export (the cluster run's last, step 160 for blog)."""
+    report = run_dir / "report.json"
+    if report.is_file():
+        best = json.loads(report.read_text()).get("best_step")
+        if best is not None:
+            return int(best)
+    steps = sorted(int(p.parent.name.split("_")[-1]) for p in run_dir.glob("exports/global_step_*/policy"))
+    if not steps:
+        raise PromoteError(f"{run_dir} has no export (exports/global_step_N/policy); is it a run folder?")
+    return steps[-1]
+
+
+def artifacts_destination(name: str, environ: dict[str, str]) -> str:
+    """``s3://<artifacts bucket>/adapters/NAME`` from the cluster pods' environment."""
+    root = environ.get(ARTIFACTS_ENV, "")
+    if not root.startswith("s3://"):
+        raise PromoteError(f"--name {name} promotes to the cluster's artifacts bucket, named by {ARTIFACTS_ENV} on its "
+                           "Ray pods (run it there: kubectl -n ray exec svc/skymaze-train-head-svc -- skymaze promote "
+                           "...); elsewhere pass --to s3://BUCKET/adapters/NAME or a folder")
+    return f"{root.rstrip('/')}/adapters/{name}"
+
+
 def check_adapter(adapter: Adapter, *, max_lora_rank: int) -> None:
     """Refuse what the endpoint would ignore or reject (the serving rules, then promote's own words)."""
     vision = adapter.vision_tensors()
