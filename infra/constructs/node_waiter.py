@@ -21,7 +21,7 @@ from aws_cdk import custom_resources as cr
 from constructs import Construct
 
 from infra.constructs.lambdas import handler_function
-from workload.deployment.settings import NODE_READY_S
+from workload.deployment.fit import NODE_READY_S
 
 CLOUDFORMATION_CUSTOM_RESOURCE_LIMIT = Duration.hours(1)
 POLL_INTERVAL = Duration.seconds(30)

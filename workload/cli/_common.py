@@ -95,14 +95,16 @@ RECIPE_SETS_OPTION = typer.Option(None, RECIPE_FLAG, metavar="KEY=VALUE", help=R
 DEPLOY_SETS_OPTION = typer.Option([], DEPLOY_FLAG, "-c", metavar="KEY=VALUE", help=DEPLOY_SET_HELP)
 
 
-def setting_option(model: type[config.ConfigModel], key: str, *, explicit: bool = False, **extra: Any) -> Any:
-    """The option ``--KEY`` for setting ``key`` of ``model``: its help is the field's description, its default the model's.
+def setting_option(model: type[config.ConfigModel], key: str, *, explicit: bool = False, flag: str | None = None,
+                   **extra: Any) -> Any:
+    """The option ``--KEY`` (or ``flag``) for setting ``key`` of ``model``: its help is the field's description,
+    its default the model's.
 
     ``explicit=True``: the option's value is None unless given (the command tells a given value
     from a default, e.g. to refuse one an adapter contradicts); ``--help`` still shows the model's default.
     """
     info = config.field_named(model, key)
-    flag = "--" + key.replace("_", "-")
+    flag = flag or "--" + key.replace("_", "-")
     if info.is_required():
         return typer.Option(..., flag, help=info.description, **extra)
     default = info.get_default(call_default_factory=True)

@@ -59,6 +59,16 @@ GPU_TYPES = tuple(name for name, facts in INSTANCES.items() if facts.gpus)
 CPU_TYPES = tuple(name for name, facts in INSTANCES.items() if not facts.gpus)
 THREADS_PER_CORE = (1, 2)  # HyperPod ClusterInstanceGroup.ThreadsPerCore; 1 disables SMT, halving vCPUs
 
+# How long a new GPU node takes to become schedulable, for the deploy's node waiter and the supervisor
+# alike: launch and lifecycle scripts (HyperPod cluster creation takes 15-25 min, shared reference
+# hyperpod-iac.md), then the on-start deep health checks every new GPU node runs (InstanceStress: DCGM
+# level 4 diagnostics and stress tests), which AWS's HyperPod resiliency guidance puts at about two
+# hours per new instance; plus a margin for a replacement of a node that failed them.
+NODE_LAUNCH_S = 25 * 60
+DEEP_HEALTH_CHECKS_S = 2 * 3600
+NODE_READY_MARGIN_S = 15 * 60
+NODE_READY_S = NODE_LAUNCH_S + DEEP_HEALTH_CHECKS_S + NODE_READY_MARGIN_S  # 2 h 40 min
+
 # Memory the guest OS never sees (firmware, hypervisor, kernel): Karpenter's vmMemoryOverheadPercent
 # default, https://karpenter.sh/docs/reference/settings/ (VM_MEMORY_OVERHEAD_PERCENT=0.075).
 VM_MEMORY_OVERHEAD = 0.075

@@ -30,6 +30,7 @@ from workload.addons import (
     observability_configuration,
     spaces_configuration,
 )
+from workload.deployment.settings import HEAD_COUNT
 
 Status = Literal["ok", "warn", "fail"]
 
@@ -104,7 +105,7 @@ def instance_needs(settings) -> dict[str, tuple[int, str]]:
     """HyperPod instance type -> (instances the deploy asks for, the settings that set the number)."""
     needs: Counter[str] = Counter()
     keys: dict[str, list[str]] = {}
-    for instance_type, count, key in ((settings.head_instance_type, settings.head_count, "head_count"),
+    for instance_type, count, key in ((settings.head_instance_type, HEAD_COUNT, "head_instance_type"),
                                       (settings.worker_instance_type, settings.worker_count, "worker_count")):
         needs[instance_type] += count
         keys.setdefault(instance_type, []).append(key)

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from tests.infra.conftest import one, resources
-from workload.deployment.settings import DEEP_HEALTH_CHECKS_S, NODE_LAUNCH_S
+from workload.deployment.fit import DEEP_HEALTH_CHECKS_S, NODE_LAUNCH_S
 
 pytestmark = pytest.mark.slow
 
