@@ -61,7 +61,7 @@ CHECKOV_STAMP := $(CHECKOV_VENV)/.stamp
 $(CHECKOV_STAMP): tests/infra/checkov-requirements.txt
 	@test -x $(CHECKOV_VENV)/bin/python || $(PYTHON) -m venv $(CHECKOV_VENV)
 	@echo "install: checkov into $(CHECKOV_VENV)"
-	$(CHECKOV_VENV)/bin/python -m pip install -q -r tests/infra/checkov-requirements.txt
+	$(CHECKOV_VENV)/bin/python -m pip install -q --no-deps -r tests/infra/checkov-requirements.txt
 	@touch $@
 
 test: $(STAMP) $(CHECKOV_STAMP) ## the whole test suite (what CI runs)
