@@ -40,6 +40,13 @@ DEFAULT_REPLY_TOKENS = 256
 MAX_PROMPT_TOKENS = 8192
 # Nesting of the JSON body; a chat request needs 5 (body, messages, message, parts, part).
 MAX_JSON_DEPTH = 16
+# Messages and content parts of one request, counted before anything is templated: a 15-turn maze
+# episode with its whole history is 31 messages of at most 2 parts (text + frame); 8x that is allowed.
+MAX_MESSAGES = 256
+MAX_CONTENT_PARTS = 512
+# Characters the chat template adds per message (Qwen's "<|im_start|>assistant\n" ... "<|im_end|>\n"
+# is 33), counted with the text against max_prompt_chars so that empty messages are not free.
+TEMPLATE_CHARS_PER_MESSAGE = 32
 
 
 class RequestLimits(ConfigModel):
@@ -156,9 +163,20 @@ def decode_data_uri_image(
         ) from exc
 
 
+def _text(text: str, at: str) -> str:
+    """``text`` if it is valid Unicode (JSON's \\ud800 escapes can spell lone surrogates, which no tokenizer encodes)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise bad_request(
+            f"{at} holds a lone UTF-16 surrogate at character {exc.start}; send valid Unicode text", param=at
+        ) from exc
+    return text
+
+
 def _content_parts(content: Any, where: str, images: list, limits: RequestLimits) -> Any:
     if isinstance(content, str):
-        return content
+        return _text(content, f"{where}.content")
     if not isinstance(content, list) or not content:
         raise bad_request(f"{where}.content must be a string or a non-empty list of parts", param=where)
     parts = []
@@ -166,7 +184,7 @@ def _content_parts(content: Any, where: str, images: list, limits: RequestLimits
         at = f"{where}.content[{j}]"
         kind = part.get("type") if isinstance(part, dict) else None
         if kind == "text" and isinstance(part.get("text"), str):
-            parts.append({"type": "text", "text": part["text"]})
+            parts.append({"type": "text", "text": _text(part["text"], f"{at}.text")})
         elif kind == "image_url":
             image_url = part.get("image_url")
             url = image_url.get("url") if isinstance(image_url, dict) else image_url
@@ -186,6 +204,11 @@ def _messages(body: dict, limits: RequestLimits) -> tuple[list[dict], list]:
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         raise bad_request("messages must be a non-empty list", param="messages")
+    if len(messages) > MAX_MESSAGES:
+        raise too_large(f"{len(messages)} messages; the limit is {MAX_MESSAGES} in one request", param="messages")
+    parts = sum(len(m["content"]) for m in messages if isinstance(m, dict) and isinstance(m.get("content"), list))
+    if parts > MAX_CONTENT_PARTS:
+        raise too_large(f"{parts} content parts; the limit is {MAX_CONTENT_PARTS} in one request", param="messages")
     out, images = [], []
     for i, message in enumerate(messages):
         where = f"messages[{i}]"
@@ -229,10 +252,11 @@ def parse_chat_request(raw: bytes, *, limits: RequestLimits) -> ChatRequest:
         isinstance(seed, bool) or not isinstance(seed, int) or not SEED_RANGE[0] <= seed <= SEED_RANGE[1]
     ):
         raise bad_request(f"seed must be a 64-bit signed integer, got {seed!r}", param="seed")
-    chars = sum(_text_chars(m["content"]) for m in messages)
+    chars = sum(_text_chars(m["content"]) + TEMPLATE_CHARS_PER_MESSAGE for m in messages)
     if chars > limits.max_prompt_chars:
         raise too_large(
-            f"the messages hold {chars} characters of text; the limit is {limits.max_prompt_chars} "
+            f"the messages hold {chars} characters of text (with {TEMPLATE_CHARS_PER_MESSAGE} a message for the "
+            f"chat template); the limit is {limits.max_prompt_chars} "
             f"(and {limits.max_prompt_tokens} prompt tokens)",
             param="messages",
         )
