@@ -19,7 +19,14 @@ from typing import Any
 
 from workload.serve.errors import too_large
 from workload.serve.protocol import ChatRequest, Completion
-from workload.serving_rules import DEFAULT_MAX_LORA_RANK, inspect_adapter
+from workload.serving_rules import (
+    ADAPTER_WEIGHTS,
+    DEFAULT_MAX_LORA_RANK,
+    AdapterRuleError,
+    AdapterSummary,
+    inspect_adapter,
+    served_lora_config,
+)
 
 
 class GenerationCancelled(Exception):
@@ -84,27 +91,33 @@ class GenerationEngine:
         with self._lock:
             self._load_locked(name, str(path))
 
-    def check_adapter(self, path: str | Path) -> None:
+    def check_adapter(self, path: str | Path) -> AdapterSummary:
         """Raise `AdapterRuleError` unless the adapter at ``path`` fits the rules and this base."""
-        inspect_adapter(Path(path), max_lora_rank=self.max_lora_rank, base_shapes=self.base_shapes)
+        summary = inspect_adapter(Path(path), max_lora_rank=self.max_lora_rank, base_shapes=self.base_shapes)
+        _check_finite(Path(path) / ADAPTER_WEIGHTS)
+        return summary
 
     def _load_locked(self, name: str, path: str) -> None:
         if name in self._paths:
             return
-        self.check_adapter(path)
-        self._attach(name, path)
+        summary = self.check_adapter(path)
+        self._attach(name, path, served_lora_config(summary))
         self._paths[name] = path
         self.load_count[name] = self.load_count.get(name, 0) + 1
 
-    def _attach(self, name: str, path: str) -> None:
-        """Let peft load the adapter; on failure remove whatever it added, or mark the engine unhealthy."""
-        from peft import PeftConfig, PeftModel
+    def _attach(self, name: str, path: str, lora_config: dict[str, Any]) -> None:
+        """Let peft load the adapter with ``lora_config``; on failure remove whatever it added, or mark the
+        engine unhealthy. peft reads only the weights from ``path``: the adapter is registered first, so its
+        `load_adapter` skips the author's config (see `served_lora_config`)."""
+        from peft import LoraConfig, PeftModel
 
+        config = LoraConfig(**lora_config)
         created = self._peft is None
         try:
             if created:
-                config = PeftConfig.from_pretrained(path)
                 self._peft = PeftModel(self._model, config, adapter_name=name)
+            else:
+                self._peft.add_adapter(name, config)
             self._peft.load_adapter(path, adapter_name=name)
             self._peft.eval()
         except Exception:
@@ -226,3 +239,13 @@ class GenerationEngine:
         return Completion(
             text=text, finish_reason=finish, prompt_tokens=prompt_len, completion_tokens=len(new_tokens)
         )
+
+
+def _check_finite(weights: Path) -> None:
+    """Raise `AdapterRuleError` naming the first tensor holding NaN or infinity (sampling would fail on it)."""
+    import torch
+    from safetensors.torch import load_file
+
+    for name, tensor in load_file(weights).items():
+        if not torch.isfinite(tensor).all():
+            raise AdapterRuleError(name, "holds NaN or infinite values; retrain or re-export the adapter")

@@ -425,7 +425,7 @@ def test_overload_gives_503_with_retry_after_in_openai_shape(serve_endpoints):
     statuses: dict[int, int] = {}
 
     def one() -> tuple[int, object, dict]:
-        return _post(server, _chat(max_tokens=48, temperature=1.0, seed=3))
+        return _post(server, _chat(max_tokens=200, temperature=1.0, seed=3))
 
     deadline = time.monotonic() + DEADLINE_S
     while 503 not in statuses and time.monotonic() < deadline:
