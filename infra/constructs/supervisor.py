@@ -104,6 +104,7 @@ def deployment(config: SupervisorConfig, *, image: str, node_instance_type: str,
                 "spec": {
                     "serviceAccountName": NAME,
                     "nodeSelector": {rm.INSTANCE_TYPE_LABEL: node_instance_type},
+                    "initContainers": [rm.shared_owner_init(image)],  # it may start before any Ray pod
                     "containers": [container],
                     # /tmp: a resubmission stages job.json in a temporary working dir.
                     "volumes": [{"name": "shared", "persistentVolumeClaim": {"claimName": rm.FSX_CLAIM}},

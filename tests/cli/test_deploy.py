@@ -5,11 +5,14 @@ from __future__ import annotations
 import json
 import re
 
+import boto3
 import pytest
 from typer.testing import CliRunner
 
+from tests.workload.ops.aws_account import Answers, deploying_account, schema_without
 from tests.workload.ops.fakes import install_fakes
 from workload.cli.main import app
+from workload.ops.profiles import settings_for
 
 runner = CliRunner()
 DEPLOYER = "arn:aws:iam::123456789012:role/deployer"
@@ -58,7 +61,8 @@ def test_deploy_runs_cdk_and_prints_next_steps_from_the_outputs(tmp_path, monkey
         "SkymazeObservability": {"GrafanaUrl": "https://g-1.grafana-workspace.us-west-2.amazonaws.com"},
     }))
     outputs = tmp_path / "outputs.json"
-    result = runner.invoke(app, ["deploy", "--profile", "blog", "--cdk-bin", tools.cdk, "--outputs-file", str(outputs)])
+    result = runner.invoke(app, ["deploy", "--profile", "blog", "--cdk-bin", tools.cdk, "--outputs-file", str(outputs),
+                                 "--skip-preflight"])
     assert result.exit_code == 0, result.output
     (call,) = tools.calls()
     assert re.fullmatch(rf"cdk deploy --all --require-approval broadening -c profile=blog "
@@ -66,6 +70,7 @@ def test_deploy_runs_cdk_and_prints_next_steps_from_the_outputs(tmp_path, monkey
                         rf"-c account=123456789012 -c admin_principal_arns={re.escape(DEPLOYER)}", call), call
     assert deployer == DEPLOYER
     assert "aws eks update-kubeconfig --name skymaze-eks --region us-west-2" in result.output
+    assert "warning: --skip-preflight: quotas, zones, versions" in result.stderr
     assert "https://g-1.grafana-workspace.us-west-2.amazonaws.com" in result.output
     assert result.output.rstrip().endswith("skymaze teardown --profile blog   # when done: stops the billing")
 
@@ -74,7 +79,7 @@ def test_cdk_failure_exits_1_and_says_how_to_resume(tmp_path, monkeypatch, deplo
     tools = install_fakes(tmp_path, monkeypatch, server=None, kinds={})
     monkeypatch.setenv("FAKE_FAIL_ONCE", "cdk deploy")
     result = runner.invoke(app, ["deploy", "--profile", "blog", "--cdk-bin", tools.cdk,
-                                 "--outputs-file", str(tmp_path / "o.json")])
+                                 "--outputs-file", str(tmp_path / "o.json"), "--skip-preflight"])
     assert result.exit_code == 1
     assert "exited with status 1" in result.output and "rerun `skymaze deploy --profile blog`" in result.output
 
@@ -85,15 +90,57 @@ def test_malformed_override_is_a_usage_error():
     assert "expected KEY=VALUE" in result.output
 
 
-def test_bootstrap_runs_before_deploy(tmp_path, monkeypatch, deployer):
+def test_bootstrap_runs_before_deploy_and_the_preflight_does_not_ask_for_it(tmp_path, monkeypatch):
+    settings = settings_for("small")
+    account = deploying_account(settings, bootstrap_pending=True)
+    monkeypatch.setattr(boto3, "Session", lambda *args, **kwargs: account)
     tools = install_fakes(tmp_path, monkeypatch, server=None, kinds={})
     outputs = tmp_path / "o.json"
     result = runner.invoke(app, ["deploy", "--profile", "small", "--bootstrap", "--yes", "--cdk-bin", tools.cdk,
                                  "--outputs-file", str(outputs)])
     assert result.exit_code == 0, result.output
+    account.assert_all_answered()
     bootstrap_call, deploy_call = tools.calls()
     assert bootstrap_call == "cdk bootstrap -c profile=small"
     assert deploy_call.startswith("cdk deploy --all --require-approval never -c profile=small -c dashboards_revision=")
+    assert "bootstrap:" not in result.stdout and "OK    permissions: the deploying identity" in result.stdout
+
+
+def test_a_passing_preflight_runs_before_cdk(tmp_path, monkeypatch):
+    settings = settings_for("blog")
+    account = deploying_account(settings)
+    monkeypatch.setattr(boto3, "Session", lambda *args, **kwargs: account)
+    tools = install_fakes(tmp_path, monkeypatch, server=None, kinds={})
+    result = runner.invoke(app, ["deploy", "--profile", "blog", "--yes", "--cdk-bin", tools.cdk,
+                                 "--outputs-file", str(tmp_path / "o.json")])
+    assert result.exit_code == 0, result.output
+    account.assert_all_answered()
+    (call,) = tools.calls()
+    assert call.startswith("cdk deploy --all") and f"-c admin_principal_arns={DEPLOYER}" in call
+    assert "checking IAM policy simulation for the deploy ..." in result.stderr
+    assert re.search(r"preflight: \d+ ok, 0 warning\(s\), 0 failed", result.stdout), result.stdout
+
+
+@pytest.mark.parametrize(("answers", "grafana", "line"), [
+    (Answers(quota_values={"ml.g7e.12xlarge": 0}), False, "FAIL  quota: ml.g7e.12xlarge for cluster usage is 0"),
+    (Answers(version_status="UNSUPPORTED"), False, "FAIL  kubernetes: EKS in us-west-2: Kubernetes 1.34 is UNSUPPORTED"),
+    (Answers(identity_center=False), True, "FAIL  identity-center: grafana_admin_user_ids/grafana_admin_group_ids"),
+    (Answers(observability_schema=schema_without("customMetrics")), False,
+     "FAIL  addon: amazon-sagemaker-hyperpod-observability v1.0.0-eksbuild.1 rejects the configuration"),
+], ids=["no quota", "unsupported version", "missing Identity Center", "schema-invalid add-on config"])
+def test_a_failing_preflight_stops_the_deploy_before_cdk(tmp_path, monkeypatch, answers, grafana, line):
+    overrides = ["-c", "grafana_admin_user_ids=90676d5f-1234-5678-9abc-0123456789ab"] if grafana else []
+    settings = settings_for("blog", tuple(pair.split("=", 1) for pair in overrides[1::2]))
+    account = deploying_account(settings, answers)
+    monkeypatch.setattr(boto3, "Session", lambda *args, **kwargs: account)
+    tools = install_fakes(tmp_path, monkeypatch, server=None, kinds={})
+    result = runner.invoke(app, ["deploy", "--profile", "blog", "--yes", "--cdk-bin", tools.cdk, *overrides,
+                                 "--outputs-file", str(tmp_path / "o.json")])
+    assert result.exit_code == 1, result.output
+    assert tools.calls() == []  # cdk never ran
+    (failure,) = [text for text in result.stdout.splitlines() if text.startswith("FAIL")]
+    assert failure.startswith(line), failure
+    assert "preflight: 1 check(s) failed (FAIL lines above); nothing was deployed" in result.stderr
 
 
 def test_an_existing_subnet_in_another_zone_stops_the_deploy_before_cdk(tmp_path, monkeypatch, deployer):

@@ -14,7 +14,7 @@ from workload.config import DEFAULT_PROFILE, DEPLOY_FLAG, RECIPE_FLAG
 # profile with one default everywhere (the Makefile's PROFILE too). tests/cli/test_grammar.py holds it.
 RECIPE_SET_HELP = ("Change one recipe setting, KEY=VALUE (repeatable): a field such as fixes.seeded_groups=false "
                    "or trainer.eval_interval=5; `skymaze recipe show NAME --fields` lists them.")
-DEPLOY_SET_HELP = "Change one deploy setting, KEY=VALUE (repeatable), as `cdk -c`: e.g. -c worker_count=2; README lists them."
+DEPLOY_SET_HELP = "Change one deploy setting, KEY=VALUE (repeatable), as `cdk -c`: e.g. -c worker_count=2; docs/settings.md lists them."
 PROFILE_HELP = "Deploy profile: small (one GPU node, no endpoint) or blog (the published 3 GPU nodes, with the endpoint)."
 PROFILE_OPTION = typer.Option(DEFAULT_PROFILE, "--profile", help=PROFILE_HELP)
 # Each deploy profile has a cluster recipe of the same name sized for its GPUs, so the defaults of
@@ -67,32 +67,18 @@ def next_step(*commands: str) -> None:
 
 
 def deploy_setting(profile: str, name: str):
-    """One deployment setting of ``profile`` (infra/settings.py), or exit 2 saying what to pass.
+    """One deployment setting of ``profile`` (workload/deployment/settings.py), or exit 2 saying what to pass."""
+    from workload.deployment.settings import SettingsError, load_settings
 
-    Inside the trainer image the deploy settings are not installed: the caller's explicit
-    option is then the only source.
-    """
-    try:
-        from infra.settings import SettingsError, load_settings
-    except ImportError:
-        fail("deploy settings are not installed here; pass the value explicitly (see --help)", code=EXIT_USAGE)
     try:
         return getattr(load_settings({"profile": profile}), name)
     except SettingsError as err:
         fail(str(err), code=EXIT_USAGE)
 
 
-def deploy_setting_if_installed(profile: str, name: str):
-    """Like :func:`deploy_setting`, but None inside the trainer image (no deploy settings there)."""
-    try:
-        import infra.settings  # noqa: F401
-    except ImportError:
-        return None
-    return deploy_setting(profile, name)
-
-
-def aws_identity(region: str, *, expected_account: str | None = None):
-    """A boto3 session in ``region`` and the caller's identity, printed as one line; exit 1 if unreadable.
+def aws_identity(region: str, *, expected_account: str | None = None, err: bool = False):
+    """A boto3 session in ``region`` and the caller's identity, printed as one line (on stderr with
+    ``err``, for commands whose stdout is JSON); exit 1 if unreadable.
 
     Commands that act on AWS call this once, first, so that nothing is synthesized, deleted or
     read before the user sees which account and region the command acts on.
@@ -106,7 +92,7 @@ def aws_identity(region: str, *, expected_account: str | None = None):
         identity = check_identity(session, region, expected_account=expected_account)
     except IdentityError as err:
         fail(str(err))
-    typer.echo(identity.line())
+    typer.echo(identity.line(), err=err)
     return session, identity
 
 

@@ -30,6 +30,9 @@ def deploy(
              "access), any-change, destructive or never"),
     no_approval: bool = typer.Option(False, "--yes", "--no-approval",
                                      help="do not ask: same as --require-approval never (CI)"),
+    skip_preflight: bool = typer.Option(False, "--skip-preflight",
+                                        help="do not run `skymaze preflight` first (only when a check itself is "
+                                             "wrong; docs/deploy.md)"),
 ) -> None:
     """Deploy every stack of a profile (VPC, storage, EKS + HyperPod, observability, Ray, serving).
 
@@ -37,7 +40,9 @@ def deploy(
 
     Like `cdk deploy`, it asks before security-widening changes (review them first with `skymaze diff`); --yes skips the question.
 
-    Exit codes: 0 ok, 1 cdk failed (rerunning resumes), 2 bad input.
+    Before cdk it runs `skymaze preflight` (quotas, zones, versions, add-on schemas, Identity Center, permissions) and stops when a check fails.
+
+    Exit codes: 0 ok, 1 a preflight check or cdk failed (rerunning resumes), 2 bad input.
 
     Example:  skymaze deploy --profile blog
     """
@@ -63,6 +68,11 @@ def deploy(
             deploy += ["-c", f"account={identity.account}"]
         _check_existing_resources(session, settings)
         deploy += _account_context(session, settings)
+        if skip_preflight:
+            typer.echo("warning: --skip-preflight: quotas, zones, versions, add-on schemas and permissions are not "
+                       "checked before cdk", err=True)
+        else:
+            _preflight_or_exit(session, settings, identity, profile, bootstrap_pending=bootstrap)
     commands = ([["bootstrap", *target.cdk_context]] if bootstrap else []) + [deploy]
     if dry_run:
         for args in commands:
@@ -112,8 +122,20 @@ def _check_existing_resources(session, settings) -> None:
     except BotoCoreError as exc:
         fail(f"cannot describe the existing VPC or EKS cluster: {exc}; check your AWS credentials")
     if problems:
-        fail("the existing VPC or EKS cluster does not fit the settings (README, \"Bring your own VPC or EKS "
+        fail("the existing VPC or EKS cluster does not fit the settings (docs/deploy.md, \"Bring your own VPC or EKS "
              "cluster\"):\n  " + "\n  ".join(problems), code=EXIT_USAGE)
+
+
+def _preflight_or_exit(session, settings, identity, profile: str, *, bootstrap_pending: bool) -> None:
+    """`skymaze preflight`'s checks; a failed one ends the deploy before cdk runs."""
+    from workload.cli.preflight import report, run_checks
+
+    findings = run_checks(session, settings, identity, bootstrap_pending=bootstrap_pending)
+    report(findings)
+    failures = sum(f.status == "fail" for f in findings)
+    if failures:
+        fail(f"preflight: {failures} check(s) failed (FAIL lines above); nothing was deployed: change what they name "
+             f"and rerun `skymaze deploy --profile {profile}`")
 
 
 def _account_context(session, settings) -> list[str]:
