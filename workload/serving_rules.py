@@ -431,3 +431,38 @@ def served_lora_config(summary: AdapterSummary) -> dict[str, Any]:
 
 def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON number")
+
+
+def recorded_base_folder(base: Any, adapter_dir: Path) -> Path | None:
+    """The folder an adapter's ``base_model_name_or_path`` names on this machine, or None (a hub id, or a
+    folder not here). A relative path is tried against the working directory, then against each folder
+    above the adapter: the rehearsal records its base relative to the project that holds the run."""
+    if not isinstance(base, str) or not base:
+        return None
+    path = Path(base)
+    roots = [Path()] if path.is_absolute() else [Path.cwd(), *Path(adapter_dir).resolve().parents]
+    for root in roots:
+        candidate = root / path
+        if (candidate / "config.json").is_file():
+            return candidate.resolve()
+    return None
+
+
+def check_base(config: Mapping[str, Any], adapter_dir: Path, served_model: Path) -> None:
+    """Raise `AdapterRuleError` when the adapter's recorded base is a model folder here other than ``served_model``.
+
+    A base that is not a folder here (a hub id, another machine's path) passes: the layer shapes decide.
+    """
+    found = recorded_base_folder(config.get("base_model_name_or_path"), adapter_dir)
+    if found is not None and found != Path(served_model).resolve():
+        raise AdapterRuleError(
+            "base_model_name_or_path",
+            f"the adapter was trained on the model folder {found.name!r}, not on the one served here "
+            f"({Path(served_model).name!r}); serve it with that model",
+        )
+
+
+def check_servable(directory: Path, *, served_model: Path, max_lora_rank: int = DEFAULT_MAX_LORA_RANK) -> None:
+    """The checks a server can make without loading its base: the rules, and the recorded base (startup, listing)."""
+    summary = inspect_adapter(directory, max_lora_rank=max_lora_rank)
+    check_base(summary.config, directory, served_model)

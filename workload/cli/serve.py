@@ -57,7 +57,8 @@ def serve(
     except ConfigError as error:
         fail(f"{error} (each setting KEY is the option --KEY, e.g. max_adapters is --max-adapters)", code=EXIT_USAGE)
     _refuse_taken_port(host, port)
-    _refuse_foreign_adapters(model, adapters)
+    for name, reason in unserved_adapters(server.settings):
+        typer.echo(f"not serving adapter {name!r}: {reason}", err=True)
     stop, previous = _stop_on_signals()  # before Ray starts: a signal during start-up also stops cleanly
     try:
         example = _serve_until_stopped(server, api_key, stop, once=once)
@@ -116,18 +117,20 @@ def _refuse_taken_port(host: str, port: int) -> None:
              "(0 picks a free one)")
 
 
-def _refuse_foreign_adapters(model: Path, adapters: str) -> None:
-    """Exit 2 when a local adapter was trained on another base model than --model (it would score ~0)."""
-    from workload.evaluate.adapter_facts import ADAPTER_CONFIG, read_adapter_facts, same_base
+def unserved_adapters(settings: ServeSettings) -> list[tuple[str, str]]:
+    """``(name, why)`` of each adapter in a local --adapters folder the server refuses (it is not listed and
+    answers 400): broken files, a rule it breaks, or a recorded base that is another model folder here."""
+    from workload.serving_rules import ADAPTER_CONFIG, AdapterRuleError, check_servable
 
-    folder = Path(adapters)
-    if adapters.startswith("s3://") or not folder.is_dir():
-        return
-    for config_file in sorted(folder.glob(f"*/{ADAPTER_CONFIG}")):
-        facts = read_adapter_facts(config_file.parent)
-        if not same_base(facts.base_model, model):
-            fail(f"adapter {config_file.parent.name!r} was trained on {facts.base_model} ({config_file}), not on --model "
-                 f"{model}; serve it with --model {facts.base_model}", code=EXIT_USAGE)
+    if settings.adapters.startswith("s3://"):
+        return []
+    refused = []
+    for config_file in sorted(Path(settings.adapters).glob(f"*/{ADAPTER_CONFIG}")):
+        try:
+            check_servable(config_file.parent, served_model=settings.model_dir, max_lora_rank=settings.max_lora_rank)
+        except (AdapterRuleError, OSError) as error:
+            refused.append((config_file.parent.name, str(error)))
+    return refused
 
 
 # The settings an adapter's trainer_config.json sets (workload/evaluate/adapter_facts.py), with the model's defaults.

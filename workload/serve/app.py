@@ -15,6 +15,7 @@ import threading
 import time
 import uuid
 from http import HTTPStatus
+from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -47,7 +48,7 @@ from workload.serve.protocol import (
     parse_chat_request,
 )
 from workload.serve.settings import ServeSettings
-from workload.serving_rules import AdapterRuleError
+from workload.serving_rules import AdapterRuleError, check_servable
 
 MODEL_DEPLOYMENT = "model"
 INGRESS_DEPLOYMENT = "ingress"
@@ -338,6 +339,21 @@ class OpenAIIngress:
         if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), key.encode()):
             raise unauthorized()
 
+    def _servable_names(self) -> list[str]:
+        """The source's adapters, less the local ones the serving rules refuse (they would answer 400)."""
+        names = self._store.names()
+        if self._store.is_s3:  # checked by `skymaze promote` before upload, and again when loaded
+            return names
+        servable = []
+        for name in names:
+            try:
+                check_servable(Path(self._store.source) / name, served_model=self._settings.model_dir,
+                               max_lora_rank=self._settings.max_lora_rank)
+            except (AdapterRuleError, OSError):
+                continue
+            servable.append(name)
+        return servable
+
     @api.get("/v1/models")
     async def models(self, request: Request) -> JSONResponse:
         try:
@@ -346,7 +362,7 @@ class OpenAIIngress:
             return _error(exc)
         base = self._settings.base_model_id
         try:
-            names = await asyncio.to_thread(self._store.names)
+            names = await asyncio.to_thread(self._servable_names)
         except Exception as exc:  # S3 unreachable or denied: say so in the OpenAI shape
             logger.warning("listing adapters failed: %r", exc)
             return _error(

@@ -17,13 +17,14 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from workload.serve.errors import too_large
+from workload.serve.errors import bad_request, too_large
 from workload.serve.protocol import ChatRequest, Completion
 from workload.serving_rules import (
     ADAPTER_WEIGHTS,
     DEFAULT_MAX_LORA_RANK,
     AdapterRuleError,
     AdapterSummary,
+    check_base,
     inspect_adapter,
     served_lora_config,
 )
@@ -51,6 +52,7 @@ class GenerationEngine:
 
         if torch_threads:
             torch.set_num_threads(torch_threads)
+        self.model_dir = Path(model_dir)
         self._model = AutoModelForImageTextToText.from_pretrained(
             model_dir, dtype=torch.float32, attn_implementation="sdpa"
         ).eval()
@@ -74,6 +76,13 @@ class GenerationEngine:
         caps = [cap for cap in (max_prompt_tokens, self.max_positions) if cap]
         self.max_prompt_tokens = min(caps) if caps else None
         self.unhealthy: str | None = None
+        # Tokens only the chat template writes (<|im_start|>, <|image_pad|>...): typed in text they would
+        # forge turns or make the processor fail counting image tokens.
+        tokenizer = self._processor.tokenizer
+        self.special_tokens = tuple(sorted(
+            {t.content for t in tokenizer.added_tokens_decoder.values() if t.special} | set(tokenizer.all_special_tokens),
+            key=len, reverse=True,
+        ))
 
     def loaded_adapters(self) -> list[str]:
         """Names of the adapters whose weights are in memory now.
@@ -94,6 +103,7 @@ class GenerationEngine:
     def check_adapter(self, path: str | Path) -> AdapterSummary:
         """Raise `AdapterRuleError` unless the adapter at ``path`` fits the rules and this base."""
         summary = inspect_adapter(Path(path), max_lora_rank=self.max_lora_rank, base_shapes=self.base_shapes)
+        check_base(summary.config, Path(path), self.model_dir)
         _check_finite(Path(path) / ADAPTER_WEIGHTS)
         return summary
 
@@ -180,7 +190,25 @@ class GenerationEngine:
             finally:
                 self._peft.base_model.enable_adapter_layers()
 
+    def check_text(self, request: ChatRequest) -> None:
+        """400 naming the part when a message's text holds a special token."""
+        for i, message in enumerate(request.messages):
+            content = message["content"]
+            if isinstance(content, str):
+                texts = [(f"messages[{i}].content", content)]
+            else:
+                texts = [(f"messages[{i}].content[{j}].text", p["text"]) for j, p in enumerate(content) if p["type"] == "text"]
+            for at, text in texts:
+                token = next((t for t in self.special_tokens if t in text), None)
+                if token is not None:
+                    raise bad_request(
+                        f"{at} holds the special token {token!r}, which only the chat template writes; remove it "
+                        "(images go in image_url parts)",
+                        param=at,
+                    )
+
     def _inputs(self, request: ChatRequest) -> Any:
+        self.check_text(request)
         text = self._processor.apply_chat_template(
             request.messages, add_generation_prompt=True, tokenize=False
         )

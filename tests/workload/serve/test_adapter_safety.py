@@ -89,3 +89,24 @@ def test_promote_applies_the_same_rules(bad_adapters, serve_adapters_dir):
             continue
         with pytest.raises(AdapterRuleError):
             inspect_adapter(folder)
+
+
+def test_modules_without_tensors_get_no_lora_layer(engine, serve_adapters_dir, tmp_path):
+    """target_modules naming vision modules the file holds no tensors for: peft adds nothing there
+    (with init_lora_weights=false it would add random LoRA to the vision tower)."""
+    import shutil
+
+    from peft.tuners.lora import LoraLayer
+
+    folder = tmp_path / "vision-targets"
+    shutil.copytree(serve_adapters_dir / "a0", folder)
+    config = json.loads((folder / "adapter_config.json").read_text())
+    assert config["init_lora_weights"] is False
+    config["target_modules"] = [*config["target_modules"], "qkv", "linear_fc1"]  # vision-tower module names
+    (folder / "adapter_config.json").write_text(json.dumps(config))
+    engine.load_adapter("vision-targets", folder)
+    try:
+        wrapped = [name for name, module in engine._model.named_modules() if isinstance(module, LoraLayer)]
+        assert wrapped and all(".language_model." in name for name in wrapped), wrapped
+    finally:
+        engine.unload_adapter("vision-targets")
