@@ -34,7 +34,10 @@ def serve(
     max_queued_requests: int = setting_option(ServeSettings, "max_queued_requests"),
     torch_threads: int = setting_option(ServeSettings, "torch_threads"),
     max_lora_rank: int = setting_option(ServeSettings, "max_lora_rank"),
-    api_key: str | None = setting_option(ServeSettings, "api_key", envvar=API_KEY_ENV, show_default=False),
+    api_key_file: Path | None = typer.Option(
+        None, "--api-key-file", dir_okay=False,
+        help=f"Require 'Authorization: Bearer KEY' on every request, KEY being this file's first line (or the "
+             f"{API_KEY_ENV} environment variable). Never taken on the command line, where `ps` shows it."),
     once: bool = typer.Option(False, "--once", help="start, list the models, stop (a smoke test)"),
 ) -> None:
     """Serve a base model and its LoRA adapters with the OpenAI API on a local Ray Serve.
@@ -43,10 +46,11 @@ def serve(
     on 127.0.0.1 behind Ray's token auth. Stop with Ctrl-C or SIGTERM (exits 0). Every option is
     also an argument of `serve run workload.serve.app:app_builder KEY=VALUE` (docs/settings.md lists them).
 
-    Example:  skymaze serve --model runs/latest/models/sft --adapters adapters --port 8000
+    Example:  skymaze serve --model runs/latest/models/sft --adapters adapters --port 8000 --api-key-file ~/.skymaze-key
     """
     from workload.serve.local import LocalServer
 
+    api_key = _api_key(api_key_file)
     try:
         server = LocalServer(
             model, adapters, host=host, port=port, num_cpus=num_cpus, cache_dir=cache_dir, model_id=model_id,
@@ -66,6 +70,19 @@ def serve(
         for signum, handler in previous.items():
             signal.signal(signum, handler)
     next_step(_evaluate_hint(server.url, example, adapters))
+
+
+def _api_key(path: Path | None) -> str | None:
+    """The key from ``path``'s first line, else from the environment; None when neither is set."""
+    import os
+
+    if path is None:
+        return os.environ.get(API_KEY_ENV) or None
+    try:
+        lines = path.read_text().splitlines()
+    except OSError as error:
+        fail(f"--api-key-file {path}: cannot read it ({error.strerror}); pass a file holding the key", code=EXIT_USAGE)
+    return lines[0].strip() if lines else ""
 
 
 def _evaluate_hint(url: str, model_id: str, adapters: str) -> str:

@@ -69,6 +69,9 @@ S3_RECHECK_INTERVAL_S = 10.0
 # Oversized bodies up to this many times the limit are read (and dropped) before the 413.
 DRAIN_FACTOR = 4
 logger = logging.getLogger("ray.serve")
+# The routes and the one method each takes; other methods and paths get 405 and 404 (after the key check).
+ROUTES = {"/v1/models": "GET", "/v1/chat/completions": "POST"}
+OTHER_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS")
 
 
 def _is_replica_gone(exc: BaseException) -> bool:
@@ -325,6 +328,7 @@ class OpenAIIngress:
 
     def __init__(self, settings: ServeSettings, model: Any) -> None:
         self._settings = settings
+        self._limits = settings.limits.request_limits()
         self._model = model
         self._store = AdapterStore(settings.adapters, settings.cache_dir, settings.s3_endpoint_url)
         self._open = 0  # chat requests in this ingress (reading, waiting for the model, or there)
@@ -388,7 +392,7 @@ class OpenAIIngress:
             self._open -= 1
 
     async def _complete(self, request: Request) -> dict[str, Any]:
-        limits = self._settings.limits
+        limits = self._limits
         try:
             async with asyncio.timeout(BODY_READ_TIMEOUT_S):
                 raw = await _read_body(request, limits.max_request_bytes)
@@ -430,6 +434,25 @@ class OpenAIIngress:
             logger.error("request %s: generation failed: %r", request_id, exc)
             raise internal_error(request_id) from exc
         return chat_completion_body(chat.model, completion)
+
+
+    # Last: every other route and method, so that the key is checked before a 404 or 405 says what exists.
+    @api.api_route("/{path:path}", methods=list(OTHER_METHODS), include_in_schema=False)
+    async def other_routes(self, request: Request, path: str) -> JSONResponse:
+        try:
+            self._authorize(request)
+        except ApiError as exc:
+            return _error(exc)
+        route = "/" + path
+        if route in ROUTES:
+            allowed = ROUTES[route]
+            return JSONResponse(
+                ApiError(HTTPStatus.METHOD_NOT_ALLOWED, f"{request.method} {route}: this route takes {allowed}",
+                         code="method_not_allowed").body(),
+                status_code=HTTPStatus.METHOD_NOT_ALLOWED, headers={"Allow": allowed},
+            )
+        return _error(ApiError(HTTPStatus.NOT_FOUND, f"Unknown route {request.method} {route}: this endpoint serves "
+                               "GET /v1/models and POST /v1/chat/completions.", code="unknown_url"))
 
 
 def build_app(settings: ServeSettings) -> serve.Application:

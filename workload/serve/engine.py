@@ -13,6 +13,7 @@ the engine reports itself unhealthy so that Serve replaces the replica.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from pathlib import Path
 from typing import Any
@@ -170,7 +171,7 @@ class GenerationEngine:
         ``adapter_path`` reloads the adapter if it was evicted between routing and generation;
         setting ``cancel`` stops generation at the next token (raises `GenerationCancelled`).
         """
-        inputs = self._inputs(request)
+        inputs, request = self._inputs(request)
         with self._lock:
             if cancel is not None and cancel.is_set():
                 self.cancelled_count += 1
@@ -207,7 +208,8 @@ class GenerationEngine:
                         param=at,
                     )
 
-    def _inputs(self, request: ChatRequest) -> Any:
+    def _inputs(self, request: ChatRequest) -> tuple[Any, ChatRequest]:
+        """The processor's tensors, and ``request`` with a default reply length cut to the context left."""
         self.check_text(request)
         text = self._processor.apply_chat_template(
             request.messages, add_generation_prompt=True, tokenize=False
@@ -220,13 +222,16 @@ class GenerationEngine:
                 f"the prompt is {prompt_tokens} tokens (text and images); the limit is {limit}",
                 param="messages",
             )
-        if self.max_positions is not None and prompt_tokens + request.max_tokens > self.max_positions:
+        left = None if self.max_positions is None else self.max_positions - prompt_tokens
+        if left is not None and request.max_tokens_defaulted and 0 < left < request.max_tokens:
+            request = dataclasses.replace(request, max_tokens=left)
+        if left is not None and request.max_tokens > left:
             raise too_large(
                 f"the prompt ({prompt_tokens} tokens) plus max_tokens ({request.max_tokens}) exceeds the "
                 f"model's {self.max_positions} positions; lower max_tokens or shorten the messages",
                 param="max_tokens",
             )
-        return inputs
+        return inputs, request
 
     def _run(self, request: ChatRequest, inputs: Any, cancel: threading.Event | None = None) -> Completion:
         import torch

@@ -164,8 +164,20 @@ def test_unknown_routes_and_methods_answer_in_openai_shape(serve_endpoints):
     )
     with pytest.raises(urllib.error.HTTPError) as caught:
         urllib.request.urlopen(request, timeout=30)
-    assert caught.value.code == 405
+    assert caught.value.code == 405 and caught.value.headers["Allow"] == "POST"
     _assert_openai_error(json.loads(caught.value.read()))
+
+
+@pytest.mark.parametrize(("method", "path"), [("POST", "/v1/completions"), ("GET", "/v1/chat/completions"),
+                                              ("DELETE", "/v1/models"), ("GET", "/admin")])
+def test_unknown_routes_and_methods_ask_for_the_key_first(serve_endpoints, method, path):
+    """Without the key, nothing tells what exists: every route and method answers 401."""
+    request = urllib.request.Request(serve_endpoints.hostile.url + path, method=method,
+                                     data=b"{}" if method == "POST" else None)
+    with pytest.raises(urllib.error.HTTPError) as caught:
+        urllib.request.urlopen(request, timeout=30)
+    assert caught.value.code == 401
+    assert _assert_openai_error(json.loads(caught.value.read()), param="Authorization")["code"] == "invalid_api_key"
 
 
 # --- API key ---------------------------------------------------------------------------------

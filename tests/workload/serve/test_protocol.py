@@ -251,6 +251,20 @@ def test_a_lone_surrogate_in_text_is_a_400(content, param):
     assert "surrogate" in error.message
 
 
+@pytest.mark.parametrize(
+    "field",
+    [{"logprobs": True}, {"top_logprobs": 2}, {"tools": [{"type": "function", "function": {"name": "f"}}]},
+     {"tool_choice": "auto"}, {"response_format": {"type": "json_object"}}],
+)
+def test_fields_this_endpoint_cannot_honour_are_a_400_not_ignored(field):
+    error = _error(_body(**field))
+    assert (error.status, error.param) == (400, next(iter(field)))
+
+
+def test_their_harmless_values_pass():
+    assert parse_chat_request(_body(logprobs=False, tools=None, response_format={"type": "text"}), limits=LIMITS)
+
+
 def test_errors_do_not_echo_server_internals():
     error = _error(_body(messages=[{"role": "user", "content": [_image_part("data:image/png;base64,aGVsbG8=")]}]))
     assert "/" not in error.message.replace("data:image/png", "") and " at 0x" not in error.message
