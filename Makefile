@@ -6,7 +6,10 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.stamp
 CDK := node_modules/.bin/cdk
-PROFILE ?= small
+# Cluster size of deploy, destroy, synth and lint (PROFILE= is its old name). Unset, deploy and destroy
+# use the size `skymaze deploy` or `skymaze use` recorded, else small; synth and lint use small.
+SIZE ?= $(PROFILE)
+DEFAULT_SIZE := small
 RUN ?=
 
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
@@ -73,12 +76,12 @@ lock-images: $(CONTRACT_STAMP) ## re-resolve containers/trainer/requirements.loc
 	PYTHONPATH=$(CURDIR) $(CONTRACT_PY) containers/lock.py
 
 synth: $(STAMP) ## offline `cdk synth` of every stack into cdk.out/ (no credentials, network or Docker)
-	$(CDK) synth -q -c profile=$(PROFILE)
+	$(CDK) synth -q -c profile=$(or $(SIZE),$(DEFAULT_SIZE))
 	@ls cdk.out/*.template.json
 
 lint: $(STAMP) ## ruff, cfn-lint, hadolint, shellcheck
 	$(PY) -m ruff check .
-	$(CDK) synth -q -c profile=$(PROFILE)
+	$(CDK) synth -q -c profile=$(or $(SIZE),$(DEFAULT_SIZE))
 	$(VENV)/bin/cfn-lint -r us-west-2 --non-zero-exit-code error cdk.out/*.template.json
 	find containers -name Dockerfile -print0 | xargs -0 -r $(VENV)/bin/hadolint
 	$(VENV)/bin/shellcheck .ci/run $$(find infra containers -name '*.sh')
@@ -90,11 +93,11 @@ bench: $(STAMP) ## benchmarks: figures as ratios against a baseline measured in 
 rehearse: $(STAMP) ## the whole training loop on CPU with a tiny model (about 190 s wall on an idle 2-core machine)
 	$(VENV)/bin/skymaze rehearse $(addprefix --set ,$(RUN))
 
-deploy: $(STAMP) ## cdk deploy --all for PROFILE (needs AWS credentials and Docker)
-	$(VENV)/bin/skymaze deploy --profile $(PROFILE)
+deploy: $(STAMP) ## cdk deploy --all for SIZE (needs AWS credentials and Docker)
+	$(VENV)/bin/skymaze deploy $(if $(SIZE),--size $(SIZE))
 
 destroy: $(STAMP) ## tear down Kubernetes objects that own AWS resources, then cdk destroy --all
-	$(VENV)/bin/skymaze teardown --profile $(PROFILE)
+	$(VENV)/bin/skymaze teardown $(if $(SIZE),--size $(SIZE))
 
 lock: ## regenerate constraints.txt from the current venv
 	{ echo "# Full transitive lock (pip freeze of a working venv), applied with -c by the Makefile."; \

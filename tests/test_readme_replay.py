@@ -64,16 +64,16 @@ SUBSTITUTIONS: tuple[tuple[str | None, str, str, str], ...] = (
      "the cluster endpoint's port-forward: the stand-in endpoint's free port"),
     (None, "http://127.0.0.1:8000", "http://127.0.0.1:{port}", "8000 may be taken on a shared machine: a free port"),
     (None, "--port 8000", "--port {port}", "8000 may be taken on a shared machine: a free port"),
-    (None, "raysubmit_...", "{job}", "the id `skymaze submit --recipe blog` printed"),
-    ("supervise", "JOB_ID", "{supervised_job}", "the id `skymaze submit --recipe blog --supervise` printed"),
-    (None, "JOB_ID", "{job}", "the id `skymaze submit --recipe blog` printed"),
-    (None, "stop JOB", "stop {job}", "the id `skymaze submit --recipe blog` printed"),
+    (None, "raysubmit_...", "{job}", "the id `skymaze submit --size blog` printed"),
+    ("supervise", "JOB_ID", "{supervised_job}", "the id `skymaze submit --size blog --supervise` printed"),
+    (None, "JOB_ID", "{job}", "the id `skymaze submit --size blog` printed"),
+    (None, "stop JOB", "stop {job}", "the id `skymaze submit --size blog` printed"),
     (None, "-c KEY=VALUE", "-c worker_count=2", "a deploy setting"),
     (None, "--set KEY=VALUE", "--recipe local {smoke_sets}", "the session rehearsal's settings: the run resumes"),
     (None, "--recipe NAME", "--recipe local {smoke_sets}", "the session rehearsal's settings: the run resumes"),
     (None, "recipe check NAME", "recipe check local", "a recipe README ships"),
     (None, "--heldout NAME", "--heldout rehearsal-7x7-64", "a held-out set README ships"),
-    (None, "--profile P ", "--profile small ", "a deploy profile"),
+    (None, "--size P ", "--size small ", "a cluster size"),
 )
 # Flags a command needs here and not on the cluster, by the command's start (after substitution).
 ADDED: tuple[tuple[str, str, str], ...] = (
@@ -183,7 +183,7 @@ def _kind(command: str) -> str:
     """Which stand-in a README command runs against."""
     words = command.split()
     verb = " ".join(words[1:3]) if words[1] in {"cluster", "jobs", "recipe", "maze"} else words[1]
-    if verb in {"deploy", "diff"} or (verb == "teardown" and "--dry-run" not in words):
+    if verb in {"deploy", "diff", "preflight"} or (verb == "teardown" and "--dry-run" not in words):
         return "no-account"
     if verb in {"submit", "status", "logs", "stop", "supervise", "jobs list"}:
         return "ray"
@@ -193,6 +193,8 @@ def _kind(command: str) -> str:
         return "endpoint"
     if verb == "rehearse":
         return "rehearse"
+    if verb == "use":
+        return "context"
     return "local"
 
 
@@ -214,9 +216,9 @@ def _walk_ray(walk: Walk, commands: list[str]) -> None:
         ran = _run(as_run(command, walk.values), walk.root, env)
         walk.ran[command] = ran
         found = re.search(r"^submitted (raysubmit_\w+)", ran.stdout, re.M)
-        if found and command == "skymaze submit --recipe blog":
+        if found and command == "skymaze submit --size blog":
             walk.values["job"] = found.group(1)
-        if found and command == "skymaze submit --recipe blog --supervise":
+        if found and command == "skymaze submit --size blog --supervise":
             walk.values["supervised_job"] = found.group(1)
     for job in (walk.values.get("job"), walk.values.get("supervised_job")):
         assert job, {c: walk.ran[c].stdout + walk.ran[c].stderr for c in submits}
@@ -324,6 +326,16 @@ def _walk_rehearse(walk: Walk, commands: list[str]) -> None:
     walk.values["rehearse_root"] = str(folder)
 
 
+def _walk_context(walk: Walk, commands: list[str]) -> None:
+    """In a folder of their own, in order (`skymaze use` before `skymaze use blog`): a recorded size would
+    change what the other commands act on."""
+    folder = walk.root.parent / "context"
+    folder.mkdir()
+    for command in commands:
+        walk.ran[command] = _run(as_run(command, walk.values), folder, _env(walk.home))
+    walk.values["context_root"] = str(folder)
+
+
 @pytest.fixture(scope="module")
 def moto_url() -> Iterator[str]:
     """moto's server (STS, S3, SageMaker) in its own process on 127.0.0.1, for the walk and its checks."""
@@ -363,12 +375,13 @@ def walk(rehearsal_smoke, skyrl_ray_head, moto_url, tmp_path_factory) -> Walk:
     started, cpu_before = time.monotonic(), os.times()
     for command in by_kind.get("local", []) + by_kind.get("no-account", []):
         walk.ran[command] = _run(as_run(command, values), root, _env(home))
-    for command in by_kind.get("no-account", []):
+    for command in (c for c in by_kind.get("no-account", []) if c.split()[1] != "preflight"):  # read-only: no dry run
         walk.dry_runs[command] = _run(f"{as_run(command, values)} --dry-run", root, _env(home))
     _walk_ray(walk, by_kind.get("ray", []))
     _walk_moto(walk, by_kind.get("moto", []))
     _walk_endpoint(walk, by_kind.get("endpoint", []))
     _walk_rehearse(walk, by_kind.get("rehearse", []))
+    _walk_context(walk, by_kind.get("context", []))
     cpu = os.times()
     cpu_s = sum(cpu[:4]) - sum(cpu_before[:4])  # this process and its waited-for children (the commands)
     print(f"README walk: {len(walk.ran)} commands in {time.monotonic() - started:.0f} s wall, {cpu_s:.0f} s CPU "
@@ -446,7 +459,7 @@ def _cost_guard_line(walk: Walk, ran: Ran) -> None:
     """README shows this command piped: the pipe as written (by bash) prints what README shows."""
     _ok(ran)
     (line,) = [line.removeprefix("$ ") for line in docs.text().splitlines()
-               if line.startswith("$ skymaze cost --profile blog --hours 12 --left-up-hours 72 --guard-hours 14 |")]
+               if line.startswith("$ skymaze cost --size blog --hours 12 --left-up-hours 72 --guard-hours 14 |")]
     env = _env(walk.home, PATH=f"{CONSOLE_SCRIPT.parent}{os.pathsep}{os.environ['PATH']}")
     piped = subprocess.run(["bash", "-o", "pipefail", "-c", line], cwd=walk.root, env=env, capture_output=True,
                            text=True, timeout=COMMAND_TIMEOUT_S)
@@ -524,7 +537,7 @@ def _maze_freeze(walk: Walk, ran: Ran) -> None:
 
 
 def _teardown_plan(walk: Walk, ran: Ran) -> None:
-    _prints_readmes_output(walk, ran, "skymaze teardown --profile blog --dry-run")
+    _prints_readmes_output(walk, ran, "skymaze teardown --size blog --dry-run")
 
 
 def _submitted(recipe: str) -> Callable[[Walk, Ran], None]:
@@ -660,6 +673,20 @@ def _rehearsal_resumed(walk: Walk, ran: Ran) -> None:
     assert resumed["served"]["per_maze"] == original["served"]["per_maze"] == original["selected"]["per_maze"]
 
 
+def _nothing_recorded(walk: Walk, ran: Ran) -> None:
+    _ok(ran)
+    assert ran.stdout.startswith("no deployment recorded in .skymaze/context.json"), ran.stdout
+
+
+def _use_recorded(walk: Walk, ran: Ran) -> None:
+    """`use blog` records the size; a later command in that folder acts on it without naming it."""
+    _ok(ran)
+    assert ran.stdout.startswith("recorded size blog in us-west-2 (EKS skymaze-eks, HyperPod skymaze-hyperpod"), ran.stdout
+    plan = _run("skymaze plan --json", Path(walk.values["context_root"]), _env(walk.home))
+    _ok(plan)
+    assert (json.loads(plan.stdout)["profile"], json.loads(plan.stdout)["policy_gpus"]) == ("blog", 6)
+
+
 def _refused(walk: Walk, ran: Ran) -> None:
     """Without an account: one line, before any synth. Its --dry-run (no account needed) accepts README's
     settings and prints what it would run."""
@@ -673,45 +700,49 @@ def _refused(walk: Walk, ran: Ran) -> None:
 CHECKS: dict[str, Callable[[Walk, Ran], None]] = {
     "skymaze --version": _version,
     "skymaze --install-completion": _completion,
-    "skymaze cost --profile P --hours 1": _cost_small,
-    "skymaze cost --profile blog --hours 12": lambda w, r: _prints_readmes_output(
-        w, r, "skymaze cost --profile blog --hours 12"),
-    "skymaze cost --profile blog --hours 12 --left-up-hours 72 --guard-hours 14": _cost_guard_line,
+    "skymaze cost --size P --hours 1": _cost_small,
+    "skymaze cost --size blog --hours 12": lambda w, r: _prints_readmes_output(
+        w, r, "skymaze cost --size blog --hours 12"),
+    "skymaze cost --size blog --hours 12 --left-up-hours 72 --guard-hours 14": _cost_guard_line,
     "skymaze plan": _plan_fits("small"),
-    "skymaze plan --profile blog": _plan_shows_readmes_fit,
-    "skymaze plan --recipe blog --profile blog": _plan_fits("blog"),
+    "skymaze plan --size blog": _plan_shows_readmes_fit,
+    "skymaze plan --recipe blog --size blog": _plan_fits("blog"),
     "skymaze recipe list": _recipe_list,
     "skymaze recipe show blog": _recipe_show_blog,
     "skymaze recipe show blog --fields": _fields_table("blog"),
     "skymaze recipe show local --fields": _fields_table("local"),
     "skymaze recipe check": _recipe_ok("small"),
     "skymaze recipe check NAME": _recipe_ok("local"),
-    "skymaze recipe check blog --profile blog": _recipe_ok("blog"),
+    "skymaze recipe check blog --size blog": _recipe_ok("blog"),
     "skymaze maze show --seed 0 --size 9 -o maze.png --strip episode.png": _maze_show,
     "skymaze maze heldout --heldout easy-64 --mazes": _maze_heldout,
     "skymaze maze freeze --heldout NAME": _maze_freeze,
-    "skymaze teardown --profile blog --dry-run": _teardown_plan,
+    "skymaze teardown --size blog --dry-run": _teardown_plan,
     "skymaze deploy": _refused,
-    "skymaze deploy --profile blog": _refused,
-    "skymaze deploy --profile blog --bootstrap": _refused,
-    "skymaze deploy --profile blog -c KEY=VALUE": _refused,
-    "skymaze deploy --profile blog -c alert_emails=ml@example.com -c budget_usd_per_month=3000 "
-    "-c max_deployed_hours=14 -c supervise_group_idle_s=1800": _refused,
-    "skymaze deploy --profile blog -c worker_count=2 -c removal=retain": _refused,
-    "skymaze deploy --profile blog -c vpc_id=vpc-0123456789abcdef0 -c private_subnet_ids=subnet-0aaaaaaaaaaaaaaaa,"
+    "skymaze deploy --bootstrap": _refused,
+    "skymaze deploy --skip-preflight": _refused,
+    "skymaze preflight": _refused_for_credentials,
+    "skymaze preflight --size blog": _refused_for_credentials,
+    "skymaze deploy --size blog": _refused,
+    "skymaze deploy --size blog --bootstrap": _refused,
+    "skymaze deploy --size blog -c KEY=VALUE": _refused,
+    "skymaze deploy --size blog -c alert_emails=ml@example.com -c budget_usd_per_month=3000 "
+    "-c max_deployed_hours=14 -c supervise.group_idle_s=1800": _refused,
+    "skymaze deploy --size blog -c worker_count=2 -c removal=retain": _refused,
+    "skymaze deploy --size blog -c vpc_id=vpc-0123456789abcdef0 -c private_subnet_ids=subnet-0aaaaaaaaaaaaaaaa,"
     "subnet-0bbbbbbbbbbbbbbbb -c private_subnet_azs=us-west-2a,us-west-2b": _refused,
-    "skymaze deploy --profile blog -c vpc_id=vpc-0123456789abcdef0 -c private_subnet_ids=subnet-0aaaaaaaaaaaaaaaa "
+    "skymaze deploy --size blog -c vpc_id=vpc-0123456789abcdef0 -c private_subnet_ids=subnet-0aaaaaaaaaaaaaaaa "
     "-c private_subnet_azs=us-west-2a -c eks_cluster_name=platform -c eks_cluster_security_group_id=sg-0cccccccccccccccc":
     _refused,
-    "skymaze diff --profile blog": _refused,
+    "skymaze diff --size blog": _refused,
     "skymaze teardown": _refused,
     "skymaze teardown --keep-data": _refused,
-    "skymaze teardown --profile blog": _refused,
-    "skymaze teardown --profile blog --keep-data": _refused,
+    "skymaze teardown --size blog": _refused,
+    "skymaze teardown --size blog --keep-data": _refused,
     "skymaze submit": _submitted("small"),
-    "skymaze submit --recipe blog": _submitted("blog"),
-    "skymaze submit --recipe blog --preflight --wait-s 600": _preflight,
-    "skymaze submit --recipe blog --supervise": _supervised_submit,
+    "skymaze submit --size blog": _submitted("blog"),
+    "skymaze submit --size blog --preflight --wait-s 600": _preflight,
+    "skymaze submit --size blog --supervise": _supervised_submit,
     "skymaze status JOB_ID": _status_failed,
     "skymaze status raysubmit_...": _status_failed,
     "skymaze logs JOB_ID": _logs,
@@ -722,7 +753,7 @@ CHECKS: dict[str, Callable[[Walk, Ran], None]] = {
     "skymaze stop JOB_ID": _stop,
     "skymaze supervise JOB_ID": _supervise_gives_up,
     "skymaze supervise --watch --in-cluster": _supervise_in_cluster,
-    "skymaze cluster status --profile blog": _cluster_status,
+    "skymaze cluster status --size blog": _cluster_status,
     "skymaze promote --run /shared/runs/maze-blog --step 160 --to "
     "s3://skymaze-artifacts-ACCOUNT-us-west-2/adapters/maze-grpo --max-lora-rank 64": _promoted_to_s3(ARTIFACTS_BUCKET),
     "skymaze promote --run runs/maze-blog --step 160 --to s3://.../adapters/maze-grpo": _promoted_to_s3(LAPTOP_BUCKET),
@@ -733,6 +764,8 @@ CHECKS: dict[str, Callable[[Walk, Ran], None]] = {
     "skymaze evaluate --endpoint http://127.0.0.1:8000 --model Qwen/Qwen3-VL-8B-Instruct:maze-grpo "
     "--heldout easy-64 --out evals/maze-grpo": _cluster_evaluate_refused,
     "skymaze rehearse --recipe NAME": _rehearsal_resumed,
+    "skymaze use": _nothing_recorded,
+    "skymaze use blog": _use_recorded,
     "skymaze rehearse --set KEY=VALUE": _rehearsal_resumed,
 }
 

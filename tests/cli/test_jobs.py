@@ -23,7 +23,7 @@ def test_submit_refuses_a_recipe_that_would_fail_on_the_cluster():
     result = runner.invoke(app, ["submit", "--recipe", "blog", "--set", "generator.inference_engine.num_engines=4"])
     assert result.exit_code == 2
     assert "error: generator.inference_engine.num_engines" in result.stderr
-    assert "skymaze recipe check blog" in result.stderr
+    assert "`skymaze recipe show blog --fields` lists them" in result.stderr
 
 
 def test_sagemaker_address_without_the_toolkit_is_a_usage_error():
@@ -74,9 +74,11 @@ def test_in_cluster_outside_a_pod_is_refused_up_front_in_one_line(tmp_path):
     ("args", "message"),
     [
         (["--hyperpod-cluster", "skymaze"], "supervise.group_idle_s is not"),
-        (["--backoff-base-s", "0"], "need 0 < base <= cap"),
-        (["--max-submissions", "0"], "supervise.max_submissions=0"),
-        (["--hyperpod-cluster", "skymaze", "--group-idle-s", "60", "--hyperpod-idle-count", "-1"], "hyperpod_idle_count=-1"),
+        (["--backoff-base-s", "0"], "--backoff-base-s 0.0: Input should be greater than 0"),
+        (["--backoff-base-s", "60", "--backoff-cap-s", "30"], "need base <= cap"),
+        (["--max-submissions", "0"], "--max-submissions 0: Input should be greater than or equal to 1"),
+        (["--hyperpod-cluster", "skymaze", "--group-idle-s", "60", "--hyperpod-idle-count", "-1"],
+         "--hyperpod-idle-count -1: Input should be greater than or equal to 0"),
     ],
 )
 def test_supervise_refuses_bad_settings_naming_the_key(args, message):

@@ -22,13 +22,13 @@ def _use(monkeypatch, account) -> None:
 def test_a_passing_account_prints_ok_lines_and_the_next_command(monkeypatch):
     account = add_identity(passing_account(settings_for("small")))
     _use(monkeypatch, account)
-    result = runner.invoke(app, ["preflight", "--profile", "small"])
+    result = runner.invoke(app, ["preflight", "--size", "small"])
     assert result.exit_code == 0, result.output
     account.assert_all_answered()
     assert "OK    quota: ml.g7e.12xlarge for cluster usage: 8 >= 1 (worker_count)" in result.stdout
     assert "checking Service Quotas: SageMaker HyperPod quotas for ml.m5.4xlarge, ml.g7e.12xlarge ..." in result.stderr
     assert "FAIL" not in result.stdout
-    assert result.stdout.rstrip().endswith("skymaze deploy --profile small")
+    assert result.stdout.rstrip().endswith("skymaze deploy --size small")
 
 
 def test_a_failing_account_exits_1_with_one_line_per_failure_and_json_keeps_the_exit_code(monkeypatch):
@@ -36,7 +36,7 @@ def test_a_failing_account_exits_1_with_one_line_per_failure_and_json_keeps_the_
     for as_json in (False, True):
         account = add_identity(passing_account(settings, Answers(version_status="UNSUPPORTED")))
         _use(monkeypatch, account)
-        result = runner.invoke(app, ["preflight", "--profile", "blog", *(["--json"] if as_json else [])])
+        result = runner.invoke(app, ["preflight", "--size", "blog", *(["--json"] if as_json else [])])
         assert result.exit_code == 1, result.output
         if as_json:
             document = json.loads(result.stdout)  # stdout holds the JSON document only
@@ -55,6 +55,6 @@ def test_a_bad_setting_is_a_usage_error_before_any_aws_call(monkeypatch):
         raise AssertionError("no AWS session expected")
 
     monkeypatch.setattr(boto3, "Session", no_session)
-    result = runner.invoke(app, ["preflight", "--profile", "small", "-c", "worker_count=many"])
+    result = runner.invoke(app, ["preflight", "--size", "small", "-c", "worker_count=many"])
     assert result.exit_code == 2
     assert "worker_count" in result.output

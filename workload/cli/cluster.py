@@ -13,16 +13,17 @@ from workload.cli._common import (
     deploy_target_or_exit,
     fail,
     next_step,
+    resolve_size,
 )
 from workload.cli.jobs import ADDRESS_OPTION
 
-cluster_app = typer.Typer(help="The deployed cluster.\n\nExample:  skymaze cluster status --profile small",
+cluster_app = typer.Typer(help="The deployed cluster.\n\nExample:  skymaze cluster status --size small",
                           no_args_is_help=True)
 
 
 @cluster_app.command("status")
 def status(
-    profile: str = PROFILE_OPTION,
+    profile: str | None = PROFILE_OPTION,
     context: list[str] = DEPLOY_SETS_OPTION,
     address: str = ADDRESS_OPTION,
     as_json: bool = typer.Option(False, "--json", help="print one JSON object instead of the table"),
@@ -33,18 +34,19 @@ def status(
 
     Exit codes: 0 cluster in service and every node healthy, 1 not found, not ready or a node unhealthy, 2 bad input.
 
-    Example:  skymaze cluster status --profile small --address http://127.0.0.1:8265
+    Example:  skymaze cluster status --size small --address http://127.0.0.1:8265
     """
     from workload.ops.cluster_status import hyperpod_status
     from workload.ops.plan import HYPERPOD_CLUSTER_SUFFIX
     from workload.skyrl import jobs
 
+    profile, context = resolve_size(profile, context)
     overrides, settings, target = deploy_target_or_exit(profile, context)
     session, _ = aws_identity(target.region, expected_account=dict(overrides).get("account"))
     name = f"{settings.name}{HYPERPOD_CLUSTER_SUFFIX}"
     cluster = hyperpod_status(session, name)
     if cluster is None:
-        fail(f"no HyperPod cluster {name!r} in {target.region}; deploy it with `skymaze deploy --profile {profile}`")
+        fail(f"no HyperPod cluster {name!r} in {target.region}; deploy it with `skymaze deploy --size {profile}`")
     try:
         resolved = jobs.resolve_address(address, None)
         rows, ray_error = jobs.list_jobs(jobs.connect(resolved)), ""

@@ -13,9 +13,11 @@ from workload.cli._common import (
     RUN_RECIPE_OPTION,
     deploy_setting,
     fail,
+    flags,
     next_step,
     print_json,
     recipe_for_profile,
+    resolve_size,
 )
 from workload.cli.jobs import load_run_or_exit
 
@@ -23,7 +25,7 @@ from workload.cli.jobs import load_run_or_exit
 def plan(
     recipe_name: str | None = RUN_RECIPE_OPTION,
     sets: list[str] = RECIPE_SETS_OPTION,
-    profile: str = PROFILE_OPTION,
+    profile: str | None = PROFILE_OPTION,
     fsx_gib: int = typer.Option(None, "--fsx-gib", help="FSx capacity to plan against (default: the profile's)."),
     context: list[str] = DEPLOY_SETS_OPTION,
     as_json: bool = JSON_OPTION,
@@ -33,10 +35,12 @@ def plan(
 
     Exit 1 when the run would not fit on FSx; exit 2 when the deploy settings cannot fit their nodes.
 
-    Example:  skymaze plan --recipe blog --profile blog -c worker_threads_per_core=2
+    Example:  skymaze plan --recipe blog --size blog -c worker_threads_per_core=2
     """
     from workload.skyrl.plan import build_plan, plan_warnings, render_plan
 
+    given_c = list(context)
+    profile, context = resolve_size(profile, given_c)
     recipe_name = recipe_for_profile(recipe_name, profile)
     recipe = load_run_or_exit(recipe_name, list(sets or []))
     _refuse_misfit(recipe, profile, context)
@@ -65,7 +69,7 @@ def plan(
         typer.echo(f"warning: {line}", err=True)
     if result.peak_bytes > result.fsx_bytes:
         fail("the run does not fit on FSx")
-    next_step(f"skymaze submit --recipe {recipe_name} --profile {profile}")
+    next_step(f"skymaze submit --recipe {recipe_name} --size {profile}{flags('--set', sets)}{flags('-c', given_c)}")
 
 
 def _refuse_misfit(recipe, profile: str, context: list[str]) -> None:

@@ -13,11 +13,12 @@ from workload.cli._common import (
     deploy_target_or_exit,
     next_step,
     print_json,
+    resolve_size,
 )
 
 
 def preflight(
-    profile: str = PROFILE_OPTION,
+    profile: str | None = PROFILE_OPTION,
     context: list[str] = DEPLOY_SETS_OPTION,
     as_json: bool = JSON_OPTION,
 ) -> None:
@@ -27,8 +28,9 @@ def preflight(
 
     Exit codes: 0 every check passed (warnings allowed), 1 a check failed, 2 bad input.
 
-    Example:  skymaze preflight --profile blog -c worker_count=2
+    Example:  skymaze preflight --size blog -c worker_count=2
     """
+    profile, context = resolve_size(profile, context)
     overrides, settings, _ = deploy_target_or_exit(profile, context)
     # With --json stdout holds only the JSON document: the identity line goes to stderr.
     session, identity = aws_identity(settings.region, expected_account=dict(overrides).get("account"), err=as_json)
@@ -37,7 +39,7 @@ def preflight(
     if any(f.status == "fail" for f in findings):
         raise typer.Exit(code=EXIT_FAILED)
     if not as_json:
-        next_step(f"skymaze deploy --profile {profile}")
+        next_step(f"skymaze deploy --size {profile}")
 
 
 def run_checks(session, settings, identity, *, bootstrap_pending: bool = False):

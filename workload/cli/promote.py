@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from workload.cli._common import EXIT_USAGE, PROFILE_OPTION, deploy_setting, fail, next_step
+from workload.cli._common import EXIT_USAGE, PROFILE_OPTION, deploy_setting, fail, next_step, resolve_size
 
 
 def promote(
@@ -14,7 +14,7 @@ def promote(
     step: int = typer.Option(..., "--step", min=0, help="Global step of the export (exports/global_step_N/policy)."),
     to: str = typer.Option(..., "--to", help="s3://BUCKET/adapters/NAME or a folder; NAME becomes the model id suffix."),
     max_lora_rank: int = typer.Option(None, "--max-lora-rank", help="Endpoint's max_lora_rank (default: the deploy profile's)."),
-    profile: str = PROFILE_OPTION,
+    profile: str | None = PROFILE_OPTION,
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an adapter already promoted under NAME."),
 ) -> None:
     """Copy exports/global_step_N/policy (adapter files, then manifest.json) to S3 or a folder.
@@ -27,7 +27,8 @@ def promote(
     from workload.skyrl.promote import promote as run_promote
 
     if max_lora_rank is None:
-        max_lora_rank = deploy_setting(profile, "max_lora_rank")
+        profile, deploy_sets = resolve_size(profile)
+        max_lora_rank = deploy_setting(profile, "max_lora_rank", deploy_sets)
     try:
         manifest = run_promote(run, step, to, max_lora_rank=max_lora_rank, overwrite=overwrite)
     except PromoteError as err:
@@ -41,7 +42,7 @@ def promote(
     strict = (manifest["eval"] or {}).get("strict_pass_at_1")
     typer.echo(f"promoted {manifest['name']} (rank {manifest['rank']}, {len(manifest['files'])} files) to {to}")
     typer.echo(f"base model: {manifest['base_model']}; strict pass@1 at step {step}: {'n/a' if strict is None else strict}")
-    endpoint = _cluster_endpoint(profile) if to.startswith("s3://") else None
+    endpoint = _cluster_endpoint(resolve_size(profile)[0]) if to.startswith("s3://") else None
     next_step(*_next_commands(manifest, to, run / "exports" / f"global_step_{step}" / "policy", endpoint))
 
 

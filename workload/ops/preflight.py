@@ -30,6 +30,7 @@ from workload.addons import (
     observability_configuration,
     spaces_configuration,
 )
+from workload.deployment.settings import HEAD_COUNT
 
 Status = Literal["ok", "warn", "fail"]
 
@@ -104,7 +105,7 @@ def instance_needs(settings) -> dict[str, tuple[int, str]]:
     """HyperPod instance type -> (instances the deploy asks for, the settings that set the number)."""
     needs: Counter[str] = Counter()
     keys: dict[str, list[str]] = {}
-    for instance_type, count, key in ((settings.head_instance_type, settings.head_count, "head_count"),
+    for instance_type, count, key in ((settings.head_instance_type, HEAD_COUNT, "head_instance_type"),
                                       (settings.worker_instance_type, settings.worker_count, "worker_count")):
         needs[instance_type] += count
         keys.setdefault(instance_type, []).append(key)
@@ -113,12 +114,16 @@ def instance_needs(settings) -> dict[str, tuple[int, str]]:
 
 # ---------------------------------------------------------------- quotas
 
-def quota_findings(settings, applied: dict[str, dict], defaults: dict[str, dict]) -> list[Finding]:
+def quota_findings(settings, applied: dict[str, dict], defaults: dict[str, dict],
+                   used: Counter[str] | None = None) -> list[Finding]:
     """Each instance type's "for cluster usage" quota against the count the settings ask for.
 
     ``applied``/``defaults``: quota name -> Service Quotas ``ServiceQuota`` (ListServiceQuotas,
     ListAWSDefaultServiceQuotas); the applied value wins, the default stands for quotas never changed.
+    ``used``: instances of each type the account's other HyperPod clusters hold (the quota is the
+    account's, per region, across clusters).
     """
+    used = used or Counter()
     findings = []
     for instance_type, (needed, keys) in instance_needs(settings).items():
         name = CLUSTER_QUOTA_NAME.format(instance_type=instance_type)
@@ -131,12 +136,15 @@ def quota_findings(settings, applied: dict[str, dict], defaults: dict[str, dict]
             continue
         value = int(quota.get("Value", 0))
         code = quota.get("QuotaCode", "?")
-        if value < needed:
-            findings.append(Finding("quota", "fail", f"{name} is {value} in {settings.region}, the settings need "
-                                    f"{needed} ({keys}): request {needed} for quota {code} (Service Quotas > "
-                                    f"Amazon SageMaker), or lower {keys} or choose another {type_key}"))
+        taken = used[instance_type]
+        others = f", other HyperPod clusters hold {taken}" if taken else ""
+        if value - taken < needed:
+            findings.append(Finding("quota", "fail", f"{name} is {value} in {settings.region}{others}, the settings "
+                                    f"need {needed} ({keys}): request {needed + taken} for quota {code} (Service "
+                                    f"Quotas > Amazon SageMaker), or lower {keys} or choose another {type_key}"))
         else:
-            findings.append(Finding("quota", "ok", f"{name}: {value} >= {needed} ({keys})"))
+            free = f"{value - taken} free of {value}" if taken else f"{value}"
+            findings.append(Finding("quota", "ok", f"{name}: {free} >= {needed} ({keys})"))
     return findings
 
 
@@ -150,11 +158,29 @@ def _quotas_by_name(session, operation: str) -> dict[str, dict]:
     return found
 
 
+def other_clusters_usage(session, own_cluster: str) -> Counter[str]:
+    """Instances of each type the account's HyperPod clusters other than ``own_cluster`` hold or are
+    scaling to (SageMaker ListClusters, DescribeCluster): a redeploy does not count its own nodes twice."""
+    sagemaker = session.client("sagemaker")
+    used: Counter[str] = Counter()
+    for page in sagemaker.get_paginator("list_clusters").paginate():
+        for summary in page["ClusterSummaries"]:
+            if summary["ClusterName"] == own_cluster:
+                continue
+            for group in sagemaker.describe_cluster(ClusterName=summary["ClusterName"]).get("InstanceGroups", []):
+                if group.get("InstanceType"):
+                    used[group["InstanceType"]] += max(group.get("CurrentCount", 0), group.get("TargetCount", 0))
+    return used
+
+
 def check_quotas(session, settings, caller: Caller) -> list[Finding]:
+    from workload.ops.plan import HYPERPOD_CLUSTER_SUFFIX
+
     applied = _quotas_by_name(session, "list_service_quotas")
     wanted = {CLUSTER_QUOTA_NAME.format(instance_type=name) for name in instance_needs(settings)}
     defaults = _quotas_by_name(session, "list_aws_default_service_quotas") if wanted - set(applied) else {}
-    return quota_findings(settings, applied, defaults)
+    used = other_clusters_usage(session, f"{settings.name}{HYPERPOD_CLUSTER_SUFFIX}")
+    return quota_findings(settings, applied, defaults, used)
 
 
 # ---------------------------------------------------------------- zones

@@ -13,10 +13,11 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, PositiveInt, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt, model_validator
 
 from workload.maze.heldout import size_mismatch
 from workload.skyrl.known_keys import load_known_keys
+from workload.skyrl.recipe import Recipe
 from workload.skyrl.tickets import ENV_CLASS
 
 # SkyRL 0.4.0 dataclass defaults (skyrl/train/config/config.py) for the keys the rules read;
@@ -68,19 +69,45 @@ Rule = Callable[["TrainingSettings"], list[str]]
 
 
 class TrainingSettings(BaseModel):
-    """SkyRL overrides plus the cluster they will run on; constructing it runs every rule."""
+    """A cluster recipe and the endpoint that will serve its adapters; constructing it runs every rule."""
 
     model_config = ConfigDict(frozen=True)
 
-    values: dict[str, Any]
-    cluster_nodes: PositiveInt
-    gpus_per_node: PositiveInt
-    shared_root: str
-    # The endpoint's max_lora_rank: the deploy profile's setting (None where no deploy settings are installed).
+    recipe: Recipe
+    # The endpoint's max_lora_rank (the deploy profile's setting); None skips that rule.
     serving_max_lora_rank: PositiveInt | None = None
-    maze_size: PositiveInt = 9
-    eval_set: str = "easy-64"
-    strict_metric: bool = True
+    values: dict[str, Any] = Field(default_factory=dict, description="The recipe's resolved SkyRL overrides.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _resolve(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "values" not in data and isinstance(data.get("recipe"), Recipe):
+            data = {**data, "values": data["recipe"].resolved()}
+        return data
+
+    @property
+    def cluster_nodes(self) -> int:
+        return self.recipe.cluster.nodes
+
+    @property
+    def gpus_per_node(self) -> int:
+        return self.recipe.cluster.gpus_per_node
+
+    @property
+    def shared_root(self) -> str:
+        return self.recipe.shared_root
+
+    @property
+    def maze_size(self) -> int:
+        return self.recipe.dataset.maze_size
+
+    @property
+    def eval_set(self) -> str:
+        return self.recipe.dataset.eval_set
+
+    @property
+    def strict_metric(self) -> bool:
+        return self.recipe.fixes.strict_solve_metric
 
     def get(self, key: str) -> Any:
         """The value SkyRL will use: the override, else SkyRL's default."""
@@ -288,18 +315,9 @@ RULES: tuple[Rule, ...] = (
 )
 
 
-def validate_recipe(recipe: Any, *, max_lora_rank: int | None = None) -> TrainingSettings:
+def validate_recipe(recipe: Recipe, *, max_lora_rank: int | None = None) -> TrainingSettings:
     """Run every rule on a :class:`workload.skyrl.recipe.Recipe`; raises ``ValidationError``.
 
     ``max_lora_rank`` is the endpoint's (the deploy profile's ``max_lora_rank``); None skips that rule.
     """
-    return TrainingSettings(
-        values=recipe.resolved(),
-        cluster_nodes=recipe.cluster.nodes,
-        gpus_per_node=recipe.cluster.gpus_per_node,
-        shared_root=recipe.shared_root,
-        serving_max_lora_rank=max_lora_rank,
-        maze_size=recipe.dataset.maze_size,
-        eval_set=recipe.dataset.eval_set,
-        strict_metric=recipe.fixes.strict_solve_metric,
-    )
+    return TrainingSettings(recipe=recipe, serving_max_lora_rank=max_lora_rank)

@@ -9,7 +9,7 @@ from workload.deployment.settings import SettingsError, load_settings
 
 def test_blog_profile_is_the_published_topology():
     s = load_settings({"profile": "blog"})
-    assert (s.head_instance_type, s.head_count) == ("ml.r5d.16xlarge", 1)
+    assert s.head_instance_type == "ml.r5d.16xlarge"
     assert (s.worker_instance_type, s.worker_count, s.gpus_per_worker) == ("ml.g7e.12xlarge", 3, 2)
     assert s.fsx_storage_gib == 1200 and s.serving
 
@@ -101,6 +101,13 @@ def test_kubernetes_version_hyperpod_does_not_document_is_rejected(version):
 
 def test_default_kubernetes_version_is_one_hyperpod_documents():
     assert load_settings({"profile": "blog"}).kubernetes_version == "1.34"
+
+
+@pytest.mark.parametrize("key", ["head_count", "kuberay_chart_version"])
+def test_a_knob_with_one_legal_value_is_a_constant_not_a_setting(key):
+    # One head node (both Ray heads share it); the KubeRay chart whose CRDs the tests validate.
+    with pytest.raises(SettingsError, match=rf"{key}: not a deployment setting"):
+        load_settings({"profile": "blog", key: "1"})
 
 
 def test_lora_rank_vllm_cannot_serve_is_rejected():

@@ -37,6 +37,10 @@ OBSERVABILITY_SCHEMA = {
         "Level": {"additionalProperties": False, "type": "object",
                   "properties": {"level": {"enum": ["DISABLED", "BASIC", "ADVANCED"]},
                                  "scrapeInterval": {"type": "integer"}}},
+        # EFA counters have no BASIC level (AWS's HyperPod EKS Terraform module: DISABLED or ADVANCED).
+        "NetworkLevel": {"additionalProperties": False, "type": "object",
+                         "properties": {"level": {"enum": ["DISABLED", "ADVANCED"]},
+                                        "scrapeInterval": {"type": "integer"}}},
         "Observability": {"additionalProperties": False, "type": "object", "properties": {
             "ampWorkspace": {"type": "object", "additionalProperties": False, "required": ["prometheusEndpoint", "arn"],
                              "properties": {"prometheusEndpoint": {"type": "string", "pattern": "^https://"},
@@ -45,9 +49,10 @@ OBSERVABILITY_SCHEMA = {
                              "properties": {"workspaceName": {"type": "string"},
                                             "arn": {"type": "string", "pattern": "^arn:aws[a-z-]*:grafana:"}}},
             "metricsProvider": {"type": "object", "additionalProperties": False, "properties": {
-                name: {"$ref": "#/definitions/Level"} for name in (
+                **{name: {"$ref": "#/definitions/Level"} for name in (
                     "trainingMetrics", "inferenceMetrics", "taskGovernanceMetrics", "scalingMetrics", "customMetrics",
-                    "nodeMetrics", "acceleratedComputeMetrics", "networkMetrics")}},
+                    "nodeMetrics", "acceleratedComputeMetrics")},
+                "networkMetrics": {"$ref": "#/definitions/NetworkLevel"}}},
             "logging": {"type": "object", "properties": {"enabled": {"type": "boolean"}}}}},
     },
 }
@@ -150,6 +155,7 @@ class Answers:
 
     quota_value: float = 8
     quota_values: dict[str, float] = field(default_factory=dict)  # instance type -> value, else quota_value
+    other_cluster_nodes: dict[str, int] = field(default_factory=dict)  # instance type -> nodes another cluster holds
     zones: tuple[str, ...] = ("us-west-2a", "us-west-2b", "us-west-2c")
     offered_in: tuple[str, ...] = ("us-west-2a", "us-west-2b")
     offered_in_for: dict[str, tuple[str, ...]] = field(default_factory=dict)  # instance type -> its zones
@@ -172,6 +178,7 @@ def passing_account(settings, answers: Answers | None = None, *, bootstrap_pendi
         quota(preflight.CLUSTER_QUOTA_NAME.format(instance_type=name), a.quota_values.get(name, a.quota_value))
         for name in needs]),
         {"ServiceCode": "sagemaker", "MaxResults": preflight.QUOTAS_PAGE_SIZE})
+    _cluster_answers(account, settings, a)
     if settings.creates_vpc:
         zones = [{**shape("ec2", "AvailabilityZone"), "ZoneName": z, "State": "available"} for z in a.zones]
         account.add("ec2", "describe_availability_zones", answer("ec2", "DescribeAvailabilityZones",
@@ -185,6 +192,19 @@ def passing_account(settings, answers: Answers | None = None, *, bootstrap_pendi
     _identity_answers(account, settings, a)
     _iam_answers(account, settings, a, bootstrap_pending)
     return account
+
+
+def _cluster_answers(account: StubbedAccount, settings, a: Answers) -> None:
+    """This app's own HyperPod cluster (a redeploy), and another one holding ``a.other_cluster_nodes``."""
+    own = {**shape("sagemaker", "ClusterSummary"), "ClusterName": f"{settings.name}-hyperpod"}
+    other = {**shape("sagemaker", "ClusterSummary"), "ClusterName": "someone-else"}
+    account.add("sagemaker", "list_clusters", answer("sagemaker", "ListClusters",
+                                                     ClusterSummaries=[own, other] if a.other_cluster_nodes else [own]))
+    if a.other_cluster_nodes:
+        groups = [{**shape("sagemaker", "ClusterInstanceGroupDetails"), "InstanceType": name, "CurrentCount": count,
+                   "TargetCount": count} for name, count in a.other_cluster_nodes.items()]
+        account.add("sagemaker", "describe_cluster", answer("sagemaker", "DescribeCluster", InstanceGroups=groups),
+                    {"ClusterName": "someone-else"})
 
 
 def _eks_answers(account: StubbedAccount, settings, a: Answers) -> None:

@@ -60,6 +60,9 @@ FAILING = {
     "no quota": (Answers(quota_values={"ml.g7e.12xlarge": 0}), {}, "quota",
                  "ml.g7e.12xlarge for cluster usage is 0 in us-west-2, the settings need 3 (worker_count): request 3 "
                  "for quota L-11111111"),
+    "quota held by another cluster": (Answers(other_cluster_nodes={"ml.g7e.12xlarge": 6}), {}, "quota",
+                                      "ml.g7e.12xlarge for cluster usage is 8 in us-west-2, other HyperPod clusters "
+                                      "hold 6, the settings need 3 (worker_count): request 9 for quota L-11111111"),
     "zone without the type": (Answers(offered_in_for={"ml.g7e.12xlarge": ("us-west-2c",)}), {}, "zone",
                               "us-west-2a (the first available zone of us-west-2, where the created VPC puts the nodes) "
                               "does not offer g7e.12xlarge"),
@@ -90,6 +93,16 @@ def test_a_failing_account_gives_one_line_that_says_what_to_change(case):
     assert failure.check == check
     assert expected in failure.message, failure.message
     assert "\n" not in failure.line()
+
+
+def test_the_former_network_metrics_level_is_refused_by_a_schema_without_it(monkeypatch):
+    from workload import addons
+
+    monkeypatch.setitem(addons.METRIC_LEVELS, "networkMetrics", "BASIC")
+    (failure,) = failed(_run(settings_for("small"))[0])
+    assert failure.message.endswith("rejects the configuration the deploy gives it at metricsProvider.networkMetrics."
+                                    "level: 'BASIC' is not one of ['DISABLED', 'ADVANCED']; change the observability "
+                                    "configuration in workload/addons.py (METRIC_LEVELS)")
 
 
 def test_an_addon_without_a_version_for_the_kubernetes_version_fails_hyperpod_and_the_addons():
@@ -146,6 +159,7 @@ def test_recorded_quota_answers_without_sagemaker_quotas_warn_for_each_type():
     settings = settings_for("small")
     account = _account_answering("service-quotas", "list_service_quotas", _recorded("ListServiceQuotas"))
     account.add("service-quotas", "list_aws_default_service_quotas", _recorded("ListServiceQuotas"))
+    account.add("sagemaker", "list_clusters", {"ClusterSummaries": []})
     findings = preflight.check_quotas(account, settings, CALLER)
     assert [f.status for f in findings] == ["warn", "warn"]
     assert findings[0].message.startswith("no SageMaker quota named 'ml.m5.4xlarge for cluster usage' in us-west-2")
