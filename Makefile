@@ -90,7 +90,7 @@ bench: $(STAMP) ## benchmarks: figures as ratios against a baseline measured in 
 	$(PY) -m pip install -q -r benchmarks/requirements.txt
 	$(PY) -m benchmarks
 
-rehearse: $(STAMP) ## the whole training loop on CPU with a tiny model (about 190 s wall on an idle 2-core machine)
+rehearse: $(STAMP) ## the whole training loop on CPU with a tiny model, then the control (seed 0: 830 CPU s; RUN=control.enabled=false skips the control)
 	$(VENV)/bin/skymaze rehearse $(addprefix --set ,$(RUN))
 
 deploy: $(STAMP) ## cdk deploy --all for SIZE (needs AWS credentials and Docker)

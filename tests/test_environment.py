@@ -6,6 +6,7 @@ import importlib.util
 import os
 import re
 import subprocess
+import sys
 
 import pytest
 
@@ -39,6 +40,20 @@ def test_every_requirement_is_an_exact_pin():
 def _makefile_targets() -> set[str]:
     text = (ROOT / "Makefile").read_text()
     return set(re.findall(r"^([a-z][a-z-]*):", text, flags=re.MULTILINE))
+
+
+@pytest.mark.parametrize("path", ["adapters/maze-rehearsal/manifest.json", "evals/selected/report.json",
+                                  ".skymaze/context.json", "runs/latest"])
+def test_what_the_documented_walk_writes_is_not_tracked(path):
+    """`git status` stays clean after following README: promote, evaluate, deploy and rehearse write these."""
+    done = subprocess.run(["git", "check-ignore", "-q", path], cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 0, f"{path} is not ignored by .gitignore"
+
+
+def test_benchmarks_help_lists_the_benchmarks():
+    done = subprocess.run([sys.executable, "-m", "benchmarks", "--help"], cwd=ROOT, capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0 and "usage: python -m benchmarks" in done.stdout and "rehearse" in done.stdout
 
 
 def test_readme_quickstart_commands_are_makefile_targets():

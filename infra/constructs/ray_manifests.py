@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from workload.deployment.fit import PodSize
+from workload.deployment.names import RAY_GPU_GROUP
 
 RAY_API = "ray.io/v1"
 SHARED_MOUNT = "/shared"
@@ -135,7 +136,7 @@ def ray_cluster_spec(*, image: str, head_type: str, head: PodSize, worker_type: 
                              size=head, env=env, ports=HEAD_PORTS),
         },
         "workerGroupSpecs": [{
-            "groupName": "gpu",
+            "groupName": RAY_GPU_GROUP,
             "replicas": workers, "minReplicas": workers, "maxReplicas": workers,
             "rayStartParams": {"num-gpus": str(worker.gpus), "metrics-export-port": str(METRICS_PORT)},
             "template": _pod(container="ray-worker", image=image, instance_type=worker_type,

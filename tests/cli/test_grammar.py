@@ -92,6 +92,12 @@ def test_the_makefile_deploys_the_same_default_profile():
     assert re.search(r"^SIZE \?= \$\(PROFILE\)$", makefile, re.M), "PROFILE= stays the old name of SIZE="
 
 
+def test_every_option_says_what_it_does():
+    silent = [(path, option.opts) for path, command in commands() for option in options(command)
+              if not (option.help or "").strip()]
+    assert silent == []
+
+
 def test_held_out_sets_are_named_with_heldout():
     for path, command in commands():
         for option in options(command):

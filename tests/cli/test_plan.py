@@ -26,6 +26,21 @@ def test_plan_fails_when_the_run_does_not_fit_on_fsx():
     assert "extra checkpoints at epoch ends" in result.stderr
 
 
+@pytest.mark.parametrize("as_json", [False, True])
+def test_an_explicit_fsx_size_plans_against_it_and_prints_only_the_fit(as_json):
+    result = runner.invoke(app, ["plan", "--recipe", "blog", "--size", "blog", "--fsx-gib", "2400",
+                                 *(["--json"] if as_json else [])])
+    assert result.exit_code == 0, result.output
+    if as_json:
+        import json
+
+        document = json.loads(result.stdout)
+        assert document["fsx_bytes"] == 2400 * 2**30
+        assert document["cluster_fit"][0].startswith("cluster fit (profile blog")
+    else:
+        assert "1200" not in result.stdout.splitlines()  # the profile's size is not printed as a line
+
+
 def test_unknown_profile_is_a_usage_error():
     result = runner.invoke(app, ["plan", "--recipe", "blog", "--size", "huge"])
     assert result.exit_code == 2

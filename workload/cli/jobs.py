@@ -64,6 +64,31 @@ def load_run_or_exit(recipe_name: str, sets: list[str], *, keep_run_name: bool =
     return load_or_exit(recipe_name, named)
 
 
+JOB_HELP = "Job id printed by skymaze submit (default: the newest job skymaze submitted to this Ray cluster)."
+
+
+def _job_or_newest(client, job_id: str | None, *, supervised: bool = False) -> str:
+    """``job_id``, or the newest job skymaze submitted (with ``supervised``: with --supervise), named on stderr."""
+    if job_id:
+        return job_id
+    from workload.supervise.settings import SUPERVISE_KEY
+
+    try:
+        details = client.list_jobs()
+    except RuntimeError as err:
+        fail(f"cannot list the jobs to find the newest: {err}")
+    ours = [d for d in details if "skymaze_recipe" in (d.metadata or {})
+            and (not supervised or SUPERVISE_KEY in (d.metadata or {}))]
+    if not ours:
+        kind = "job submitted with `skymaze submit --supervise`" if supervised else "job submitted with `skymaze submit`"
+        fail(f"no {kind} on this Ray cluster; submit one, or name the job id")
+    newest = max(ours, key=lambda d: d.start_time or 0)
+    job = newest.submission_id or newest.job_id
+    typer.echo(f"job {job} (the newest{' supervised' if supervised else ''} one; run {newest.metadata['skymaze_run_id']})",
+               err=True)
+    return job
+
+
 def _address_flag(address: str) -> str:
     return f" --address {address}"
 
@@ -190,7 +215,7 @@ def _wait_with_progress(client, job_id: str, wait_s: float):
 
 
 def status(
-    job_id: str = typer.Argument(..., help="Job id printed by skymaze submit."),
+    job_id: str | None = typer.Argument(None, help=JOB_HELP),
     address: str = ADDRESS_OPTION,
     as_json: bool = JSON_OPTION,
 ) -> None:
@@ -201,6 +226,7 @@ def status(
     from workload.skyrl import jobs
 
     resolved, client = _client(address)
+    job_id = _job_or_newest(client, job_id)
     try:
         current = jobs.state(client, job_id)
     except jobs.JobsError as err:
@@ -219,7 +245,7 @@ def status(
 
 
 def logs(
-    job_id: str = typer.Argument(..., help="Job id printed by skymaze submit."),
+    job_id: str | None = typer.Argument(None, help=JOB_HELP),
     address: str = ADDRESS_OPTION,
     follow: bool = typer.Option(False, "--follow", "-f", help="Stream until the job ends."),
 ) -> None:
@@ -230,6 +256,7 @@ def logs(
     from workload.skyrl import jobs
 
     resolved, client = _client(address)
+    job_id = _job_or_newest(client, job_id)
     try:
         if follow:
             _follow(client, job_id)
@@ -250,7 +277,7 @@ def _follow(client, job_id: str) -> None:
     asyncio.run(stream())
 
 
-def stop(job_id: str = typer.Argument(..., help="Job id printed by skymaze submit."), address: str = ADDRESS_OPTION) -> None:
+def stop(job_id: str | None = typer.Argument(None, help=JOB_HELP), address: str = ADDRESS_OPTION) -> None:
     """Stop a running job (checkpoints already written stay; resume_mode=latest picks them up).
 
     Example:  skymaze stop raysubmit_abc123
@@ -258,6 +285,7 @@ def stop(job_id: str = typer.Argument(..., help="Job id printed by skymaze submi
     from workload.skyrl import jobs
 
     resolved, client = _client(address)
+    job_id = _job_or_newest(client, job_id)
     try:
         stopped = jobs.stop(client, job_id)
     except jobs.JobsError as err:
@@ -284,7 +312,7 @@ def _limits_or_exit(**values) -> SupervisorLimits:
 
 
 def supervise(
-    job_id: str = typer.Argument(None, help="Job submitted with `skymaze submit --supervise` (omit with --watch)."),
+    job_id: str = typer.Argument(None, help="Job submitted with `skymaze submit --supervise` (default: the newest one; omit with --watch)."),
     address: str = ADDRESS_OPTION,
     watch: bool = typer.Option(False, "--watch", help="Supervise every job submitted with --supervise, one after another (the Deployment's mode)."),
     once: bool = typer.Option(False, "--once", help="With --watch: handle the jobs there now, then exit."),
@@ -320,8 +348,6 @@ def supervise(
     from workload.supervise.settings import HyperPodTarget, KubeTarget, SupervisorSettings
     from workload.supervise.telemetry import Telemetry
 
-    if not watch and not job_id:
-        fail("give a JOB_ID, or --watch to supervise every job submitted with --supervise", code=EXIT_USAGE)
     try:
         policy = _limits_or_exit(max_submissions=max_submissions, max_failures_at_same_step=max_failures_at_same_step,
                                  backoff_base_s=backoff_base_s, backoff_cap_s=backoff_cap_s,
@@ -352,7 +378,7 @@ def supervise(
             handled = service.watch(settings, client, handled_file, telemetry, forever=not once)
             typer.echo(f"supervised {len(handled)} run(s): {' '.join(handled) or '-'}")
             return
-        outcome = service.run_one(settings, client, job_id, telemetry)
+        outcome = service.run_one(settings, client, _job_or_newest(client, job_id, supervised=True), telemetry)
     except service.SuperviseError as err:
         fail(str(err), code=EXIT_USAGE)
     except Exception as err:  # an edge failed (Kubernetes, SageMaker, Ray): say which, exit 1

@@ -11,7 +11,6 @@ from workload.cli._common import (
     PROFILE_OPTION,
     RECIPE_SETS_OPTION,
     RUN_RECIPE_OPTION,
-    deploy_setting,
     fail,
     flags,
     next_step,
@@ -44,10 +43,8 @@ def plan(
     recipe_name = recipe_for_profile(recipe_name, profile)
     recipe = load_run_or_exit(recipe_name, list(sets or []))
     _refuse_misfit(recipe, profile, context)
-    fit_lines = _cluster_fit(profile, context)
-    if fsx_gib is None:
-        fsx_gib = fit_lines[0] if fit_lines else deploy_setting(profile, "fsx_storage_gib")
-        fit_lines = fit_lines[1:]
+    settings_fsx_gib, fit_lines = _cluster_fit(profile, context)
+    fsx_gib = settings_fsx_gib if fsx_gib is None else fsx_gib
     try:
         result = build_plan(recipe.resolved(), train_rows=recipe.train_rows(), fsx_gib=fsx_gib)
     except (KeyError, ValueError) as err:
@@ -83,8 +80,8 @@ def _refuse_misfit(recipe, profile: str, context: list[str]) -> None:
         fail(f"recipe {recipe.name!r} cannot run on profile {profile!r}", code=EXIT_USAGE)
 
 
-def _cluster_fit(profile: str, context: list[str]) -> list:
-    """[fsx_gib, lines...] of the profile's cluster fit."""
+def _cluster_fit(profile: str, context: list[str]) -> tuple[int, list[str]]:
+    """(the settings' FSx GiB, the lines of the profile's cluster fit)."""
     from workload.ops.profiles import SettingsError, parse_overrides, settings_for
 
     try:
@@ -94,7 +91,7 @@ def _cluster_fit(profile: str, context: list[str]) -> list:
     lines = [f"cluster fit (profile {profile}; kubelet reservation and system pods from workload/deployment/fit.py):"]
     for group in settings.cluster_fit():
         lines += [f"  {row}" for row in group.rows()]
-    return [settings.fsx_storage_gib, *lines]
+    return settings.fsx_storage_gib, lines
 
 
 def register(app: typer.Typer) -> None:

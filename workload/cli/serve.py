@@ -64,12 +64,15 @@ def serve(
     for name, reason in unserved_adapters(server.settings):
         typer.echo(f"not serving adapter {name!r}: {reason}", err=True)
     stop, previous = _stop_on_signals()  # before Ray starts: a signal during start-up also stops cleanly
+    from workload.localhost import RayStartError
+
     try:
-        example = _serve_until_stopped(server, api_key, stop, once=once)
+        _serve_until_stopped(server, api_key, stop, once=once, hint=lambda url, example: _evaluate_hint(url, example, adapters))
+    except RayStartError as error:
+        fail(str(error))
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
-    next_step(_evaluate_hint(server.url, example, adapters))
 
 
 def _api_key(path: Path | None) -> str | None:
@@ -94,18 +97,18 @@ def _evaluate_hint(url: str, model_id: str, adapters: str) -> str:
     return f"skymaze evaluate --endpoint {url} --model {model_id} --heldout easy-64 {out}"
 
 
-def _serve_until_stopped(server, api_key: str | None, stop: threading.Event, *, once: bool) -> str:
+def _serve_until_stopped(server, api_key: str | None, stop: threading.Event, *, once: bool, hint) -> None:
+    """Serve until a stop signal; once ready, print the endpoint, its models and the next step (in another shell)."""
     with server:
         _handle_signals(stop)  # again: starting Ray installs its own SIGTERM handler, which aborts
         models = _list_models(server.url, api_key)
         typer.echo(f"serving at {server.url}/v1 (OpenAI API)" + (" with an API key" if api_key else ""))
         typer.echo("models: " + ", ".join(models))
-        example = models[-1]
+        next_step(hint(server.url, models[-1]) + ("" if once else "   # in another shell"))
         if not once:
-            typer.echo("Ctrl-C stops the server.")
+            typer.echo("\nCtrl-C stops the server.")
             while not stop.wait(SIGNAL_POLL_S):
                 pass
-    return example
 
 
 def _list_models(url: str, api_key: str | None) -> list[str]:
@@ -171,16 +174,19 @@ def evaluate(
     limit: int | None = setting_option(EvaluateSettings, "limit"),
     reuse_replies: bool = setting_option(EvaluateSettings, "reuse_replies"),
     out: Path | None = typer.Option(None, "--out", help="folder for report.json and the episode picture"),
+    wait_s: float = typer.Option(
+        0.0, "--wait-s", min=0,
+        help="wait up to this many seconds for the endpoint to serve --model (a server still starting); 0: fail at once"),
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Play a frozen held-out set through an OpenAI-compatible endpoint; print and save the report.
 
     Greedy, multi-turn with the image history; strict pass@1 with its 95% interval and the ceiling. Shows progress on stderr. With --adapter, the settings the adapter was trained with are used (an adapter played with other settings scores near zero).
 
-    Example:  skymaze evaluate --endpoint http://127.0.0.1:8000 --model sft:maze-rehearsal --adapter adapters/maze-rehearsal --out evals/maze-rehearsal
+    Example:  skymaze evaluate --endpoint http://127.0.0.1:8000 --model maze-sft:selected --adapter runs/latest/served/selected --wait-s 300 --out evals/selected
     """
     from workload.evaluate.adapter_facts import AdapterFacts, read_adapter_facts, settle
-    from workload.evaluate.endpoint import EndpointError, evaluate_endpoint
+    from workload.evaluate.endpoint import EndpointError, evaluate_endpoint, wait_for_model
     from workload.evaluate.report import format_report
 
     given = {"style": style, "max_turns": max_turns, "image_history": image_history, "cell_px": cell_px,
@@ -190,6 +196,13 @@ def evaluate(
         settings = settle(facts, given, EVALUATE_DEFAULTS)
     except ValueError as error:  # a bad --adapter folder, or an option the adapter contradicts
         fail(str(error), code=EXIT_USAGE)
+    if wait_s > 0:
+        typer.echo(f"waiting up to {wait_s:g} s for {endpoint} to serve {model}", err=True)
+        try:
+            waited_s = wait_for_model(endpoint, model, timeout_s=wait_s)
+        except EndpointError as error:
+            fail(str(error))
+        typer.echo(f"{endpoint} serves {model} (waited {waited_s:.0f} s)", err=True)
     try:
         with _progress(f"{model} on {settings['set_name']}", quiet=as_json) as on_episode:
             report = evaluate_endpoint(endpoint=endpoint, model=model, concurrency=concurrency, limit=limit,

@@ -16,7 +16,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 from workload.config import DEFAULT_PROFILE, ConfigModel, did_you_mean, field_paths, set_values
 from workload.config import settings_table as settings_rows
 from workload.deployment import fit
-from workload.deployment.names import DEFAULT_APP_NAME, RAY_NAMESPACE
+from workload.deployment.names import DEFAULT_APP_NAME, HYPERPOD_GPU_GROUP, RAY_NAMESPACE
 from workload.deployment.supervisor import SupervisorLimits
 from workload.serving_rules import DEFAULT_MAX_LORA_RANK
 
@@ -439,7 +439,7 @@ class Settings(ConfigModel):
         sizes = self.pod_sizes()
         heads = (sizes.trainer_head,) + ((sizes.serve_head,) if sizes.serve_head else ())
         head = fit.group_fit("head", self.head_instance_type, self.head_threads_per_core, heads)
-        worker = fit.group_fit("workers", self.worker_instance_type, self.worker_threads_per_core, (sizes.worker,))
+        worker = fit.group_fit(HYPERPOD_GPU_GROUP, self.worker_instance_type, self.worker_threads_per_core, (sizes.worker,))
         free = worker.allocatable - worker.system
         if not worker.fits:
             raise ValueError(

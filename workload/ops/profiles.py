@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from workload.config import DEPLOY_FLAG, ConfigError, did_you_mean, field_paths, split_pair
+from workload.deployment.names import HYPERPOD_GPU_GROUP
 from workload.deployment.settings import HEAD_COUNT, PROFILES, Settings, SettingsError, load_settings
 from workload.ops.cost import ClusterShape, InstanceGroup
 from workload.ops.plan import TeardownTarget
@@ -54,7 +55,7 @@ def shape_for(settings: Settings) -> ClusterShape:
         profile=settings.profile,
         instance_groups=(
             InstanceGroup("head", settings.head_instance_type, HEAD_COUNT, settings.node_volume_gib),
-            InstanceGroup("workers", settings.worker_instance_type, settings.worker_count, settings.node_volume_gib),
+            InstanceGroup(HYPERPOD_GPU_GROUP, settings.worker_instance_type, settings.worker_count, settings.node_volume_gib),
         ),
         fsx_tier=f"PERSISTENT_2_{settings.fsx_throughput_mbps_per_tib}",
         fsx_gib=settings.fsx_storage_gib,

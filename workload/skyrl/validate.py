@@ -85,30 +85,6 @@ class TrainingSettings(BaseModel):
             data = {**data, "values": data["recipe"].resolved()}
         return data
 
-    @property
-    def cluster_nodes(self) -> int:
-        return self.recipe.cluster.nodes
-
-    @property
-    def gpus_per_node(self) -> int:
-        return self.recipe.cluster.gpus_per_node
-
-    @property
-    def shared_root(self) -> str:
-        return self.recipe.shared_root
-
-    @property
-    def maze_size(self) -> int:
-        return self.recipe.dataset.maze_size
-
-    @property
-    def eval_set(self) -> str:
-        return self.recipe.dataset.eval_set
-
-    @property
-    def strict_metric(self) -> bool:
-        return self.recipe.fixes.strict_solve_metric
-
     def get(self, key: str) -> Any:
         """The value SkyRL will use: the override, else SkyRL's default."""
         return self.values.get(key, SKYRL_DEFAULTS.get(key))
@@ -164,15 +140,15 @@ def check_cluster_fits(s: TrainingSettings) -> list[str]:
     nodes = int(s.get("trainer.placement.policy_num_nodes"))
     per_node = int(s.get("trainer.placement.policy_num_gpus_per_node"))
     problems = []
-    if nodes > s.cluster_nodes:
+    if nodes > s.recipe.cluster.nodes:
         problems.append(
-            f"trainer.placement.policy_num_nodes: {nodes} nodes requested, the cluster has {s.cluster_nodes} GPU workers. "
-            f"Fix: set it to {s.cluster_nodes} or grow the worker group."
+            f"trainer.placement.policy_num_nodes: {nodes} nodes requested, the cluster has {s.recipe.cluster.nodes} GPU workers. "
+            f"Fix: set it to {s.recipe.cluster.nodes} or grow the worker group."
         )
-    if per_node > s.gpus_per_node:
+    if per_node > s.recipe.cluster.gpus_per_node:
         problems.append(
-            f"trainer.placement.policy_num_gpus_per_node: {per_node} requested, each worker has {s.gpus_per_node} GPUs. "
-            f"Fix: set it to {s.gpus_per_node}."
+            f"trainer.placement.policy_num_gpus_per_node: {per_node} requested, each worker has {s.recipe.cluster.gpus_per_node} GPUs. "
+            f"Fix: set it to {s.recipe.cluster.gpus_per_node}."
         )
     return problems
 
@@ -226,7 +202,7 @@ def check_shared_paths(s: TrainingSettings) -> list[str]:
     """On several nodes, everything written by one worker and read by another lives on /shared."""
     if int(s.get("trainer.placement.policy_num_nodes")) <= 1:
         return []
-    root = s.shared_root.rstrip("/") + "/"
+    root = s.recipe.shared_root.rstrip("/") + "/"
     paths = {key: s.get(key) for key in SHARED_PATH_KEYS}
     for key in ("data.train_data", "data.val_data"):
         for item in s.get(key) or []:
@@ -277,13 +253,14 @@ def check_checkpoint_retention(s: TrainingSettings) -> list[str]:
 
 def check_eval_set(s: TrainingSettings) -> list[str]:
     """The held-out set must hold mazes of the size the job trains on."""
-    problem = size_mismatch(s.eval_set, s.maze_size, size_key="dataset.maze_size", set_key="dataset.eval_set")
+    dataset = s.recipe.dataset
+    problem = size_mismatch(dataset.eval_set, dataset.maze_size, size_key="dataset.maze_size", set_key="dataset.eval_set")
     return [problem] if problem else []
 
 
 def check_strict_metric(s: TrainingSettings) -> list[str]:
     """The strict rate is solved_sum / episodes from the maze env's counts, one row a trajectory."""
-    if not s.strict_metric:
+    if not s.recipe.fixes.strict_solve_metric:
         return []
     problems = []
     env_class = s.get("environment.env_class")

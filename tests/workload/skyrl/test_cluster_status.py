@@ -43,9 +43,22 @@ def test_healthy_cluster_with_ray_jobs(skyrl_ray_head):
     assert sum(1 for line in lines if line.strip().startswith("node") and line.endswith("healthy")) == 2
     assert f"Ray at {skyrl_ray_head.dashboard_url}: " in result.stdout
     as_json = json.loads(runner.invoke(app, ["cluster", "status", "--size", "small", "--json", "--address",
-                                             skyrl_ray_head.dashboard_url]).stdout.split("\n", 1)[1])
+                                             skyrl_ray_head.dashboard_url]).stdout)  # the identity line: stderr
     assert as_json["cluster"]["healthy"] is True and len(as_json["cluster"]["nodes"]) == 2
     assert as_json["ray"]["error"] == "" and len(as_json["ray"]["jobs"]) == expected_jobs
+
+
+def test_without_aws_credentials_the_ray_jobs_still_show(skyrl_ray_head, monkeypatch, tmp_path):
+    for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    result = runner.invoke(app, ["cluster", "status", "--size", "small", "--address", skyrl_ray_head.dashboard_url])
+    assert result.exit_code == 1
+    assert result.stdout.startswith(f"Ray at {skyrl_ray_head.dashboard_url}: ")
+    (error,) = result.stderr.strip().splitlines()
+    assert error.startswith("error: no AWS credentials found") and error.endswith("the Ray jobs do not)")
 
 
 @pytest.mark.usefixtures("aws")
