@@ -662,6 +662,10 @@ def _rehearsal_resumed(walk: Walk, ran: Ran) -> None:
     for key in ("baseline", "selected", "final"):
         assert resumed[key]["per_maze"] == original[key]["per_maze"], key
     assert resumed["served"]["per_maze"] == original["served"]["per_maze"] == original["selected"]["per_maze"]
+    # The rerun only read the run back: the report keeps what the run that made it measured.
+    for key in ("wall_seconds", "cpu_seconds", "phase_seconds", "peak_memory_gib", "sft"):
+        assert resumed[key] == original[key], key
+    assert resumed["reread"]["wall_seconds"] < original["wall_seconds"]
 
 
 def _nothing_recorded(walk: Walk, ran: Ran) -> None:
