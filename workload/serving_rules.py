@@ -323,3 +323,8 @@ def inspect_adapter(
 
 def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON number")
+
+
+# GET /v1/models states, beside each adapter that has one, the recipe it was trained with (its
+# trainer_config.json) under this field; `skymaze evaluate` plays the adapter with those settings.
+TRAINER_CONFIG_FIELD = "skymaze_trainer_config"

@@ -45,7 +45,7 @@ from workload.serve.protocol import (
     parse_chat_request,
 )
 from workload.serve.settings import ServeSettings
-from workload.serving_rules import AdapterRuleError
+from workload.serving_rules import TRAINER_CONFIG_FIELD, AdapterRuleError
 
 MODEL_DEPLOYMENT = "model"
 INGRESS_DEPLOYMENT = "ingress"
@@ -301,7 +301,13 @@ class OpenAIIngress:
                     type="server_error",
                 )
             )
-        return JSONResponse(models_body([base, *(f"{base}:{n}" for n in names)]))
+        body = models_body([base, *(f"{base}:{n}" for n in names)])
+        # Each adapter's training recipe, so a client plays it as it was trained (skymaze evaluate reads it).
+        configs = await asyncio.to_thread(lambda: {n: self._store.trainer_config(n) for n in names})
+        for entry, name in zip(body["data"][1:], names, strict=True):
+            if configs[name]:
+                entry[TRAINER_CONFIG_FIELD] = configs[name]
+        return JSONResponse(body)
 
     @api.post("/v1/chat/completions")
     async def chat_completions(self, request: Request) -> JSONResponse:
