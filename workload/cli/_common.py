@@ -187,8 +187,10 @@ def print_json(value) -> None:
 def port_taken(host: str, port: int) -> bool:
     """Whether something already listens on ``host:port`` (port 0 never is).
 
-    A plain bind without SO_REUSEPORT fails on any listener, including servers that set
+    A bind without SO_REUSEPORT fails on any listener, including servers that set
     SO_REUSEPORT themselves and would otherwise silently share the port with a second server.
+    SO_REUSEADDR (which Serve's proxy sets too) lets it past the connections of a server that just
+    stopped (TIME_WAIT, ~60 s), which hold the port for nobody.
     """
     import socket
 
@@ -196,6 +198,7 @@ def port_taken(host: str, port: int) -> bool:
         return False
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             probe.bind((host, port))
         except OSError:

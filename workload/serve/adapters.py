@@ -108,7 +108,8 @@ class AdapterStore:
             raise AdapterNotFoundError(f"adapter {name!r} is gone from the source") from exc
         if ADAPTER_CONFIG not in {n for n, _ in stats}:
             raise AdapterNotFoundError(f"adapter {name!r} is gone from the source")
-        return tuple((n, st.st_size, st.st_mtime_ns, st.st_ino) for n, st in stats)
+        # ctime too: a rewrite in place that keeps size and mtime (os.utime can set it back) still moves it.
+        return tuple((n, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino) for n, st in stats)
 
     def _s3_objects(self, name: str) -> dict[str, str]:
         """``{relative key: ETag}`` of the adapter's objects; empty when it has no adapter_config.json."""

@@ -37,6 +37,26 @@ def test_local_folder_lists_and_fetches(serve_adapters_dir, tmp_path):
         store.fetch("..")
 
 
+def test_a_rewrite_in_place_keeping_size_and_mtime_changes_the_fingerprint(serve_adapters_dir, tmp_path):
+    import os
+    import shutil
+    import time
+
+    shutil.copytree(serve_adapters_dir / "a0", tmp_path / "src" / "a0")
+    store = AdapterStore(str(tmp_path / "src"), str(tmp_path / "cache"))
+    before = store.fingerprint("a0")
+    weights = tmp_path / "src" / "a0" / "adapter_model.safetensors"
+    stat = weights.stat()
+    other = (serve_adapters_dir / "a1" / "adapter_model.safetensors").read_bytes()
+    assert len(other) == stat.st_size
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and os.stat(weights).st_ctime_ns == stat.st_ctime_ns:
+        with weights.open("r+b") as handle:  # same inode, same size
+            handle.write(other)
+        os.utime(weights, ns=(stat.st_atime_ns, stat.st_mtime_ns))  # and the old modification time
+    assert store.fingerprint("a0") != before
+
+
 def _s3(moto_s3):
     import boto3
 
