@@ -14,12 +14,35 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+import traceback
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from workload.skyrl.tickets import ENV_CLASS, TicketSpec, build_dataset, spec_from_recipe
+
+STAGE_MARKER = "skymaze-stage:"
+"""Printed (flushed) as each start-up stage begins: ``skymaze-stage: <stage>`` on the job's log."""
+STARTUP_STAGES = (
+    "config", "validate", "ray-init", "experiment-task", "env-registry", "tokenizer", "train-dataset", "eval-dataset",
+    "placement-group", "tracker", "inference-client", "generator", "trainer", "build-models", "train",
+)
+"""SkyRL 0.4.0's start-up in order (skyrl/train/entrypoints/main_base.py ``main``, ``BasePPOExp``):
+the stages up to ``experiment-task`` run on the job's driver (which then waits on the task), the
+rest in the experiment's Ray task."""
+FAILED_MARKER = "skymaze-failed-at:"
+"""The driver's last stderr line when the job stops: ``skymaze-failed-at: <stage>: <error>``."""
+OVERRIDE_JOB_RUNTIME_ENV = "RAY_OVERRIDE_JOB_RUNTIME_ENV"
+"""Lets ``ray.init(runtime_env=...)`` inside a Ray job name env vars the job's runtime_env names too
+(ray/_private/worker.py ``init`` -> ``_merge_runtime_env``). SkyRL's ``initialize_ray`` copies
+driver variables the job's runtime_env already set (HF_HOME, HF_TOKEN, WANDB_API_KEY,
+MLFLOW_TRACKING_URI, NCCL_DEBUG, SKYRL_*, ...; ``prepare_runtime_environment`` in
+skyrl/train/utils/utils.py); without it Ray refuses the merge and the job fails at start-up.
+SkyRL's own CI jobs set it (ci/anyscale_gpu_ci.yaml)."""
 
 NOT_IN_IMAGE = (
     "SkyRL is not importable here ({error}). This entrypoint runs inside the trainer image "
@@ -110,7 +133,46 @@ def require_skyrl() -> None:
         raise SystemExit(NOT_IN_IMAGE.format(error=error)) from None
 
 
-def run_skyrl(spec: JobSpec) -> None:
+class StageFailed(RuntimeError):
+    """A start-up stage raised; ``stage`` names it (survives Ray's task-error wrapping)."""
+
+    def __init__(self, stage: str, error: BaseException) -> None:
+        super().__init__(f"{stage}: {type(error).__name__}: {error}")
+        self.stage = stage
+
+
+class Stages:
+    """Marks each start-up stage on stdout as it begins; re-raises a failure as :class:`StageFailed`."""
+
+    def __init__(self) -> None:
+        self.current = ""
+
+    def enter(self, stage: str) -> None:
+        assert stage in STARTUP_STAGES, stage
+        self.current = stage
+        print(f"{STAGE_MARKER} {stage}", flush=True)
+
+    @contextmanager
+    def running(self, stage: str) -> Iterator[None]:
+        self.enter(stage)
+        try:
+            yield
+        except StageFailed:
+            raise
+        except Exception as error:
+            raise StageFailed(stage, error) from error
+
+
+def failed_stage(error: BaseException) -> StageFailed | None:
+    """The :class:`StageFailed` behind ``error`` (Ray's task errors carry it as ``cause``), if any."""
+    while error is not None:
+        if isinstance(error, StageFailed):
+            return error
+        error = getattr(error, "cause", None) or error.__cause__
+    return None
+
+
+def run_skyrl(spec: JobSpec, stages: Stages) -> None:
     """Validate the overrides with SkyRL itself, then run the experiment in a Ray task."""
     import ray
     from skyrl.train.config import SkyRLTrainConfig
@@ -119,37 +181,91 @@ def run_skyrl(spec: JobSpec) -> None:
     # Imported by module path so Ray ships a reference, not a pickled copy of __main__.
     from workload.skyrl.entrypoint import _experiment
 
-    cfg = SkyRLTrainConfig.from_cli_overrides(spec.overrides)
-    validate_cfg(cfg)
-    initialize_ray(cfg)
+    with stages.running("config"):
+        cfg = SkyRLTrainConfig.from_cli_overrides(spec.overrides)
+    with stages.running("validate"):
+        validate_cfg(cfg)
+    with stages.running("ray-init"):
+        # Under `ray job submit` the job's env vars are already in this process's environment and
+        # in every worker's (the job's runtime_env); SkyRL re-sends some of them (see the constant).
+        os.environ[OVERRIDE_JOB_RUNTIME_ENV] = "1"
+        initialize_ray(cfg)
     # num_cpus=1 and off the driver, as SkyRL's own entrypoint does.
+    stages.enter("experiment-task")
     ray.get(ray.remote(num_cpus=1)(_experiment).remote(cfg, spec))
 
 
 def _experiment(cfg: Any, spec: JobSpec) -> None:
     """Runs inside the Ray task: the env registry and the trainer live in this process."""
+    import ray
     from skyrl.train.entrypoints.main_base import BasePPOExp
 
     from workload.skyrl.callback import MazeTrainingCallback
     from workload.skyrl.env import register_maze_env
 
-    register_maze_env(ENV_CLASS)
+    stages = Stages()
+    job_env = sorted((ray.get_runtime_context().runtime_env or {}).get("env_vars", {}))
+    print(f"skymaze: env vars of the job's runtime_env in this worker: {', '.join(job_env) or '-'}", flush=True)
+    with stages.running("env-registry"):
+        register_maze_env(ENV_CLASS)
 
     class MazeExp(BasePPOExp):
+        """SkyRL's experiment with the maze callback and a marker at each start-up stage."""
+
+        def __init__(self, cfg: Any) -> None:
+            stages.enter("tokenizer")  # BasePPOExp.__init__ loads the tokenizer first
+            super().__init__(cfg)
+
+        def get_train_dataset(self) -> Any:
+            with stages.running("train-dataset"):
+                return super().get_train_dataset()
+
+        def get_eval_dataset(self) -> Any:
+            with stages.running("eval-dataset"):
+                return super().get_eval_dataset()
+
+        def get_colocate_pg(self, *args: Any, **kwargs: Any) -> Any:
+            with stages.running("placement-group"):
+                return super().get_colocate_pg(*args, **kwargs)
+
+        def get_tracker(self) -> Any:
+            with stages.running("tracker"):
+                return super().get_tracker()
+
+        def get_inference_client(self) -> Any:
+            with stages.running("inference-client"):
+                return super().get_inference_client()
+
+        def get_generator(self, *args: Any, **kwargs: Any) -> Any:
+            with stages.running("generator"):
+                return super().get_generator(*args, **kwargs)
+
         def get_trainer(self, *args: Any, **kwargs: Any) -> Any:
-            trainer = super().get_trainer(*args, **kwargs)
-            trainer.add_callback(
-                MazeTrainingCallback(
-                    run_dir=spec.run_dir,
-                    run_id=spec.run_id,
-                    eval_set=spec.tickets.eval_set,
-                    strict_metric=spec.strict_metric,
-                    trajectories_per_step=spec.trajectories_per_step,
+            with stages.running("trainer"):
+                trainer = super().get_trainer(*args, **kwargs)
+                trainer.add_callback(
+                    MazeTrainingCallback(
+                        run_dir=spec.run_dir,
+                        run_id=spec.run_id,
+                        eval_set=spec.tickets.eval_set,
+                        strict_metric=spec.strict_metric,
+                        trajectories_per_step=spec.trajectories_per_step,
+                    )
                 )
-            )
+            stages.enter("build-models")  # BasePPOExp._setup_trainer builds the FSDP workers next
             return trainer
 
-    MazeExp(cfg).run()
+        def _setup_trainer(self) -> Any:
+            trainer = super()._setup_trainer()
+            stages.enter("train")  # BasePPOExp.run: asyncio.run(trainer.train())
+            return trainer
+
+    try:
+        MazeExp(cfg).run()
+    except StageFailed:
+        raise
+    except Exception as error:
+        raise StageFailed(stages.current, error) from error
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -170,7 +286,16 @@ def main(argv: list[str] | None = None) -> int:
     if args.preflight:
         print("preflight: ok", flush=True)
         return 0
-    run_skyrl(spec)
+    stages = Stages()
+    try:
+        run_skyrl(spec, stages)
+    except Exception as error:
+        traceback.print_exc()
+        failed = failed_stage(error)
+        detail = str(failed) if failed else f"{stages.current}: {type(error).__name__}: {error}"
+        # The last line of the job's log, so Ray's job message (its log's tail) names the stage.
+        print(f"{FAILED_MARKER} {detail}", file=sys.stderr, flush=True)
+        return 1
     return 0
 
 
