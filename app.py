@@ -10,7 +10,6 @@ import aws_cdk as cdk
 
 from infra.constructs.log_groups import ExpiringLogGroups
 from infra.constructs.nag import enable_nag
-from infra.settings import Settings, SettingsError, load_settings
 from infra.stacks.cluster import ClusterStack
 from infra.stacks.images import ImagesStack
 from infra.stacks.network import NetworkStack
@@ -18,6 +17,7 @@ from infra.stacks.observability import ObservabilityStack
 from infra.stacks.ray import RayStack
 from infra.stacks.serving import ServingStack
 from infra.stacks.storage import StorageStack
+from workload.deployment.settings import Settings, SettingsError, load_settings
 
 
 def compose(app: cdk.App, settings: Settings) -> dict[str, cdk.Stack]:

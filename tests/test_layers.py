@@ -19,15 +19,20 @@ SOURCES = ("workload", "infra", "app.py")
 # The allowed order, lowest layer first. A package may import packages of lower layers only;
 # packages of one layer never import each other.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("workload.files", "workload.localhost", "workload.config", "workload.serving_rules"),  # standard library (config: pydantic, PyYAML; serving_rules: Ray only if loaded)
-    ("workload.maze",),  # the game, its episodes and strict metrics: numpy and PIL
+    ("workload.files", "workload.localhost", "workload.config", "workload.serving_rules", "workload.addons"),  # standard library (config: pydantic, PyYAML; serving_rules: Ray only if loaded)
+    ("workload.maze", "workload.deployment"),  # the game (numpy, PIL); the deployment settings and instance facts (pydantic)
     ("workload.model",),  # Qwen3-VL model and processor code: torch and transformers
     ("workload.evaluate", "workload.serve", "workload.skyrl"),  # endpoint scoring, serving, the SkyRL plugin
-    ("infra",),  # the CDK app; renders the serve config
     ("workload.local", "workload.ops"),  # the CPU rehearsal; AWS operations
     ("workload.supervise",),  # the run supervisor: resubmits SkyRL jobs, drills on the rehearsal's run dir
-    ("workload.cli", "app"),  # entry points
+    ("workload.cli", "infra"),  # the command line; the CDK app's stacks and constructs (renders the serve config)
+    ("app",),  # the CDK entry point
 )
+
+# Who may import ``infra`` (CDK code): the CDK entry point and the CDK tests. The supervisor's Kubernetes
+# test patches the RayCluster manifest infra deploys, so it builds that manifest with infra's own code.
+INFRA_IMPORTERS = ("app.py", "tests/infra/", "tests/workload/supervise/test_kube.py")
+OUTSIDE_SOURCES = ("tests", "benchmarks")
 
 PICTURE_DOC = "docs/imports.md"
 
@@ -217,6 +222,41 @@ def test_layers_do_not_reach_the_frameworks_they_must_run_without(graph):
 def test_the_import_picture_in_docs_is_current(graph):
     doc = (ROOT / PICTURE_DOC).read_text()
     assert mermaid(graph) in doc, f"regenerate {PICTURE_DOC}: python -m tests.test_layers"
+
+
+def infra_importers(files: Iterable[Path]) -> list[str]:
+    """Files outside ``INFRA_IMPORTERS`` that import ``infra`` (absolutely; infra's own modules excepted)."""
+    found = []
+    for path in files:
+        name = path.relative_to(ROOT).as_posix()
+        if name.startswith("infra/") or name.startswith(INFRA_IMPORTERS):
+            continue
+        tree = ast.parse(path.read_text(), str(path))
+        modules = [alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names]
+        modules += [node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and not node.level]
+        if any(module == "infra" or module.startswith("infra.") for module in modules):
+            found.append(name)
+    return sorted(found)
+
+
+def test_only_the_cdk_entry_point_and_the_cdk_tests_import_infra():
+    files = source_files() + [path for name in OUTSIDE_SOURCES for path in sorted((ROOT / name).rglob("*.py"))]
+    assert infra_importers(files) == []
+
+
+def test_an_infra_import_outside_the_cdk_code_is_named(tmp_path, monkeypatch):
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
+    files = {
+        "workload/cli/plan.py": "def f():\n    from infra.constructs import x\n",
+        "benchmarks/bench.py": "import infra.stacks\n",
+        "app.py": "from infra.stacks import y\n",
+        "tests/infra/test_app.py": "from infra import stacks\n",
+        "tests/workload/test_config.py": "from workload import config\n",
+    }
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    assert infra_importers(tmp_path / name for name in files) == ["benchmarks/bench.py", "workload/cli/plan.py"]
 
 
 def _graph_of(tmp_path: Path, files: dict[str, str]) -> ImportGraph:

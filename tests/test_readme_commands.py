@@ -1,6 +1,6 @@
-"""Every `skymaze` command README shows parses against the real CLI: its command exists and so do its options.
+"""Every `skymaze` command README and the docs pages show parses against the real CLI: its command exists and so do its options.
 
-The fast tier's guard. Running them end to end is tests/test_readme_replay.py (README's commands) and
+The fast tier's guard. Running them end to end is tests/test_readme_replay.py (the documented commands) and
 tests/cli/test_hints.py (the "Next:" lines a rehearsal prints); both are slow.
 """
 
@@ -8,16 +8,15 @@ from __future__ import annotations
 
 import re
 import shlex
-from pathlib import Path
 
 import pytest
 import typer
 from typer._click.exceptions import UsageError  # typer 0.29 carries its own click
 from typer.core import TyperGroup
 
+from tests import docs
 from workload.cli.main import app
 
-README = Path(__file__).resolve().parents[1] / "README.md"
 FENCE = re.compile(r"```[a-z]*\n(.*?)```", re.S)
 INLINE = re.compile(r"`(skymaze [^`]+)`")
 # Options that act while parsing (they write to the user's shell files): only their existence is checked.
@@ -79,7 +78,7 @@ def check(command: str, *, complete: bool) -> None:
                 raise
 
 
-COMMANDS = readme_commands(README.read_text())
+COMMANDS = readme_commands(docs.text())
 
 
 def test_readme_shows_the_main_commands():
@@ -92,7 +91,7 @@ def test_readme_command_parses(command, complete):
     try:
         check(command, complete=complete)
     except UsageError as error:
-        pytest.fail(f"README's `{command}` does not parse: {error.format_message()}")
+        pytest.fail(f"the docs' `{command}` does not parse: {error.format_message()}")
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""Every `skymaze` command README shows, run end to end as a user without AWS or a GPU would run it.
+"""Every `skymaze` command README and the docs pages show, run end to end as a user without AWS or a GPU would run it.
 
 The walk runs in a fresh folder (its own HOME, no AWS credentials, AWS_* cleared) whose ``runs/`` is
 the session's tiny rehearsal, through the console entry point, and checks what each command prints
@@ -32,7 +32,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_readme_commands import README, readme_commands
+from tests import docs
+from tests.test_readme_commands import readme_commands
 from tests.workload.local.fixtures import SMOKE_OVERRIDES
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -42,7 +43,7 @@ JOB_END_TIMEOUT_S = 120
 POLL_S = 0.2
 MOTO_ACCOUNT = "123456789012"  # moto's default account id
 REGION = "us-west-2"
-ARTIFACTS_BUCKET = f"skymaze-artifacts-{MOTO_ACCOUNT}-{REGION}"  # infra/settings.py: NAME-artifacts-ACCOUNT-REGION
+ARTIFACTS_BUCKET = f"skymaze-artifacts-{MOTO_ACCOUNT}-{REGION}"  # workload/deployment/settings.py: NAME-artifacts-ACCOUNT-REGION
 LAPTOP_BUCKET = "skymaze-artifacts-synced"  # README elides the bucket (`s3://.../`): any other bucket
 HYPERPOD_CLUSTER = "skymaze-hyperpod"  # infra/stacks/cluster.py: f"{settings.name}-hyperpod"
 CREDENTIALS_REFUSAL = ("error: no AWS credentials found; configure credentials (aws configure, aws sso login, or "
@@ -135,7 +136,7 @@ def as_run(command: str, values: dict[str, str]) -> str:
 
 def shown_output(command: str) -> list[str]:
     """The lines README shows under ``$ command`` in a text block (up to the next prompt or the block's end)."""
-    lines = README.read_text().splitlines()
+    lines = docs.text().splitlines()
     start = next(i for i, line in enumerate(lines) if normalized(line.removeprefix("$ ")) == command
                  and line.startswith("$ "))
     shown = []
@@ -298,7 +299,7 @@ CLIENT_EXAMPLE = "README's OpenAI client example"
 
 def _run_client_example(walk: Walk, env: dict[str, str]) -> Ran:
     """README's Python example (any OpenAI client) against README's server, with the table's substitutions."""
-    text = README.read_text()
+    text = docs.text()
     code = text[text.index("Any OpenAI\nclient works:\n\n```python\n") :].split("```python\n", 1)[1].split("```", 1)[0]
     for old, new in (("http://127.0.0.1:8000", "http://127.0.0.1:{port}"), ("global_step_40", "global_step_{step}")):
         assert old in code, old
@@ -355,7 +356,7 @@ def walk(rehearsal_smoke, skyrl_ray_head, moto_url, tmp_path_factory) -> Walk:
               "cluster_port": str(free_port()), "shared": str(shared), "heldout_dir": str(base / "heldout"),
               "smoke_sets": " ".join(f"--set {s}" for s in SMOKE_OVERRIDES)}
     walk = Walk(root, home, run_root, report["best_step"], values, skyrl_ray_head.dashboard_url, moto_url)
-    commands = sorted({normalized(c) for c, _ in readme_commands(README.read_text())} - set(NOT_REPLAYED))
+    commands = sorted({normalized(c) for c, _ in readme_commands(docs.text())} - set(NOT_REPLAYED))
     by_kind: dict[str, list[str]] = {}
     for command in commands:
         by_kind.setdefault(_kind(command), []).append(command)
@@ -412,7 +413,7 @@ def _completion(walk: Walk, ran: Ran) -> None:
 
 
 def _gpus_of(profile: str) -> int:
-    from infra.fit import INSTANCES
+    from workload.deployment.fit import INSTANCES
     from workload.ops.profiles import settings_for
 
     settings = settings_for(profile, {})
@@ -429,7 +430,7 @@ def _plan_fits(profile: str) -> Callable[[Walk, Ran], None]:
 
 def _plan_shows_readmes_fit(walk: Walk, ran: Ran) -> None:
     _plan_fits("blog")(walk, ran)
-    text = README.read_text()
+    text = docs.text()
     shown = text[text.index("```text\ncluster fit (profile blog;") + len("```text\n"):]
     shown = shown[: shown.index("```")]
     assert shown in ran.stdout
@@ -444,7 +445,7 @@ def _prints_readmes_output(walk: Walk, ran: Ran, command: str) -> None:
 def _cost_guard_line(walk: Walk, ran: Ran) -> None:
     """README shows this command piped: the pipe as written (by bash) prints what README shows."""
     _ok(ran)
-    (line,) = [line.removeprefix("$ ") for line in README.read_text().splitlines()
+    (line,) = [line.removeprefix("$ ") for line in docs.text().splitlines()
                if line.startswith("$ skymaze cost --profile blog --hours 12 --left-up-hours 72 --guard-hours 14 |")]
     env = _env(walk.home, PATH=f"{CONSOLE_SCRIPT.parent}{os.pathsep}{os.environ['PATH']}")
     piped = subprocess.run(["bash", "-o", "pipefail", "-c", line], cwd=walk.root, env=env, capture_output=True,
@@ -478,7 +479,7 @@ def _recipe_show_blog(walk: Walk, ran: Ran) -> None:
 def _fields_table(name: str) -> Callable[[Walk, Ran], None]:
     def check(walk: Walk, ran: Ran) -> None:
         _ok(ran)
-        text = README.read_text()
+        text = docs.text()
         table = text[text.index(f"<!-- settings-table: {name} -->") :].split("\n", 1)[1]
         rows = [line for line in table[: table.index("<!-- /settings-table -->")].splitlines() if line]
         assert rows and all(row in ran.stdout.splitlines() for row in rows)
@@ -510,7 +511,7 @@ def _maze_show(walk: Walk, ran: Ran) -> None:
 
 def _maze_heldout(walk: Walk, ran: Ran) -> None:
     _ok(ran)
-    (row,) = [line for line in README.read_text().splitlines() if line.startswith("| `easy-64` |")]
+    (row,) = [line for line in docs.text().splitlines() if line.startswith("| `easy-64` |")]
     assert row in ran.stdout.splitlines()
     assert len(re.findall(r"^\s+\d+\s+\[\d, \d\] -> \[\d, \d\]\s+\d+$", ran.stdout, re.M)) == 64
 
@@ -777,7 +778,7 @@ def test_every_hint_the_walk_prints_parses_and_the_offline_ones_run(walk):
 
 
 def _readme_commands() -> set[str]:
-    return {normalized(c) for c, _ in readme_commands(README.read_text())}
+    return {normalized(c) for c, _ in readme_commands(docs.text())}
 
 
 def test_every_readme_command_is_replayed_or_excused():

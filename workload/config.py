@@ -26,7 +26,7 @@ from pydantic.fields import FieldInfo
 RECIPE_FLAG = "--set"
 DEPLOY_FLAG = "--deploy-set"
 # The deploy profile every command and the Makefile (PROFILE ?= small) use when none is named:
-# one GPU node, the cheapest first deploy (infra/settings.py PROFILES).
+# one GPU node, the cheapest first deploy (workload/deployment/settings.py PROFILES).
 DEFAULT_PROFILE = "small"
 NULL_TEXTS = ("null", "~", "None")
 

@@ -50,11 +50,14 @@ from constructs import Construct, IDependable
 from infra.constructs.hyperpod_chart import HyperPodDependencyChart
 from infra.constructs.nag import acknowledge, acknowledge_handlers
 from infra.constructs.pod_identity import pod_identity_role
+from workload.addons import (
+    CERT_MANAGER_ADDON,
+    EBS_CSI_ADDON,
+    EXTERNAL_DNS_ADDON,
+    SPACES_ADDON,
+    spaces_configuration,
+)
 
-SPACES_ADDON = "amazon-sagemaker-spaces"
-CERT_MANAGER_ADDON = "cert-manager"
-EBS_CSI_ADDON = "aws-ebs-csi-driver"
-EXTERNAL_DNS_ADDON = "external-dns"
 # Service accounts the add-ons run as (Spaces: its jupyter-k8s controller and auth middleware).
 SPACES_NAMESPACE = "jupyter-k8s-system"
 SPACES_CONTROLLER_ACCOUNT = "jupyter-k8s-controller-manager"
@@ -102,17 +105,6 @@ def join_users_group(cluster: eks.Cluster, access_entry_id: str) -> None:
     """Put the principal of one access entry (created by `cluster.grant_access`) in USERS_GROUP."""
     entry = cluster.node.find_child(access_entry_id)
     entry.node.default_child.add_property_override("KubernetesGroups", [USERS_GROUP])
-
-
-def spaces_configuration(*, domain: str, certificate_arn: str, key_arn: str) -> dict[str, Any]:
-    """The Spaces add-on's configuration values with web browser access (operator-install.html)."""
-    return {
-        "jupyter-k8s": {"workspacePodWatching": {"enable": True}},
-        "jupyter-k8s-aws-hyperpod": {"clusterWebUI": {
-            "enabled": True, "domain": domain, "awsCertificateArn": certificate_arn,
-            "kmsEncryptionContext": {"enabled": True}, "traefik": {"shouldInstall": True},
-            "auth": {"kmsKeyId": key_arn}}},
-    }
 
 
 class RayEndpoint(Construct):

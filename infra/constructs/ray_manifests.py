@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from infra.fit import PodSize
+from workload.deployment.fit import PodSize
 
 RAY_API = "ray.io/v1"
 SHARED_MOUNT = "/shared"
@@ -19,7 +19,7 @@ INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
 HEALTH_LABEL = "sagemaker.amazonaws.com/node-health-status"
 GPU_RESOURCE = "nvidia.com/gpu"
 EFA_RESOURCE = "vpc.amazonaws.com/efa"
-# Pod sizes come from infra/fit.py (node allocatable minus system pods), through the settings.
+# Pod sizes come from workload/deployment/fit.py (node allocatable minus system pods), through the settings.
 SHM_GIB = 64  # NCCL and vLLM shared memory; memory-backed, so it counts against the pod's memory
 METRICS_PORT = 8080  # Ray's metrics export port, scraped by the observability collectors
 HEAD_PORTS = {"gcs-server": 6379, "dashboard": 8265, "client": 10001, "serve": 8000, "metrics": METRICS_PORT}

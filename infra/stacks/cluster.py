@@ -20,11 +20,9 @@ from infra.constructs.nag import acknowledge, acknowledge_handlers
 from infra.constructs.node_waiter import HyperPodNodeWaiter
 from infra.constructs.pod_identity import pod_identity_role
 from infra.constructs.ray_endpoint import RayEndpoint, join_users_group
-from infra.settings import Settings
+from workload.addons import CORE_ADDONS, FSX_CSI_ADDON
+from workload.deployment.settings import Settings
 
-# Core add-ons HyperPod needs before nodes join (versions: EKS default for the cluster version).
-CORE_ADDONS = ("vpc-cni", "kube-proxy", "coredns", "eks-pod-identity-agent")
-FSX_CSI_ADDON = "aws-fsx-csi-driver"
 FSX_CSI_SERVICE_ACCOUNT = "fsx-csi-controller-sa"
 HEAD_GROUP = "head"
 WORKER_GROUP = "workers"

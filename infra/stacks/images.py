@@ -9,7 +9,7 @@ from aws_cdk import aws_ecr_assets as ecr_assets
 from aws_cdk import aws_ssm as ssm
 from constructs import Construct
 
-from infra.settings import Settings
+from workload.deployment.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
 CONTAINERS_DIR = ROOT / "containers"

@@ -11,7 +11,7 @@ from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
-from infra.settings import Settings
+from workload.deployment.settings import Settings
 
 VPC_CIDR = "10.0.0.0/16"
 # Pods take VPC IPs (VPC CNI): HyperPod samples give node subnets thousands of addresses.

@@ -15,20 +15,13 @@ from constructs import Construct, IDependable
 from infra.constructs.grafana_dashboards import GrafanaDashboards
 from infra.constructs.nag import acknowledge, acknowledge_handlers
 from infra.constructs.pod_identity import pod_identity_role
-from infra.settings import Settings
+from workload.addons import OBSERVABILITY_ADDON as ADDON
+from workload.addons import observability_configuration
+from workload.deployment.settings import Settings
 
-ADDON = "amazon-sagemaker-hyperpod-observability"
 ADDON_NAMESPACE = "hyperpod-observability"
 ADDON_SERVICE_ACCOUNT = "hyperpod-observability-operator-otel-collector"
 GRAFANA_VERSION = "10.4"  # service accounts (for the dashboards token) need Grafana >= 9
-SCRAPE_INTERVAL_S = 30
-# Metric families the add-on collects (configuration schema of the add-on, see the HyperPod
-# observability docs); custom metrics carry the Ray head/worker metrics endpoints.
-METRIC_LEVELS = {
-    "trainingMetrics": "BASIC", "inferenceMetrics": "BASIC", "taskGovernanceMetrics": "DISABLED",
-    "scalingMetrics": "DISABLED", "customMetrics": "BASIC", "nodeMetrics": "BASIC",
-    "acceleratedComputeMetrics": "BASIC", "networkMetrics": "BASIC",
-}
 HYPERPOD_LOG_GROUPS = "log-group:/aws/sagemaker/Clusters/*"
 # Grafana sign-in needs an Identity Center user or group assigned to the workspace
 # (UpdatePermissions, https://docs.aws.amazon.com/grafana/latest/APIReference/API_UpdatePermissions.html);
@@ -136,21 +129,10 @@ class ObservabilityStack(Stack):
             ),
         ])
         self.addon_role = role
-        configuration = {
-            "ampWorkspace": {
-                # The add-on wants the endpoint without the trailing slash AMP returns.
-                "prometheusEndpoint": f"https://aps-workspaces.{self.region}.amazonaws.com/workspaces/"
-                                      f"{self.prometheus.attr_workspace_id}",
-                "arn": self.prometheus.attr_arn,
-            },
-            "amgWorkspace": {
-                "workspaceName": f"{settings.name}-grafana",
-                "arn": f"arn:{self.partition}:grafana:{self.region}:{self.account}:/workspaces/{self.grafana.attr_id}",
-            },
-            "metricsProvider": {name: {"level": level, "scrapeInterval": SCRAPE_INTERVAL_S}
-                                for name, level in METRIC_LEVELS.items()},
-            "logging": {"enabled": True},
-        }
+        configuration = observability_configuration(
+            region=self.region, prometheus_workspace_id=self.prometheus.attr_workspace_id,
+            prometheus_arn=self.prometheus.attr_arn, grafana_workspace_name=f"{settings.name}-grafana",
+            grafana_arn=f"arn:{self.partition}:grafana:{self.region}:{self.account}:/workspaces/{self.grafana.attr_id}")
         return eks.CfnAddon(
             self,
             "ObservabilityAddon",

@@ -15,7 +15,7 @@ from infra.constructs.nag import acknowledge
 from infra.constructs.pod_identity import pod_identity_role
 from infra.constructs.ray_endpoint import connection_rbac, endpoint_annotations
 from infra.constructs.supervisor import RunSupervisor, SupervisorConfig
-from infra.settings import Settings
+from workload.deployment.settings import Settings
 
 KUBERAY_REPOSITORY = "https://ray-project.github.io/kuberay-helm/"
 KUBERAY_CHART = "kuberay-operator"

@@ -8,7 +8,7 @@ from aws_cdk import aws_eks_v2 as eks
 from constructs import Construct, IDependable
 
 from infra.constructs import ray_manifests as rm
-from infra.settings import Settings
+from workload.deployment.settings import Settings
 from workload.serve.cluster_config import build_llm_serve_config, serve_config_v2_yaml
 
 ADAPTERS_PREFIX = "adapters"  # `skymaze promote --to s3://<artifacts>/adapters/<name>` writes here

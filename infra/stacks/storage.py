@@ -13,7 +13,7 @@ from aws_cdk import aws_s3_deployment as s3deploy
 from constructs import Construct
 
 from infra.constructs.nag import acknowledge
-from infra.settings import Settings
+from workload.deployment.settings import Settings
 
 LIFECYCLE_DIR = Path(__file__).resolve().parents[1] / "lifecycle"
 LIFECYCLE_PREFIX = "lifecycle/"

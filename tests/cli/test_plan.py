@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from typer.testing import CliRunner
 
-from infra.settings import PROFILES
 from workload.cli.main import app
 from workload.config import DEFAULT_PROFILE
+from workload.deployment.settings import PROFILES
 
 runner = CliRunner()
 

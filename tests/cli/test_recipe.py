@@ -110,7 +110,7 @@ def test_a_misspelt_recipe_field_names_the_close_match():
 
 
 def test_check_holds_the_lora_rank_to_the_deploy_profiles_endpoint():
-    from infra.settings import load_settings
+    from workload.deployment.settings import load_settings
 
     limit = load_settings({"profile": "small"}).max_lora_rank
     result = runner.invoke(app, ["recipe", "check", "small", "--set", f"trainer.policy.model.lora.rank={limit * 2}"])

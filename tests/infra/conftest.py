@@ -45,7 +45,7 @@ def synth_app(context: dict, outdir: Path) -> Synth:
     from aws_cdk.assertions import Template
 
     import app as cdk_app
-    from infra.settings import load_settings
+    from workload.deployment.settings import load_settings
 
     app = cdk.App(context=context, outdir=str(outdir))
     settings = load_settings(context)

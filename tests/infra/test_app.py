@@ -100,7 +100,7 @@ def test_bad_settings_fail_before_any_stack_is_built():
     import aws_cdk as cdk
 
     import app as cdk_app
-    from infra.settings import SettingsError, load_settings
+    from workload.deployment.settings import SettingsError, load_settings
 
     with pytest.raises(SettingsError, match=r"worker_instance_type: .*allowed values"):
         cdk_app.compose(cdk.App(), load_settings({"profile": "blog", "worker_instance_type": "ml.t3.micro"}))

@@ -7,7 +7,6 @@ import json
 
 import pytest
 
-from infra.settings import SettingsError, load_settings
 from tests.infra.conftest import (
     cfn_lint,
     cli_context,
@@ -17,6 +16,7 @@ from tests.infra.conftest import (
     resources,
     synth_app,
 )
+from workload.deployment.settings import SettingsError, load_settings
 
 VPC = "vpc-0a1b2c3d4e5f60718"
 NODE_SUBNET, OTHER_SUBNET = "subnet-0a1b2c3d4e5f60001", "subnet-0a1b2c3d4e5f60002"

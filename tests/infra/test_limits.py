@@ -13,8 +13,8 @@ from collections import defaultdict
 
 import pytest
 
-from infra import fit
 from tests.infra.conftest import k8s_manifests, resources
+from workload.deployment import fit
 from workload.ops.plan import TeardownTarget
 
 pytestmark = pytest.mark.slow

@@ -1,4 +1,4 @@
-"""What `skymaze deploy` and `skymaze teardown` rely on in the synthesized stacks, and the README runbook.
+"""What `skymaze deploy` and `skymaze teardown` rely on in the synthesized stacks, and the runbook (docs/operations.md).
 
 Teardown finds the app's stacks by name prefix, the EKS cluster and the artifacts bucket by
 resource type and logical id; deploy reads the outputs by key. A rename in the stacks fails here
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from tests.conftest import ROOT
+from tests import docs
 from tests.infra.conftest import one, resources
 from workload.ops.deploy import DASHBOARD_OUTPUT, EKS_CLUSTER_OUTPUT, GRAFANA_OUTPUT, next_steps
 from workload.ops.profiles import target_for
@@ -44,10 +44,14 @@ def test_deploy_finds_its_outputs_by_key(synth):
         assert len([key for key in keys if pattern.search(key)]) == 1, pattern.pattern
 
 
+def _runbook() -> str:
+    """The runbook section of docs/operations.md."""
+    return docs.page("operations.md").split("## Runbook", 1)[1].split("\n## ", 1)[0]
+
+
 def test_runbook_commands_are_the_stacks_outputs(synth):
     outputs = _outputs(synth)
-    readme = (ROOT / "README.md").read_text()
-    runbook = readme.split("### Runbook", 1)[1].split("###", 1)[0]
+    runbook = _runbook()
     for key in ("RayDashboardCommand", "ServeCommand"):
         assert outputs[key] in runbook, key
     kubeconfig = next_steps(target_for(synth.settings), {})[0]
@@ -61,7 +65,7 @@ def test_runbook_patch_frees_the_training_workers(synth):
 
     from tests.infra.conftest import k8s_manifests
 
-    runbook = (ROOT / "README.md").read_text().split("### Runbook", 1)[1].split("###", 1)[0]
+    runbook = _runbook()
     match = re.search(r"`kubectl -n (\S+) patch raycluster (\S+) --type json -p '([^']+)'`", runbook)
     assert match, "the runbook has no RayCluster patch"
     namespace, name, patch = match.group(1), match.group(2), json.loads(match.group(3))

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from infra.constructs import ray_endpoint as endpoint
-from infra.settings import SettingsError, load_settings
 from tests.infra.conftest import cli_context, k8s_manifests, one, resources
+from workload.deployment.settings import SettingsError, load_settings
 
 DOMAIN = "ray.example.com"
 ZONE = "Z0123456789ABCDEFGHIJ"

@@ -21,7 +21,7 @@ def guarded(tmp_path_factory):
     from aws_cdk.assertions import Template
 
     import app as cdk_app
-    from infra.settings import load_settings
+    from workload.deployment.settings import load_settings
 
     outdir = tmp_path_factory.mktemp("cdk.out")
     context = cli_context(profile="blog", **GUARDED)
@@ -69,14 +69,14 @@ def test_the_guarded_templates_pass_cfn_lint(guarded):
     ],
 )
 def test_bad_unattended_settings_name_the_key(overrides, message):
-    from infra.settings import SettingsError, load_settings
+    from workload.deployment.settings import SettingsError, load_settings
 
     with pytest.raises(SettingsError, match=message.replace("(", r"\(").replace(".", r"\.")):
         load_settings({"profile": "blog", **overrides})
 
 
 def test_without_guards_there_is_no_budget_and_the_supervisor_is_on_by_default():
-    from infra.settings import load_settings
+    from workload.deployment.settings import load_settings
 
     settings = load_settings({"profile": "blog"})
     assert settings.supervisor and settings.budget_usd_per_month is None and settings.max_deployed_hours is None

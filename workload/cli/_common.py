@@ -14,7 +14,7 @@ from workload.config import DEFAULT_PROFILE, DEPLOY_FLAG, RECIPE_FLAG
 # profile with one default everywhere (the Makefile's PROFILE too). tests/cli/test_grammar.py holds it.
 RECIPE_SET_HELP = ("Change one recipe setting, KEY=VALUE (repeatable): a field such as fixes.seeded_groups=false "
                    "or trainer.eval_interval=5; `skymaze recipe show NAME --fields` lists them.")
-DEPLOY_SET_HELP = "Change one deploy setting, KEY=VALUE (repeatable), as `cdk -c`: e.g. -c worker_count=2; README lists them."
+DEPLOY_SET_HELP = "Change one deploy setting, KEY=VALUE (repeatable), as `cdk -c`: e.g. -c worker_count=2; docs/settings.md lists them."
 PROFILE_HELP = "Deploy profile: small (one GPU node, no endpoint) or blog (the published 3 GPU nodes, with the endpoint)."
 PROFILE_OPTION = typer.Option(DEFAULT_PROFILE, "--profile", help=PROFILE_HELP)
 # Each deploy profile has a cluster recipe of the same name sized for its GPUs, so the defaults of
@@ -67,28 +67,13 @@ def next_step(*commands: str) -> None:
 
 
 def deploy_setting(profile: str, name: str):
-    """One deployment setting of ``profile`` (infra/settings.py), or exit 2 saying what to pass.
+    """One deployment setting of ``profile`` (workload/deployment/settings.py), or exit 2 saying what to pass."""
+    from workload.deployment.settings import SettingsError, load_settings
 
-    Inside the trainer image the deploy settings are not installed: the caller's explicit
-    option is then the only source.
-    """
-    try:
-        from infra.settings import SettingsError, load_settings
-    except ImportError:
-        fail("deploy settings are not installed here; pass the value explicitly (see --help)", code=EXIT_USAGE)
     try:
         return getattr(load_settings({"profile": profile}), name)
     except SettingsError as err:
         fail(str(err), code=EXIT_USAGE)
-
-
-def deploy_setting_if_installed(profile: str, name: str):
-    """Like :func:`deploy_setting`, but None inside the trainer image (no deploy settings there)."""
-    try:
-        import infra.settings  # noqa: F401
-    except ImportError:
-        return None
-    return deploy_setting(profile, name)
 
 
 def aws_identity(region: str, *, expected_account: str | None = None):

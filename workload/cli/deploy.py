@@ -112,7 +112,7 @@ def _check_existing_resources(session, settings) -> None:
     except BotoCoreError as exc:
         fail(f"cannot describe the existing VPC or EKS cluster: {exc}; check your AWS credentials")
     if problems:
-        fail("the existing VPC or EKS cluster does not fit the settings (README, \"Bring your own VPC or EKS "
+        fail("the existing VPC or EKS cluster does not fit the settings (docs/deploy.md, \"Bring your own VPC or EKS "
              "cluster\"):\n  " + "\n  ".join(problems), code=EXIT_USAGE)
 
 

@@ -80,16 +80,14 @@ def _refuse_misfit(recipe, profile: str, context: list[str]) -> None:
 
 
 def _cluster_fit(profile: str, context: list[str]) -> list:
-    """[fsx_gib, lines...] of the profile's cluster fit; [] where the deploy settings are not installed."""
-    try:
-        from workload.ops.profiles import SettingsError, parse_overrides, settings_for
-    except ImportError:  # inside the trainer image: no deploy settings
-        return []
+    """[fsx_gib, lines...] of the profile's cluster fit."""
+    from workload.ops.profiles import SettingsError, parse_overrides, settings_for
+
     try:
         settings = settings_for(profile, parse_overrides(context))
     except SettingsError as err:
-        fail(f"{err}\n(infra/fit.py: instance facts, kubelet reservation, system pods)", code=EXIT_USAGE)
-    lines = [f"cluster fit (profile {profile}; kubelet reservation and system pods from infra/fit.py):"]
+        fail(f"{err}\n(workload/deployment/fit.py: instance facts, kubelet reservation, system pods)", code=EXIT_USAGE)
+    lines = [f"cluster fit (profile {profile}; kubelet reservation and system pods from workload/deployment/fit.py):"]
     for group in settings.cluster_fit():
         lines += [f"  {row}" for row in group.rows()]
     return [settings.fsx_storage_gib, *lines]

@@ -48,12 +48,10 @@ def promote(
 LOCAL_ENDPOINT_PORT = 8000  # skymaze serve's default port
 
 
-def _cluster_endpoint(profile: str) -> tuple[str, str] | None:
-    """(port-forward command, base model id) of the profile's serving endpoint; None without deploy settings."""
-    try:
-        from infra.settings import load_settings
-    except ImportError:  # inside the trainer image
-        return None
+def _cluster_endpoint(profile: str) -> tuple[str, str]:
+    """(port-forward command, base model id) of the profile's serving endpoint."""
+    from workload.deployment.settings import load_settings
+
     settings = load_settings({"profile": profile})
     # infra/stacks/serving.py names the RayService NAME-serve; KubeRay's Serve service is <rayservice>-serve-svc.
     forward = (f"kubectl -n {settings.ray_namespace} port-forward svc/{settings.name}-serve-serve-svc "

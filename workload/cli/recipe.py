@@ -10,7 +10,7 @@ from workload.cli._common import (
     PROFILE_OPTION,
     RECIPE_SET_HELP,
     RECIPE_SETS_OPTION,
-    deploy_setting_if_installed,
+    deploy_setting,
     fail,
     next_step,
     print_json,
@@ -70,7 +70,7 @@ def problems_of(recipe, profile: str | None = None) -> list[str]:
 
     from workload.skyrl.validate import validate_recipe
 
-    max_rank = deploy_setting_if_installed(profile, "max_lora_rank") if profile else None
+    max_rank = deploy_setting(profile, "max_lora_rank") if profile else None
     try:
         validate_recipe(recipe, max_lora_rank=max_rank)
     except ValidationError as err:
@@ -81,13 +81,11 @@ def problems_of(recipe, profile: str | None = None) -> list[str]:
 def profile_fit_problems(recipe, profile: str, context: list[str] | tuple[str, ...] = ()) -> list[str]:
     """Why ``recipe`` cannot run on deploy ``profile`` (with ``-c`` ``context``): more GPU workers than deployed.
 
-    Empty inside the trainer image, which has no deploy settings. A bad profile or setting exits 2.
+    A bad profile or setting exits 2.
     """
-    try:
-        from workload.ops.profiles import SettingsError, parse_overrides, settings_for
-        from workload.ops.recipe_fit import recipe_profile_problems
-    except ImportError:
-        return []
+    from workload.ops.profiles import SettingsError, parse_overrides, settings_for
+    from workload.ops.recipe_fit import recipe_profile_problems
+
     try:
         return list(recipe_profile_problems(recipe, settings_for(profile, parse_overrides(list(context)))))
     except SettingsError as err:

@@ -41,7 +41,7 @@ def serve(
 
     Model ids: BASE and BASE:ADAPTER (ADAPTER = a sub-folder of --adapters). Ray's own ports stay
     on 127.0.0.1 behind Ray's token auth. Stop with Ctrl-C or SIGTERM (exits 0). Every option is
-    also an argument of `serve run workload.serve.app:app_builder KEY=VALUE` (README lists them).
+    also an argument of `serve run workload.serve.app:app_builder KEY=VALUE` (docs/settings.md lists them).
 
     Example:  skymaze serve --model runs/latest/models/sft --adapters adapters --port 8000
     """

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from workload.addons import FSX_CSI_ADDON, OBSERVABILITY_ADDON
+
 # Authentication modes HyperPod accepts (HyperPod EKS prerequisites; CONFIG_MAP is refused).
 HYPERPOD_AUTH_MODES = ("API", "API_AND_CONFIG_MAP")
 # EKS add-ons the stacks create on the cluster: one already there fails `AWS::EKS::Addon` creation.
-ADDONS_THE_STACKS_CREATE = ("aws-fsx-csi-driver", "amazon-sagemaker-hyperpod-observability")
+ADDONS_THE_STACKS_CREATE = (FSX_CSI_ADDON, OBSERVABILITY_ADDON)
 DEFAULT_ROUTE = "0.0.0.0/0"
 
 

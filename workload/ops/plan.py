@@ -18,7 +18,7 @@ KUBE_KINDS = (
     ("rayservices.ray.io", "RayServices (Ray Serve endpoints and their services)"),
     ("rayclusters.ray.io", "RayClusters (head and worker pods)"),
 )
-EKS_CLUSTER_SUFFIX = "-eks"  # infra/settings.py: Settings.created_eks_cluster_name
+EKS_CLUSTER_SUFFIX = "-eks"  # workload/deployment/settings.py: Settings.created_eks_cluster_name
 HYPERPOD_CLUSTER_SUFFIX = "-hyperpod"  # infra/stacks/cluster.py: cluster_name=f"{settings.name}-hyperpod"
 # Defaults of the waits; a teardown that times out says so and can simply be rerun.
 DEFAULT_KUBE_TIMEOUT_S = 600

@@ -1,6 +1,6 @@
 """Deployment settings -> what operations act on: the teardown target and the billable shape.
 
-Reads ``infra.settings`` (pure pydantic; no aws_cdk import), so the operations commands see the
+Reads ``workload.deployment.settings`` (pure pydantic; no aws_cdk import), so the operations commands see the
 same profiles, instance types and overrides as ``cdk deploy``.
 """
 
@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from infra.settings import Settings, SettingsError, load_settings
 from workload.config import DEPLOY_FLAG, ConfigError, did_you_mean, split_pair
+from workload.deployment.settings import Settings, SettingsError, load_settings
 from workload.ops.cost import ClusterShape, InstanceGroup
 from workload.ops.plan import TeardownTarget
 

@@ -6,9 +6,9 @@ import jsonschema
 import pytest
 
 from infra.constructs import ray_manifests as rm
-from infra.fit import PodSize
-from infra.settings import load_settings
 from tests.infra import kuberay
+from workload.deployment.fit import PodSize
+from workload.deployment.settings import load_settings
 
 
 def _spec(worker_type: str = "ml.g7e.12xlarge", workers: int = 3) -> dict:

@@ -118,8 +118,8 @@ def small_with_people():
     from aws_cdk.assertions import Template
 
     import app as cdk_app
-    from infra.settings import load_settings
     from tests.infra.conftest import cli_context
+    from workload.deployment.settings import load_settings
 
     context = cli_context(profile="small", admin_principal_arns=ADMIN, user_principal_arns=USER,
                           grafana_admin_group_ids=GRAFANA_GROUP, reuse_artifacts_bucket="true")

@@ -40,6 +40,6 @@ def test_rayservice_validates_against_the_kuberay_crd(service, shared_dir):
 
 
 def test_serving_is_off_in_the_small_profile():
-    from infra.settings import load_settings
+    from workload.deployment.settings import load_settings
 
     assert not load_settings({"profile": "small"}).serving

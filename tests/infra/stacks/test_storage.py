@@ -78,9 +78,9 @@ def test_retain_removal_keeps_the_artifacts_but_never_the_file_system(synth):
     import aws_cdk as cdk
     from aws_cdk.assertions import Template
 
-    from infra.settings import load_settings
     from infra.stacks.network import NetworkStack
     from infra.stacks.storage import StorageStack
+    from workload.deployment.settings import load_settings
 
     context = cli_context(profile="blog", removal="retain")
     app = cdk.App(context=context)

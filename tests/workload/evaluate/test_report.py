@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from tests import docs
 from workload.evaluate.report import format_report, heldout_markdown, heldout_rows
 from workload.maze.heldout import load_set
 from workload.maze.metrics import Episode, build_report
@@ -34,6 +35,6 @@ def test_format_report_mentions_strict_rate_interval_and_ceiling():
     )
 
 
-def test_readme_shows_the_current_heldout_table(repo_root):
+def test_the_maze_page_shows_the_current_heldout_table():
     table = heldout_markdown([load_set("easy-64"), load_set("rehearsal-7x7-64")])
-    assert table in (repo_root / "README.md").read_text()
+    assert table in docs.page("maze.md")

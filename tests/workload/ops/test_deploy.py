@@ -50,7 +50,7 @@ def test_the_deployer_becomes_a_cluster_admin_and_a_kept_bucket_is_reused():
     import boto3
     from moto import mock_aws
 
-    from infra.settings import load_settings
+    from workload.deployment.settings import load_settings
     from workload.ops.deploy import deploy_context
 
     with mock_aws():
@@ -74,7 +74,7 @@ def test_with_an_existing_eks_cluster_the_deployer_is_not_given_a_second_access_
     import boto3
     from moto import mock_aws
 
-    from infra.settings import load_settings
+    from workload.deployment.settings import load_settings
     from workload.ops.deploy import deploy_context
 
     existing = {"vpc_id": "vpc-0a1b2c3d4e5f60718", "private_subnet_ids": "subnet-0a1b2c3d4e5f60001",

@@ -8,7 +8,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from infra.settings import load_settings
+from workload.deployment.settings import load_settings
 from workload.ops.existing import cluster_problems, existing_resource_problems
 
 

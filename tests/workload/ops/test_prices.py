@@ -7,7 +7,7 @@ import datetime
 import pytest
 import yaml
 
-from infra.settings import FSX_THROUGHPUTS_MBPS_PER_TIB, GPU_INSTANCES, HEAD_INSTANCES
+from workload.deployment.settings import FSX_THROUGHPUTS_MBPS_PER_TIB, GPU_INSTANCES, HEAD_INSTANCES
 from workload.ops.prices import DEFAULT_PRICES_PATH, load_prices
 
 

@@ -1,4 +1,4 @@
-"""The README's operations section is real: its outputs match the commands, its commands and flags exist."""
+"""The operations page (docs/operations.md) is real: its outputs match the commands, its commands and flags exist."""
 
 from __future__ import annotations
 
@@ -9,21 +9,18 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
+from tests import docs
 from workload.cli.main import app
-
-SECTION = re.compile(r"^## Operations: watch, cost, tear down\n(.*?)^## ", re.MULTILINE | re.DOTALL)
 
 
 @pytest.fixture(scope="module")
-def section(repo_root) -> str:
-    match = SECTION.search((repo_root / "README.md").read_text())
-    assert match, "README has no operations section"
-    return match.group(1)
+def section() -> str:
+    return docs.page("operations.md")
 
 
 def _shown_output(section: str, command: str) -> str:
     block = re.search(rf"```text\n\$ {re.escape(command)}\n(.*?)```", section, flags=re.DOTALL)
-    assert block, f"README shows no output of `{command}`"
+    assert block, f"docs/operations.md shows no output of `{command}`"
     return block.group(1).rstrip()
 
 
@@ -38,7 +35,7 @@ def test_readme_shows_the_commands_real_output(section, command):
 
 
 def _runbook_commands(section: str) -> list[list[str]]:
-    table = section.split("### Runbook", 1)[1].split("###", 1)[0]
+    table = section.split("## Runbook", 1)[1].split("\n## ", 1)[0]
     return [shlex.split(code) for code in re.findall(r"`(skymaze [^`]+)`", table)]
 
 

@@ -12,9 +12,9 @@ import jsonschema
 import pytest
 
 from infra.constructs import ray_manifests as rm
-from infra.settings import load_settings
 from tests.infra.kuberay import validate
 from tests.loopback_http import serve_in_thread
+from workload.deployment.settings import load_settings
 from workload.localhost import free_port
 from workload.supervise.kube import JSON_PATCH, KubeClient, KubeError, ready_pods, scale_to_zero_request
 

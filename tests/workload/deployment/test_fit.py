@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from infra import fit
-from infra.settings import GPU_INSTANCES, HEAD_INSTANCES, SettingsError, load_settings
+from workload.deployment import fit
+from workload.deployment.settings import GPU_INSTANCES, HEAD_INSTANCES, SettingsError, load_settings
 
 
 def test_every_selectable_instance_type_has_facts_with_a_source():

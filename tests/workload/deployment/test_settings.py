@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from infra.settings import SettingsError, load_settings
+from workload.deployment.settings import SettingsError, load_settings
 
 
 def test_blog_profile_is_the_published_topology():
@@ -156,8 +156,8 @@ def test_dashboards_revision_is_a_short_token():
 def test_every_allowed_region_synthesizes_offline_with_pinned_availability_zones():
     import json
 
-    from infra.settings import PLACEHOLDER_ACCOUNT, SUPPORTED_REGIONS
     from tests.conftest import ROOT
+    from workload.deployment.settings import PLACEHOLDER_ACCOUNT, SUPPORTED_REGIONS
 
     context = json.loads((ROOT / "cdk.context.json").read_text())
     for region in SUPPORTED_REGIONS:

@@ -13,8 +13,8 @@ from typing import Any, Literal
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
-from infra import fit
 from workload.config import DEFAULT_PROFILE, ConfigModel, did_you_mean
+from workload.deployment import fit
 from workload.serving_rules import DEFAULT_MAX_LORA_RANK
 
 # Regions where both ml.r5d.16xlarge and ml.g7e.12xlarge HyperPod instances are listed
@@ -22,7 +22,7 @@ from workload.serving_rules import DEFAULT_MAX_LORA_RANK
 SUPPORTED_REGIONS = ("us-east-1", "us-east-2", "us-west-2", "eu-central-1", "eu-west-2", "ap-northeast-1")
 
 
-# Instance types a profile or setting can select; their facts and sources are in infra/fit.py.
+# Instance types a profile or setting can select; their facts and sources are in workload/deployment/fit.py.
 GPU_INSTANCES = {name: fit.INSTANCES[name] for name in fit.GPU_TYPES}
 # CPU head types; the observability add-on needs at least one node of 4xlarge or larger.
 HEAD_INSTANCES = {name: fit.INSTANCES[name] for name in fit.CPU_TYPES}
@@ -97,7 +97,7 @@ class Settings(ConfigModel):
     worker_instance_type: str = Field("ml.g7e.12xlarge", description="HyperPod instance of the GPU worker group.")
     worker_count: int = Field(default=3, ge=1, le=16, description="GPU worker nodes.")
     worker_threads_per_core: int = Field(default=1, ge=1, le=2, description="Threads per core on the GPU workers.")
-    # Ray pod sizes; unset, they are derived from the node (infra/fit.py): the largest that fit.
+    # Ray pod sizes; unset, they are derived from the node (workload/deployment/fit.py): the largest that fit.
     worker_pod_cpu: int | None = Field(default=None, ge=1, description="CPUs of a Ray worker pod (unset: the largest that fits).")
     worker_pod_memory_gib: int | None = Field(default=None, ge=1,
                                               description="Memory of a Ray worker pod (unset: the largest that fits).")
@@ -457,7 +457,7 @@ class Settings(ConfigModel):
                 f"{self.worker_instance_type} with worker_threads_per_core={self.worker_threads_per_core}: "
                 f"allocatable {worker.allocatable.describe()} minus system pods {worker.system.describe()} leaves "
                 f"{free.describe()} for Ray; set worker_pod_cpu <= {fit.whole(free)[0]} and worker_pod_memory_gib "
-                f"<= {fit.whole(free)[1]}, or worker_threads_per_core=2 (infra/fit.py has the sources)")
+                f"<= {fit.whole(free)[1]}, or worker_threads_per_core=2 (workload/deployment/fit.py has the sources)")
         if sizes.worker.cpu < sizes.worker.gpus:
             raise ValueError(f"worker_pod_cpu={sizes.worker.cpu} is below one CPU per GPU "
                              f"({sizes.worker.gpus} GPUs on {self.worker_instance_type})")
