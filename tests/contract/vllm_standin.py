@@ -201,15 +201,20 @@ class VLLMStandIn:
         return app
 
 
+def serving(stand_in: VLLMStandIn):
+    """Serve ``stand_in`` on 127.0.0.1 (a free port) in a thread; yields its URL."""
+    return serving_app(stand_in.app())
+
+
 @contextmanager
-def serving(stand_in: VLLMStandIn) -> Iterator[str]:
-    """Serve ``stand_in`` on 127.0.0.1 (a free port) in a thread; yield its URL."""
+def serving_app(app: web.Application) -> Iterator[str]:
+    """Serve an aiohttp ``app`` on 127.0.0.1 (a free port) in a thread; yield its URL."""
     loop = asyncio.new_event_loop()
     started = threading.Event()
     holder: dict[str, Any] = {}
 
     async def start() -> None:
-        runner = web.AppRunner(stand_in.app())
+        runner = web.AppRunner(app)
         await runner.setup()
         site = web.TCPSite(runner, "127.0.0.1", 0)
         await site.start()

@@ -15,9 +15,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import traceback
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -133,6 +134,35 @@ def require_skyrl() -> None:
         raise SystemExit(NOT_IN_IMAGE.format(error=error)) from None
 
 
+SECRET_NAME = re.compile(r"TOKEN|KEY|SECRET|PASSWORD", re.IGNORECASE)
+"""Env var names whose values never appear in the job's log (HF_TOKEN, WANDB_API_KEY, ...)."""
+MIN_SECRET_CHARS = 8
+"""Shorter values (``1``, ``true``) are not masked: they would blank unrelated text."""
+MASK = "***"
+
+
+def secret_values(environ: Mapping[str, str]) -> list[str]:
+    """Values of the variables named like secrets, longest first (a value inside another is masked too)."""
+    values = {v for k, v in environ.items() if SECRET_NAME.search(k) and len(v) >= MIN_SECRET_CHARS}
+    return sorted(values, key=len, reverse=True)
+
+
+def mask_secrets(text: str, secrets: list[str]) -> str:
+    for value in secrets:
+        text = text.replace(value, MASK)
+    return text
+
+
+def mask_secrets_in_skyrl_logs(environ: Mapping[str, str]) -> None:
+    """Mask secret values in every loguru record of this process (SkyRL 0.4.0's ``initialize_ray``
+    logs ``Exporting `HF_TOKEN` to ray runtime env: <value>``)."""
+    from loguru import logger
+
+    secrets = secret_values(environ)
+    if secrets:
+        logger.configure(patcher=lambda record: record.update(message=mask_secrets(record["message"], secrets)))
+
+
 class StageFailed(RuntimeError):
     """A start-up stage raised; ``stage`` names it (survives Ray's task-error wrapping)."""
 
@@ -181,6 +211,7 @@ def run_skyrl(spec: JobSpec, stages: Stages) -> None:
     # Imported by module path so Ray ships a reference, not a pickled copy of __main__.
     from workload.skyrl.entrypoint import _experiment
 
+    mask_secrets_in_skyrl_logs(os.environ)
     with stages.running("config"):
         cfg = SkyRLTrainConfig.from_cli_overrides(spec.overrides)
     with stages.running("validate"):
@@ -203,6 +234,7 @@ def _experiment(cfg: Any, spec: JobSpec) -> None:
     from workload.skyrl.callback import MazeTrainingCallback
     from workload.skyrl.env import register_maze_env
 
+    mask_secrets_in_skyrl_logs(os.environ)
     stages = Stages()
     job_env = sorted((ray.get_runtime_context().runtime_env or {}).get("env_vars", {}))
     print(f"skymaze: env vars of the job's runtime_env in this worker: {', '.join(job_env) or '-'}", flush=True)

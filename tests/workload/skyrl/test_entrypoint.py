@@ -89,3 +89,14 @@ def test_the_stage_survives_rays_task_error_wrapping():
     assert failed_stage(TaskError(inner)) is inner
     assert str(inner) == "inference-client: ModuleNotFoundError: No module named 'vllm'"
     assert failed_stage(TaskError(ValueError("x"))) is None
+
+
+def test_secret_values_are_masked_and_short_flags_are_not():
+    from workload.skyrl.entrypoint import mask_secrets, secret_values
+
+    environ = {"HF_TOKEN": "hf_abcdefgh123", "WANDB_API_KEY": "0123456789abcdef", "HF_HOME": "/shared/hf",
+               "RAY_OVERRIDE_JOB_RUNTIME_ENV": "1", "SKYRL_KEY_FLAG": "1"}
+    secrets = secret_values(environ)
+    assert sorted(secrets) == ["0123456789abcdef", "hf_abcdefgh123"]
+    line = "Exporting `HF_TOKEN` to ray runtime env: hf_abcdefgh123; HF_HOME=/shared/hf"
+    assert mask_secrets(line, secrets) == "Exporting `HF_TOKEN` to ray runtime env: ***; HF_HOME=/shared/hf"
