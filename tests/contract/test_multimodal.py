@@ -90,9 +90,17 @@ def episode(tiny_model_dir):
         generator_input, uids = prepare_generator_input(
             [prompt], SAMPLES, get_sampling_params_for_backend("vllm", cfg.generator.sampling_params),
             ENV_CLASS, "train", 1)
-        output = asyncio.run(generator.generate(GeneratorInput(**generator_input)))
-        asyncio.run(client.aclose()) if hasattr(client, "aclose") else None
-    trainer_like = SimpleNamespace(cfg=cfg, tokenizer=tokenizer, all_metrics={})
+
+        async def generate():
+            try:
+                return await generator.generate(GeneratorInput(**generator_input))
+            finally:
+                await client.aclose()
+
+        output = asyncio.run(generate())
+    # the trainer's state convert_to_training_input reads: one policy data-parallel rank
+    trainer_like = SimpleNamespace(cfg=cfg, tokenizer=tokenizer, all_metrics={},
+                                   dispatch=SimpleNamespace(get_lcm_dp_size=lambda: 1))
     batch = RayPPOTrainer.convert_to_training_input(trainer_like, output, uids)
     return {"cfg": cfg, "output": output, "batch": batch, "recorded": stand_in.recorded, "processor": processor}
 
@@ -140,10 +148,11 @@ def test_the_training_step_consumes_the_batch_on_the_tiny_model(episode, tiny_mo
                              target_modules=lora.target_modules, exclude_modules=lora.exclude_modules,
                              remove_microbatch_padding=False)
     wrapper.train()
-    micro_batches = list(BatchIterator(batch, sample_batch_size=cfg.trainer.micro_train_batch_size_per_gpu))
-    assert len(micro_batches) == SAMPLES
-    for micro in micro_batches:
-        experience = BatchIterator.batch_to_experience(micro)
+    # the worker's micro-batch iterator hands out Experience objects (worker_utils.BatchIterator)
+    experiences = list(BatchIterator(batch, sample_batch_size=cfg.trainer.micro_train_batch_size_per_gpu))
+    assert len(experiences) == SAMPLES
+    for experience in experiences:
+        assert len(experience.pixel_values) == len(experience.image_grid_thw) == 1
         # the policy worker's call (skyrl/backends/skyrl_train/workers/worker.py, training step)
         log_probs = wrapper(experience.sequences, experience.num_actions, attention_mask=experience.attention_mask,
                             pixel_values=experience.pixel_values, image_grid_thw=experience.image_grid_thw)

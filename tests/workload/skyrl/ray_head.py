@@ -25,6 +25,7 @@ import pytest
 
 START_TIMEOUT_S = 120
 START_ATTEMPTS = 3  # a free port can be taken by another process before Ray binds it
+STARTED_LINE = "Ray runtime started."  # what `ray start` prints once the node is up (ray/scripts/scripts.py)
 # Ray drains for up to 30 s on SIGTERM; a test head has nothing worth draining.
 STOP_GRACE_S = 3
 # Ray reports metrics every 10 s by default; a test waits for one report, not several.
@@ -67,7 +68,9 @@ def _wait_http(url: str, deadline: float, process: subprocess.Popen, log: Path, 
             raise RayStartError(f"ray start exited with {process.returncode}: {log.read_text()[-2000:]}")
         try:
             with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=2) as response:
-                if response.status == 200:
+                # The dashboard answers before the raylet has registered, which `ray start` gives
+                # up on after a fixed 30 s (ray/_private/node.py); up means both.
+                if response.status == 200 and STARTED_LINE in log.read_text(errors="replace"):
                     return
         except OSError:
             pass
