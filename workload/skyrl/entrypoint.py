@@ -30,7 +30,7 @@ STAGE_MARKER = "skymaze-stage:"
 """Printed (flushed) as each start-up stage begins: ``skymaze-stage: <stage>`` on the job's log."""
 STARTUP_STAGES = (
     "config", "validate", "ray-init", "experiment-task", "env-registry", "tokenizer", "train-dataset", "eval-dataset",
-    "placement-group", "tracker", "inference-client", "generator", "trainer", "build-models", "train",
+    "placement-group", "trainer-setup", "tracker", "inference-client", "generator", "trainer", "build-models", "train",
 )
 """SkyRL 0.4.0's start-up in order (skyrl/train/entrypoints/main_base.py ``main``, ``BasePPOExp``):
 the stages up to ``experiment-task`` run on the job's driver (which then waits on the task), the
@@ -163,12 +163,26 @@ def mask_secrets_in_skyrl_logs(environ: Mapping[str, str]) -> None:
         logger.configure(patcher=lambda record: record.update(message=mask_secrets(record["message"], secrets)))
 
 
-class StageFailed(RuntimeError):
-    """A start-up stage raised; ``stage`` names it (survives Ray's task-error wrapping)."""
+TICKET_TOKENIZE_WORKERS = 1
+"""Processes SkyRL's ``PromptDataset`` tokenizes the tickets with (SkyRL's entrypoint uses 8). A
+ticket's prompt is one short placeholder message, so 600 tokenize in well under a second in the
+task itself, while each loader process imports torch and transformers again: 8 of them took 2.5
+min of the job's start on a 2-core head (measured), for nothing."""
 
-    def __init__(self, stage: str, error: BaseException) -> None:
-        super().__init__(f"{stage}: {type(error).__name__}: {error}")
-        self.stage = stage
+
+class StageFailed(RuntimeError):
+    """A start-up stage raised; ``stage`` names it (survives Ray's task-error wrapping and pickling)."""
+
+    def __init__(self, stage: str, detail: str) -> None:
+        super().__init__(stage, detail)
+        self.stage, self.detail = stage, detail
+
+    @classmethod
+    def of(cls, stage: str, error: BaseException) -> StageFailed:
+        return cls(stage, f"{type(error).__name__}: {error}")
+
+    def __str__(self) -> str:
+        return f"{self.stage}: {self.detail}"
 
 
 class Stages:
@@ -190,16 +204,29 @@ class Stages:
         except StageFailed:
             raise
         except Exception as error:
-            raise StageFailed(stage, error) from error
+            raise StageFailed.of(stage, error) from error
 
 
-def failed_stage(error: BaseException) -> StageFailed | None:
-    """The :class:`StageFailed` behind ``error`` (Ray's task errors carry it as ``cause``), if any."""
+def failed_stage(error: BaseException | None) -> tuple[str, str] | None:
+    """``(stage, detail)`` of the :class:`StageFailed` behind ``error``, if any.
+
+    Ray hands the task's error to the driver as a ``RayTaskError`` whose ``cause`` is the
+    remote exception; matched by its fields, not its class, because the driver runs this
+    module as ``__main__`` while the task raised ``workload.skyrl.entrypoint.StageFailed``.
+    """
     while error is not None:
-        if isinstance(error, StageFailed):
-            return error
+        stage, detail = getattr(error, "stage", None), getattr(error, "detail", None)
+        if isinstance(stage, str) and isinstance(detail, str):
+            return stage, detail
         error = getattr(error, "cause", None) or error.__cause__
     return None
+
+
+def _stop_log_forwarding() -> None:
+    """Disconnect from Ray so no worker line is forwarded after the driver's last line."""
+    ray = sys.modules.get("ray")
+    if ray is not None and ray.is_initialized():
+        ray.shutdown()
 
 
 def run_skyrl(spec: JobSpec, stages: Stages) -> None:
@@ -226,6 +253,14 @@ def run_skyrl(spec: JobSpec, stages: Stages) -> None:
     ray.get(ray.remote(num_cpus=1)(_experiment).remote(cfg, spec))
 
 
+def _tickets(paths: Any, tokenizer: Any, cfg: Any) -> Any:
+    """SkyRL's ``PromptDataset`` over ticket files, tokenized in this process."""
+    from skyrl.train.dataset import PromptDataset
+
+    return PromptDataset(datasets=paths, tokenizer=tokenizer, max_prompt_length=cfg.trainer.max_prompt_length,
+                         num_workers=TICKET_TOKENIZE_WORKERS)
+
+
 def _experiment(cfg: Any, spec: JobSpec) -> None:
     """Runs inside the Ray task: the env registry and the trainer live in this process."""
     import ray
@@ -250,11 +285,18 @@ def _experiment(cfg: Any, spec: JobSpec) -> None:
 
         def get_train_dataset(self) -> Any:
             with stages.running("train-dataset"):
-                return super().get_train_dataset()
+                dataset = _tickets(self.cfg.data.train_data, self.tokenizer, self.cfg)
+                # BasePPOExp.get_train_dataset's own check
+                if len(dataset) < self.cfg.trainer.train_batch_size:
+                    raise ValueError(f"dataset should be at least as large as `train_batch_size` "
+                                     f"{self.cfg.trainer.train_batch_size}, got size {len(dataset)}")
+                return dataset
 
         def get_eval_dataset(self) -> Any:
             with stages.running("eval-dataset"):
-                return super().get_eval_dataset()
+                if self.cfg.trainer.eval_interval > 0 and self.cfg.data.val_data:
+                    return _tickets(self.cfg.data.val_data, self.tokenizer, self.cfg)
+                return None
 
         def get_colocate_pg(self, *args: Any, **kwargs: Any) -> Any:
             with stages.running("placement-group"):
@@ -288,6 +330,8 @@ def _experiment(cfg: Any, spec: JobSpec) -> None:
             return trainer
 
         def _setup_trainer(self) -> Any:
+            # imports the FSDP workers (flash-attn's CUDA kernels), then the tracker, engines, trainer
+            stages.enter("trainer-setup")
             trainer = super()._setup_trainer()
             stages.enter("train")  # BasePPOExp.run: asyncio.run(trainer.train())
             return trainer
@@ -297,7 +341,7 @@ def _experiment(cfg: Any, spec: JobSpec) -> None:
     except StageFailed:
         raise
     except Exception as error:
-        raise StageFailed(stages.current, error) from error
+        raise StageFailed.of(stages.current, error) from error
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -323,10 +367,10 @@ def main(argv: list[str] | None = None) -> int:
         run_skyrl(spec, stages)
     except Exception as error:
         traceback.print_exc()
-        failed = failed_stage(error)
-        detail = str(failed) if failed else f"{stages.current}: {type(error).__name__}: {error}"
-        # The last line of the job's log, so Ray's job message (its log's tail) names the stage.
-        print(f"{FAILED_MARKER} {detail}", file=sys.stderr, flush=True)
+        stage, detail = failed_stage(error) or (stages.current, f"{type(error).__name__}: {error}")
+        _stop_log_forwarding()
+        # The job log's last line: Ray's job message (the log's last lines) names the stage.
+        print(f"{FAILED_MARKER} {stage}: {detail}", file=sys.stderr, flush=True)
         return 1
     return 0
 

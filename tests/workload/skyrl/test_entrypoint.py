@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import pickle
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -85,9 +86,12 @@ def test_the_stage_survives_rays_task_error_wrapping():
             super().__init__("task failed")
             self.cause = cause
 
-    inner = StageFailed("inference-client", ModuleNotFoundError("No module named 'vllm'"))
-    assert failed_stage(TaskError(inner)) is inner
+    inner = StageFailed.of("inference-client", ModuleNotFoundError("No module named 'vllm'"))
+    assert failed_stage(TaskError(inner)) == ("inference-client", "ModuleNotFoundError: No module named 'vllm'")
     assert str(inner) == "inference-client: ModuleNotFoundError: No module named 'vllm'"
+    # Ray pickles the task's exception to the driver: the stage must survive the round trip
+    copy = pickle.loads(pickle.dumps(inner))
+    assert (copy.stage, str(copy)) == ("inference-client", str(inner))
     assert failed_stage(TaskError(ValueError("x"))) is None
 
 
