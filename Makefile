@@ -6,8 +6,24 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.stamp
 CDK := node_modules/.bin/cdk
-PROFILE ?= small
+# Cluster size of deploy, destroy, synth and lint (PROFILE= is its old name). Unset, deploy and destroy
+# use the size `skymaze deploy` or `skymaze use` recorded, else small; synth and lint use small.
+SIZE ?= $(PROFILE)
+DEFAULT_SIZE := small
 RUN ?=
+# torch: PyPI's Linux wheel of torch 2.13.0 is the CUDA build (several GB of CUDA libraries), and the
+# rehearsal and the tests run on the CPU; so on Linux torch comes from PyTorch's CPU index (the +cpu
+# build). macOS wheels on PyPI are CPU builds already. TORCH_INDEX= (empty) leaves it to pip's own
+# configuration, e.g. a mirror or a wheel folder that already holds the CPU build.
+UNAME_S ?= $(shell uname -s)
+TORCH_VERSION := 2.13.0
+ifeq ($(UNAME_S),Linux)
+TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
+TORCH_SPEC := torch==$(TORCH_VERSION)+cpu
+else
+TORCH_INDEX ?=
+TORCH_SPEC := torch==$(TORCH_VERSION)
+endif
 
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export CDK_DISABLE_CLI_TELEMETRY := true
@@ -29,7 +45,7 @@ $(STAMP): requirements.txt constraints.txt pyproject.toml package.json package-l
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	@echo "install: pinned Python environment into $(VENV) (first time: ~2 min)"
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q torch==2.13.0
+	$(PY) -m pip install -q $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX) )$(TORCH_SPEC)
 	$(PY) -m pip install -q -r requirements.txt -c constraints.txt
 	$(PY) -m pip install -q --no-deps --no-build-isolation -e .
 	@echo "install: aws-cdk CLI (npm ci)"
@@ -76,12 +92,12 @@ lock-images: $(CONTRACT_STAMP) ## re-resolve containers/trainer/requirements.loc
 	PYTHONPATH=$(CURDIR) $(CONTRACT_PY) containers/lock.py
 
 synth: $(STAMP) ## offline `cdk synth` of every stack into cdk.out/ (no credentials, network or Docker)
-	$(CDK) synth -q -c profile=$(PROFILE)
+	$(CDK) synth -q -c profile=$(or $(SIZE),$(DEFAULT_SIZE))
 	@ls cdk.out/*.template.json
 
 lint: $(STAMP) ## ruff, cfn-lint, hadolint, shellcheck
 	$(PY) -m ruff check .
-	$(CDK) synth -q -c profile=$(PROFILE)
+	$(CDK) synth -q -c profile=$(or $(SIZE),$(DEFAULT_SIZE))
 	$(VENV)/bin/cfn-lint -r us-west-2 --non-zero-exit-code error cdk.out/*.template.json
 	find containers -name Dockerfile -print0 | xargs -0 -r $(VENV)/bin/hadolint
 	$(VENV)/bin/shellcheck .ci/run $$(find infra containers -name '*.sh')
@@ -90,14 +106,14 @@ bench: $(STAMP) ## benchmarks: figures as ratios against a baseline measured in 
 	$(PY) -m pip install -q -r benchmarks/requirements.txt
 	$(PY) -m benchmarks
 
-rehearse: $(STAMP) ## the whole training loop on CPU with a tiny model (about 190 s wall on an idle 2-core machine)
+rehearse: $(STAMP) ## the whole training loop on CPU with a tiny model, then the control (seed 0: 830 CPU s; RUN=control.enabled=false skips the control)
 	$(VENV)/bin/skymaze rehearse $(addprefix --set ,$(RUN))
 
-deploy: $(STAMP) ## cdk deploy --all for PROFILE (needs AWS credentials and Docker)
-	$(VENV)/bin/skymaze deploy --profile $(PROFILE)
+deploy: $(STAMP) ## cdk deploy --all for SIZE (needs AWS credentials and Docker)
+	$(VENV)/bin/skymaze deploy $(if $(SIZE),--size $(SIZE))
 
 destroy: $(STAMP) ## tear down Kubernetes objects that own AWS resources, then cdk destroy --all
-	$(VENV)/bin/skymaze teardown --profile $(PROFILE)
+	$(VENV)/bin/skymaze teardown $(if $(SIZE),--size $(SIZE))
 
 lock: ## regenerate constraints.txt from the current venv
 	{ echo "# Full transitive lock (pip freeze of a working venv), applied with -c by the Makefile."; \

@@ -1,4 +1,7 @@
-"""Run every benchmark module (``bench_*.py``) or the ones named on the command line."""
+"""Run every benchmark module (``bench_*.py``) or the ones named on the command line.
+
+Usage: python -m benchmarks [NAME ...]   (no name: all; --help lists the names)
+"""
 
 from __future__ import annotations
 
@@ -15,6 +18,11 @@ def _available() -> list[str]:
 
 
 def main(argv: list[str]) -> int:
+    if {"-h", "--help"} & set(argv):
+        print(f"usage: python -m benchmarks [NAME ...]\nRuns every benchmark, or the ones named; each prints its figures "
+              f"as ratios against a baseline measured in the same run.\nbenchmarks: {' '.join(_available())}\n"
+              "example: python -m benchmarks rehearse")
+        return 0
     names = argv or _available()
     unknown = sorted(set(names) - set(_available()))
     if unknown:

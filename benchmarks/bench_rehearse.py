@@ -119,14 +119,22 @@ def print_rehearsal(report: dict, wall: float, before_cal: float, after_cal: flo
         "evals (step: held-out / validation solves): "
         + ", ".join(f"{e['step']}: {e['solved']}/{e['validation_solved']}" for e in report["evals"])
     )
-    paired = report["paired"]
+    paired, n = report["paired"], report["baseline"]["total"]
     print(
-        f"baseline {report['baseline']['solved']}/64, selected {report['selected']['solved']}/64 "
+        f"baseline {report['baseline']['solved']}/{n}, selected {report['selected']['solved']}/{n} "
         f"(step {report['selected']['step']}, p = {paired['selected_vs_baseline']['p_value']:.3g}), "
-        f"final {report['final']['solved']}/64 (p = {paired['final_vs_baseline']['p_value']:.3g}), "
-        f"served {report['served'].get('solved')}/64; clears the bar: {report['bar']['clears']}",
+        f"final {report['final']['solved']}/{n} (p = {paired['final_vs_baseline']['p_value']:.3g}), "
+        f"served {report['served'].get('solved')}/{n}; clears the bar: {report['bar']['clears']}",
         flush=True,
     )
+    if report.get("control"):
+        control = report["control"]
+        print(
+            f"control {control['solved']}/{n} after {control['sft_steps']} more SFT steps "
+            f"({control['cpu_s']:.0f} CPU s for a budget of {control['budget_cpu_s']:.0f}); "
+            f"GRPO vs control p = {paired['selected_vs_control']['p_value']:.3g}: {report['verdict']['text']}",
+            flush=True,
+        )
 
 
 def main() -> None:

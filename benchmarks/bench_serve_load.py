@@ -3,7 +3,9 @@
 One CPU model replica runs ``MAX_ONGOING`` requests and queues ``MAX_QUEUED`` more, so its
 capacity is ``MAX_ONGOING + MAX_QUEUED`` requests in flight. Closed-loop clients (each sends its
 next request when the previous answer arrives, ignoring Retry-After, as a worst case) run for
-``LEVEL_S`` seconds at 1x, 2x and 10x that capacity. Per level: p50/p99 latency of the answered
+``LEVEL_S`` seconds at 1x, 2x and 10x that capacity. Goal: goodput (answered requests per second)
+at 10x at least 80 % of 1x's, the answered requests' p99 bounded, every refusal the endpoint's own
+(OpenAI error body + Retry-After, not Serve's plain-text 503). Per level: p50/p99 latency of the answered
 (200) requests and of the refused (503) ones, answered requests per second, the status mix, and
 the resident memory of the Serve processes (proxy, ingress, model replica) before and after.
 CPU user+sys seconds of those processes are printed too: the machine is shared, so compare
@@ -31,6 +33,8 @@ LEVEL_S = 20.0
 REQUEST_TIMEOUT_S = 120.0
 MAX_TOKENS = 4
 SERVE_PROCESS_TITLES = ("ProxyActor", "ServeReplica")
+# Status recorded for a 503 that is not the endpoint's (no OpenAI error body or no Retry-After).
+PLAIN_503 = -503
 
 
 def _body(base: str) -> bytes:
@@ -86,8 +90,10 @@ def _client_loop(host: str, port: int, path: str, body: bytes, stop_at: float, r
         try:
             conn.request("POST", path, body=body, headers={"Content-Type": "application/json"})
             response = conn.getresponse()
-            response.read()
+            payload = response.read()
             status = response.status
+            if status == 503 and not (response.getheader("Retry-After") and payload.startswith(b'{"error"')):
+                status = PLAIN_503  # Serve's proxy answered instead of the endpoint
         except (OSError, http.client.HTTPException):
             status = 0  # connection refused/reset: counted as its own kind of error
             conn.close()
@@ -102,7 +108,7 @@ def _percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))] if ordered else float("nan")
 
 
-def _level(url: str, body: bytes, clients: int, processes: list) -> None:
+def _level(url: str, body: bytes, clients: int, processes: list) -> dict[str, float]:
     host_port = url.removeprefix("http://").split("/", 1)
     host, port = host_port[0].split(":")
     path = "/" + (host_port[1] + "/" if len(host_port) > 1 and host_port[1] else "") + "v1/chat/completions"
@@ -129,6 +135,24 @@ def _level(url: str, body: bytes, clients: int, processes: list) -> None:
     for name, before in memory_before.items():
         print(f"   RSS {before:.0f} -> {memory_after.get(name, float('nan')):.0f} MiB  {name}")
     print(f"   Serve processes' CPU user+sys: {cpu_after - cpu_before:.1f} s")
+    return {
+        "goodput": len(ok) / wall,
+        "p99_ms": 1000 * _percentile(ok, 0.99),
+        "ours": mix.get(503, 0),
+        "plain": mix.get(PLAIN_503, 0),
+        "other": sum(n for status, n in mix.items() if status not in {200, 503, PLAIN_503}),
+    }
+
+
+def _table(rows: dict[int, dict[str, float]]) -> None:
+    """Goodput per level as a ratio of 1x's, the admitted requests' p99 and who answered the refusals."""
+    print("\nload  goodput req/s  vs 1x  200 p99 ms  503 (endpoint)  503 (Serve proxy)  other")
+    base = rows[LEVELS[0]]["goodput"]
+    for multiple, row in rows.items():
+        print(
+            f"{multiple:>3}x  {row['goodput']:>13.1f}  {row['goodput'] / base:>5.2f}  {row['p99_ms']:>10.0f}  "
+            f"{row['ours']:>14}  {row['plain']:>17}  {row['other']:>5}"
+        )
 
 
 def main() -> None:
@@ -156,8 +180,8 @@ def main() -> None:
                 f"capacity {CAPACITY} in flight ({MAX_ONGOING} on the replica + {MAX_QUEUED} queued); "
                 f"{LEVEL_S:.0f} s a level; {MAX_TOKENS} greedy tokens a maze turn"
             )
-            for multiple in LEVELS:
-                _level(server.url, body, multiple * CAPACITY, processes)
+            rows = {multiple: _level(server.url, body, multiple * CAPACITY, processes) for multiple in LEVELS}
+            _table(rows)
 
 
 if __name__ == "__main__":

@@ -71,6 +71,15 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.slow)
 
 
+@pytest.fixture(autouse=True)
+def _deploy_context_in_tmp(tmp_path, monkeypatch):
+    """In-process commands record and read the deployment context (``.skymaze/context.json`` of the working
+    folder) under the test's own folder, never in the checkout."""
+    from workload.ops import context
+
+    monkeypatch.setattr(context, "CONTEXT_PATH", tmp_path / ".skymaze" / "context.json")
+
+
 @pytest.fixture(scope="session")
 def repo_root() -> pathlib.Path:
     return ROOT

@@ -106,3 +106,31 @@ def test_readme_command_parses(command, complete):
 def test_the_check_refuses_what_no_longer_parses(command, complete, message):
     with pytest.raises(UsageError, match=message):
         check(command, complete=complete)
+
+
+# What cannot be pasted: a placeholder (JOB_ID, NAME, KEY=VALUE, ACCOUNT), an elision, or a number only one
+# machine's run has (a step). Syntax lines say they are syntax with <...> or [...] and are not commands.
+PLACEHOLDER = re.compile(r"(?<![\w./:-])[A-Z][A-Z0-9_]*(?![\w./:-])|\.\.\.|--step \d+|global_step_\d+")
+
+
+def unpasteable(command: str) -> list[str]:
+    """The parts of a documented command a user would have to replace before running it."""
+    return PLACEHOLDER.findall(command)
+
+
+def test_every_documented_command_pastes_as_written():
+    found = {command: unpasteable(command) for command, _ in COMMANDS if unpasteable(command)}
+    assert found == {}, "write a command that runs as shown (the CLI finds jobs, steps, buckets), or mark syntax <...>"
+
+
+@pytest.mark.parametrize(("command", "parts"), [
+    ("skymaze status JOB_ID", ["JOB_ID"]),
+    ("skymaze logs raysubmit_... -f", ["..."]),
+    ("skymaze promote --run runs/latest --step 40 --to adapters/step-40", ["--step 40"]),
+    ("skymaze rehearse --set KEY=VALUE", ["KEY", "VALUE"]),
+    ("skymaze evaluate --model maze-sft:global_step_40 --endpoint http://127.0.0.1:8000", ["global_step_40"]),
+    ("skymaze evaluate --endpoint http://127.0.0.1:8000 --model Qwen/Qwen3-VL-8B-Instruct:maze-grpo", []),
+    ("skymaze promote --run /shared/runs/maze-blog --name maze-grpo", []),
+])
+def test_the_paste_check_sees_placeholders_and_nothing_else(command, parts):
+    assert unpasteable(command) == parts

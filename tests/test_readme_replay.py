@@ -9,9 +9,11 @@ moto server for the AWS APIs it emulates (STS, S3, SageMaker HyperPod), and a lo
 holding the promoted adapter under the cluster's model id. `deploy`, `diff` and `teardown` need a
 real account; without one they must refuse in one line.
 
-README's placeholders and cluster-only values are replaced by `SUBSTITUTIONS`, flags a local run
-needs are added by `ADDED`; a README command that is not replayed must be in `NOT_REPLAYED` with
-its reason. A README command in neither the checks nor that list fails `test_every_readme_command_is_replayed_or_excused`.
+Commands run as written (tests/test_readme_commands.py refuses placeholders and step numbers), but for
+`SUBSTITUTIONS`: the one path only the cluster's pods have and the port 8000 a shared machine may already
+use; `ADDED` flags keep a local run off the machine's shared places. A documented command that is not
+replayed must be in `NOT_REPLAYED` with its reason; one in neither fails
+`test_every_readme_command_is_replayed_or_excused`.
 """
 
 from __future__ import annotations
@@ -44,7 +46,6 @@ POLL_S = 0.2
 MOTO_ACCOUNT = "123456789012"  # moto's default account id
 REGION = "us-west-2"
 ARTIFACTS_BUCKET = f"skymaze-artifacts-{MOTO_ACCOUNT}-{REGION}"  # workload/deployment/settings.py: NAME-artifacts-ACCOUNT-REGION
-LAPTOP_BUCKET = "skymaze-artifacts-synced"  # README elides the bucket (`s3://.../`): any other bucket
 HYPERPOD_CLUSTER = "skymaze-hyperpod"  # infra/stacks/cluster.py: f"{settings.name}-hyperpod"
 CREDENTIALS_REFUSAL = ("error: no AWS credentials found; configure credentials (aws configure, aws sso login, or "
                        "AWS_PROFILE=NAME) and check them with `aws sts get-caller-identity`")
@@ -53,32 +54,16 @@ STANDIN_MODEL_ID = "Qwen/Qwen3-VL-8B-Instruct"  # the cluster endpoint's base mo
 # README text -> what the replay runs instead, and why. Applied in order, to every command (a
 # `when` restricts an entry to commands containing it); values in braces come from the walk.
 SUBSTITUTIONS: tuple[tuple[str | None, str, str, str], ...] = (
-    (None, "/shared/runs/maze-blog", "{run_root}", "the cluster run on FSx: the rehearsal's run"),
-    (None, "runs/maze-blog", "runs/latest", "the cluster run synced to a laptop: the rehearsal's run"),
-    (None, "global_step_40", "global_step_{step}", "README's example step: the step the rehearsal served"),
-    (None, "--step 40", "--step {step}", "README's example step: the step the rehearsal served"),
-    (None, "--step 160", "--step {step}", "the published run's last export: the rehearsal's served step"),
-    (None, "ACCOUNT", MOTO_ACCOUNT, "the AWS account: moto's"),
-    (None, "s3://.../", f"s3://{LAPTOP_BUCKET}/", "a bucket README elides: one in moto"),
+    (None, "/shared/runs/maze-blog", "{run_root}", "the cluster run on FSx, a path only its pods have: the rehearsal's run"),
     (STANDIN_MODEL_ID, "http://127.0.0.1:8000", "http://127.0.0.1:{cluster_port}",
      "the cluster endpoint's port-forward: the stand-in endpoint's free port"),
     (None, "http://127.0.0.1:8000", "http://127.0.0.1:{port}", "8000 may be taken on a shared machine: a free port"),
     (None, "--port 8000", "--port {port}", "8000 may be taken on a shared machine: a free port"),
-    (None, "raysubmit_...", "{job}", "the id `skymaze submit --recipe blog` printed"),
-    ("supervise", "JOB_ID", "{supervised_job}", "the id `skymaze submit --recipe blog --supervise` printed"),
-    (None, "JOB_ID", "{job}", "the id `skymaze submit --recipe blog` printed"),
-    (None, "stop JOB", "stop {job}", "the id `skymaze submit --recipe blog` printed"),
-    (None, "-c KEY=VALUE", "-c worker_count=2", "a deploy setting"),
-    (None, "--set KEY=VALUE", "--recipe local {smoke_sets}", "the session rehearsal's settings: the run resumes"),
-    (None, "--recipe NAME", "--recipe local {smoke_sets}", "the session rehearsal's settings: the run resumes"),
-    (None, "recipe check NAME", "recipe check local", "a recipe README ships"),
-    (None, "--heldout NAME", "--heldout rehearsal-7x7-64", "a held-out set README ships"),
-    (None, "--profile P ", "--profile small ", "a deploy profile"),
 )
 # Flags a command needs here and not on the cluster, by the command's start (after substitution).
 ADDED: tuple[tuple[str, str, str], ...] = (
     ("skymaze submit", "--set shared_root={shared}", "/shared is the cluster's FSx mount: a fresh folder here"),
-    ("skymaze supervise raysubmit_", "--poll-s 1 --metrics-port 0",
+    ("skymaze supervise", "--poll-s 1 --metrics-port 0",
      "the pod's 15 s poll and fixed metrics port, on a shared machine: a short poll, no metrics port"),
     ("skymaze maze freeze", "--dir {heldout_dir}", "the default writes the committed set in the package"),
 )
@@ -89,6 +74,8 @@ NOT_REPLAYED = {
     "skymaze promote": "prose naming the command; its complete forms are replayed",
     "skymaze serve": "prose naming the command; its complete form is replayed",
     "skymaze submit/status/logs/stop": "prose naming four commands; each is replayed on its own",
+    "skymaze rehearse": "a whole default rehearsal (minutes); the walk reruns the session's rehearsal instead "
+                        "(test_a_rerun_rehearsal_resumes_and_keeps_its_report)",
 }
 
 
@@ -183,16 +170,18 @@ def _kind(command: str) -> str:
     """Which stand-in a README command runs against."""
     words = command.split()
     verb = " ".join(words[1:3]) if words[1] in {"cluster", "jobs", "recipe", "maze"} else words[1]
-    if verb in {"deploy", "diff"} or (verb == "teardown" and "--dry-run" not in words):
+    if verb in {"deploy", "diff", "preflight"} or (verb == "teardown" and "--dry-run" not in words):
         return "no-account"
     if verb in {"submit", "status", "logs", "stop", "supervise", "jobs list"}:
         return "ray"
-    if verb == "cluster status" or (verb == "promote" and "s3://" in command):
+    if verb == "cluster status" or (verb == "promote" and ("s3://" in command or "--name" in command)):
         return "moto"
     if verb in {"serve", "evaluate", "promote"}:
         return "endpoint"
     if verb == "rehearse":
         return "rehearse"
+    if verb == "use":
+        return "context"
     return "local"
 
 
@@ -207,16 +196,19 @@ def _wait_for_job_end(url: str, job_id: str) -> None:
 
 
 def _walk_ray(walk: Walk, commands: list[str]) -> None:
-    """Submits first (their ids fill JOB_ID), then the commands that read the jobs."""
+    """Submits first, as README orders them (the preflight before the run; `skymaze submit --size blog` last,
+    so it is the newest job the job commands find), then the commands that read the jobs."""
     env = _env(walk.home, RAY_ADDRESS=walk.ray_url)
-    submits = sorted((c for c in commands if c.split()[1] == "submit"), key=len)
+    order = {"skymaze submit": 0, "skymaze submit --size blog --preflight --wait-s 600": 1,
+             "skymaze submit --size blog --supervise": 2, "skymaze submit --size blog": 3}
+    submits = sorted((c for c in commands if c.split()[1] == "submit"), key=lambda c: order.get(c, -1))
     for command in submits:
         ran = _run(as_run(command, walk.values), walk.root, env)
         walk.ran[command] = ran
         found = re.search(r"^submitted (raysubmit_\w+)", ran.stdout, re.M)
-        if found and command == "skymaze submit --recipe blog":
+        if found and command == "skymaze submit --size blog":
             walk.values["job"] = found.group(1)
-        if found and command == "skymaze submit --recipe blog --supervise":
+        if found and command == "skymaze submit --size blog --supervise":
             walk.values["supervised_job"] = found.group(1)
     for job in (walk.values.get("job"), walk.values.get("supervised_job")):
         assert job, {c: walk.ran[c].stdout + walk.ran[c].stderr for c in submits}
@@ -232,15 +224,16 @@ def _walk_moto(walk: Walk, commands: list[str]) -> None:
     options = {"endpoint_url": walk.moto_url, "region_name": REGION, "aws_access_key_id": "testing",
                "aws_secret_access_key": "testing"}
     s3 = boto3.client("s3", **options)
-    for bucket in (ARTIFACTS_BUCKET, LAPTOP_BUCKET):
+    for bucket in (ARTIFACTS_BUCKET,):
         s3.create_bucket(Bucket=bucket, CreateBucketConfiguration={"LocationConstraint": REGION})
     # moto 5.2's instance-type enum predates g7e: any GPU type stands in for the 3 workers of profile blog
     group = {"InstanceGroupName": "workers", "InstanceType": "ml.g5.12xlarge", "InstanceCount": 3,
              "LifeCycleConfig": {"SourceS3Uri": "s3://sagemaker-lifecycle/x", "OnCreate": "on_create.sh"},
              "ExecutionRole": f"arn:aws:iam::{MOTO_ACCOUNT}:role/node", "ThreadsPerCore": 1}
     boto3.client("sagemaker", **options).create_cluster(ClusterName=HYPERPOD_CLUSTER, InstanceGroups=[group])
-    for command in commands:
-        walk.ran[command] = _run(as_run(command, walk.values), walk.root, _moto_env(walk))
+    for command in commands:  # the cluster's pods name their artifacts bucket (infra/stacks/ray.py)
+        walk.ran[command] = _run(as_run(command, walk.values), walk.root,
+                                 {**_moto_env(walk), "SKYMAZE_ARTIFACTS": f"s3://{ARTIFACTS_BUCKET}"})
 
 
 class _Server:
@@ -301,7 +294,7 @@ def _run_client_example(walk: Walk, env: dict[str, str]) -> Ran:
     """README's Python example (any OpenAI client) against README's server, with the table's substitutions."""
     text = docs.text()
     code = text[text.index("Any OpenAI\nclient works:\n\n```python\n") :].split("```python\n", 1)[1].split("```", 1)[0]
-    for old, new in (("http://127.0.0.1:8000", "http://127.0.0.1:{port}"), ("global_step_40", "global_step_{step}")):
+    for old, new in (("http://127.0.0.1:8000", "http://127.0.0.1:{port}"),):
         assert old in code, old
         code = code.replace(old, new.format_map(walk.values))
     started = time.monotonic()
@@ -310,18 +303,27 @@ def _run_client_example(walk: Walk, env: dict[str, str]) -> Ran:
     return Ran(done.args, done.returncode, done.stdout, done.stderr, time.monotonic() - started)
 
 
-def _walk_rehearse(walk: Walk, commands: list[str]) -> None:
-    """In a second fresh folder holding a copy of the run (a resumed rehearsal rewrites its report)."""
+REHEARSE_AGAIN = "README's `make rehearse`, run again"
+
+
+def _walk_rehearse(walk: Walk) -> None:
+    """`make rehearse` a second time (with the session rehearsal's settings, so it finds that run), in a fresh
+    folder holding a copy of the run: a finished run resumes and its report keeps its measurements."""
     folder = walk.root.parent / "rehearse"
     folder.mkdir()
     shutil.copytree(walk.run_root.parent, folder / "runs", symlinks=True)
-    runs: dict[str, Ran] = {}
-    for command in commands:
-        replayed = as_run(command, walk.values)
-        if replayed not in runs:  # README's two forms replay as one command line
-            runs[replayed] = _run(replayed, folder, _env(walk.home))
-        walk.ran[command] = runs[replayed]
+    walk.ran[REHEARSE_AGAIN] = _run(f"skymaze rehearse {walk.values['smoke_sets']}", folder, _env(walk.home))
     walk.values["rehearse_root"] = str(folder)
+
+
+def _walk_context(walk: Walk, commands: list[str]) -> None:
+    """In a folder of their own, in order (`skymaze use` before `skymaze use blog`): a recorded size would
+    change what the other commands act on."""
+    folder = walk.root.parent / "context"
+    folder.mkdir()
+    for command in commands:
+        walk.ran[command] = _run(as_run(command, walk.values), folder, _env(walk.home))
+    walk.values["context_root"] = str(folder)
 
 
 @pytest.fixture(scope="module")
@@ -363,12 +365,13 @@ def walk(rehearsal_smoke, skyrl_ray_head, moto_url, tmp_path_factory) -> Walk:
     started, cpu_before = time.monotonic(), os.times()
     for command in by_kind.get("local", []) + by_kind.get("no-account", []):
         walk.ran[command] = _run(as_run(command, values), root, _env(home))
-    for command in by_kind.get("no-account", []):
+    for command in (c for c in by_kind.get("no-account", []) if c.split()[1] != "preflight"):  # read-only: no dry run
         walk.dry_runs[command] = _run(f"{as_run(command, values)} --dry-run", root, _env(home))
     _walk_ray(walk, by_kind.get("ray", []))
     _walk_moto(walk, by_kind.get("moto", []))
     _walk_endpoint(walk, by_kind.get("endpoint", []))
-    _walk_rehearse(walk, by_kind.get("rehearse", []))
+    _walk_rehearse(walk)
+    _walk_context(walk, by_kind.get("context", []))
     cpu = os.times()
     cpu_s = sum(cpu[:4]) - sum(cpu_before[:4])  # this process and its waited-for children (the commands)
     print(f"README walk: {len(walk.ran)} commands in {time.monotonic() - started:.0f} s wall, {cpu_s:.0f} s CPU "
@@ -446,7 +449,7 @@ def _cost_guard_line(walk: Walk, ran: Ran) -> None:
     """README shows this command piped: the pipe as written (by bash) prints what README shows."""
     _ok(ran)
     (line,) = [line.removeprefix("$ ") for line in docs.text().splitlines()
-               if line.startswith("$ skymaze cost --profile blog --hours 12 --left-up-hours 72 --guard-hours 14 |")]
+               if line.startswith("$ skymaze cost --size blog --hours 12 --left-up-hours 72 --guard-hours 14 |")]
     env = _env(walk.home, PATH=f"{CONSOLE_SCRIPT.parent}{os.pathsep}{os.environ['PATH']}")
     piped = subprocess.run(["bash", "-o", "pipefail", "-c", line], cwd=walk.root, env=env, capture_output=True,
                            text=True, timeout=COMMAND_TIMEOUT_S)
@@ -518,13 +521,13 @@ def _maze_heldout(walk: Walk, ran: Ran) -> None:
 
 def _maze_freeze(walk: Walk, ran: Ran) -> None:
     _ok(ran)
-    name = "rehearsal-7x7-64.json"
+    (name,) = [f"{word}.json" for word in ran.argv if word in ("easy-64", "rehearsal-7x7-maps")]
     committed = ROOT / "workload" / "maze" / "heldout" / name
     assert (Path(walk.values["heldout_dir"]) / name).read_bytes() == committed.read_bytes()
 
 
 def _teardown_plan(walk: Walk, ran: Ran) -> None:
-    _prints_readmes_output(walk, ran, "skymaze teardown --profile blog --dry-run")
+    _prints_readmes_output(walk, ran, "skymaze teardown --size blog --dry-run")
 
 
 def _submitted(recipe: str) -> Callable[[Walk, Ran], None]:
@@ -614,7 +617,7 @@ def _promoted_to_s3(bucket: str) -> Callable[[Walk, Ran], None]:
 def _promoted_to_folder(walk: Walk, ran: Ran) -> None:
     _ok(ran)
     policy = walk.run_root / "exports" / f"global_step_{walk.step}" / "policy"
-    promoted = walk.root / "adapters" / "step-40"
+    promoted = walk.root / "adapters" / "maze-rehearsal"
     assert (promoted / "adapter_model.safetensors").read_bytes() == (policy / "adapter_model.safetensors").read_bytes()
     assert json.loads((promoted / "manifest.json").read_text())["source"] == {"run_dir": "runs/latest", "step": walk.step}
 
@@ -622,7 +625,8 @@ def _promoted_to_folder(walk: Walk, ran: Ran) -> None:
 def _served(walk: Walk, ran: Ran) -> None:
     assert ran.returncode == 0, ran.stdout[-3000:]  # SIGTERM stops it cleanly
     assert f"serving at http://127.0.0.1:{walk.values['port']}/v1 (OpenAI API)" in ran.stdout
-    assert f"models: maze-sft, maze-sft:global_step_{walk.step}" in ran.stdout
+    assert "models: maze-sft, maze-sft:selected" in ran.stdout
+    assert "Next:" in ran.stdout.split("Ctrl-C stops the server")[0]  # the next step while it serves, not after
 
 
 def _in_process(walk: Walk) -> dict:
@@ -631,7 +635,7 @@ def _in_process(walk: Walk) -> dict:
 
 def _evaluated_as_in_process(walk: Walk, ran: Ran) -> None:
     _ok(ran)
-    replayed = json.loads((walk.root / "evals" / "step-40" / "report.json").read_text())
+    replayed = json.loads((walk.root / "evals" / "selected" / "report.json").read_text())
     in_process = _in_process(walk)
     assert replayed["set"] == in_process["set"] and replayed["total"] == in_process["total"] == 64
     assert replayed["solved"] == in_process["solved"]
@@ -658,6 +662,24 @@ def _rehearsal_resumed(walk: Walk, ran: Ran) -> None:
     for key in ("baseline", "selected", "final"):
         assert resumed[key]["per_maze"] == original[key]["per_maze"], key
     assert resumed["served"]["per_maze"] == original["served"]["per_maze"] == original["selected"]["per_maze"]
+    # The rerun only read the run back: the report keeps what the run that made it measured.
+    for key in ("wall_seconds", "cpu_seconds", "phase_seconds", "peak_memory_gib", "sft"):
+        assert resumed[key] == original[key], key
+    assert resumed["reread"]["wall_seconds"] < original["wall_seconds"]
+
+
+def _nothing_recorded(walk: Walk, ran: Ran) -> None:
+    _ok(ran)
+    assert ran.stdout.startswith("no deployment recorded in .skymaze/context.json"), ran.stdout
+
+
+def _use_recorded(walk: Walk, ran: Ran) -> None:
+    """`use blog` records the size; a later command in that folder acts on it without naming it."""
+    _ok(ran)
+    assert ran.stdout.startswith("recorded size blog in us-west-2 (EKS skymaze-eks, HyperPod skymaze-hyperpod"), ran.stdout
+    plan = _run("skymaze plan --json", Path(walk.values["context_root"]), _env(walk.home))
+    _ok(plan)
+    assert (json.loads(plan.stdout)["profile"], json.loads(plan.stdout)["policy_gpus"]) == ("blog", 6)
 
 
 def _refused(walk: Walk, ran: Ran) -> None:
@@ -673,67 +695,67 @@ def _refused(walk: Walk, ran: Ran) -> None:
 CHECKS: dict[str, Callable[[Walk, Ran], None]] = {
     "skymaze --version": _version,
     "skymaze --install-completion": _completion,
-    "skymaze cost --profile P --hours 1": _cost_small,
-    "skymaze cost --profile blog --hours 12": lambda w, r: _prints_readmes_output(
-        w, r, "skymaze cost --profile blog --hours 12"),
-    "skymaze cost --profile blog --hours 12 --left-up-hours 72 --guard-hours 14": _cost_guard_line,
+    "skymaze cost --size small --hours 1": _cost_small,
+    "skymaze cost --size blog --hours 1": lambda w, r: (_ok(r), r.stdout.startswith("Cost of profile 'blog' deployed for 1 h")),
+    "skymaze cost --size blog --hours 12": lambda w, r: _prints_readmes_output(
+        w, r, "skymaze cost --size blog --hours 12"),
+    "skymaze cost --size blog --hours 12 --left-up-hours 72 --guard-hours 14": _cost_guard_line,
     "skymaze plan": _plan_fits("small"),
-    "skymaze plan --profile blog": _plan_shows_readmes_fit,
-    "skymaze plan --recipe blog --profile blog": _plan_fits("blog"),
+    "skymaze plan --size blog": _plan_shows_readmes_fit,
+    "skymaze plan --recipe blog --size blog": _plan_fits("blog"),
     "skymaze recipe list": _recipe_list,
     "skymaze recipe show blog": _recipe_show_blog,
     "skymaze recipe show blog --fields": _fields_table("blog"),
     "skymaze recipe show local --fields": _fields_table("local"),
     "skymaze recipe check": _recipe_ok("small"),
-    "skymaze recipe check NAME": _recipe_ok("local"),
-    "skymaze recipe check blog --profile blog": _recipe_ok("blog"),
+    "skymaze recipe check blog --size blog": _recipe_ok("blog"),
     "skymaze maze show --seed 0 --size 9 -o maze.png --strip episode.png": _maze_show,
     "skymaze maze heldout --heldout easy-64 --mazes": _maze_heldout,
-    "skymaze maze freeze --heldout NAME": _maze_freeze,
-    "skymaze teardown --profile blog --dry-run": _teardown_plan,
+    "skymaze maze freeze --heldout easy-64": _maze_freeze,
+    "skymaze maze freeze --heldout rehearsal-7x7-maps": _maze_freeze,
+    "skymaze teardown --size blog --dry-run": _teardown_plan,
     "skymaze deploy": _refused,
-    "skymaze deploy --profile blog": _refused,
-    "skymaze deploy --profile blog --bootstrap": _refused,
-    "skymaze deploy --profile blog -c KEY=VALUE": _refused,
-    "skymaze deploy --profile blog -c alert_emails=ml@example.com -c budget_usd_per_month=3000 "
-    "-c max_deployed_hours=14 -c supervise_group_idle_s=1800": _refused,
-    "skymaze deploy --profile blog -c worker_count=2 -c removal=retain": _refused,
-    "skymaze deploy --profile blog -c vpc_id=vpc-0123456789abcdef0 -c private_subnet_ids=subnet-0aaaaaaaaaaaaaaaa,"
+    "skymaze deploy --bootstrap": _refused,
+    "skymaze deploy --skip-preflight": _refused,
+    "skymaze preflight": _refused_for_credentials,
+    "skymaze preflight --size blog": _refused_for_credentials,
+    "skymaze deploy --size blog": _refused,
+    "skymaze deploy --size blog --bootstrap": _refused,
+    "skymaze deploy --size blog -c alert_emails=ml@example.com -c budget_usd_per_month=3000 "
+    "-c max_deployed_hours=14 -c supervise.group_idle_s=1800": _refused,
+    "skymaze deploy --size blog -c worker_count=2 -c removal=retain": _refused,
+    "skymaze deploy --size blog -c vpc_id=vpc-0123456789abcdef0 -c private_subnet_ids=subnet-0aaaaaaaaaaaaaaaa,"
     "subnet-0bbbbbbbbbbbbbbbb -c private_subnet_azs=us-west-2a,us-west-2b": _refused,
-    "skymaze deploy --profile blog -c vpc_id=vpc-0123456789abcdef0 -c private_subnet_ids=subnet-0aaaaaaaaaaaaaaaa "
+    "skymaze deploy --size blog -c vpc_id=vpc-0123456789abcdef0 -c private_subnet_ids=subnet-0aaaaaaaaaaaaaaaa "
     "-c private_subnet_azs=us-west-2a -c eks_cluster_name=platform -c eks_cluster_security_group_id=sg-0cccccccccccccccc":
     _refused,
-    "skymaze diff --profile blog": _refused,
+    "skymaze diff --size blog": _refused,
     "skymaze teardown": _refused,
     "skymaze teardown --keep-data": _refused,
-    "skymaze teardown --profile blog": _refused,
-    "skymaze teardown --profile blog --keep-data": _refused,
+    "skymaze teardown --size blog": _refused,
+    "skymaze teardown --size blog --keep-data": _refused,
     "skymaze submit": _submitted("small"),
-    "skymaze submit --recipe blog": _submitted("blog"),
-    "skymaze submit --recipe blog --preflight --wait-s 600": _preflight,
-    "skymaze submit --recipe blog --supervise": _supervised_submit,
-    "skymaze status JOB_ID": _status_failed,
-    "skymaze status raysubmit_...": _status_failed,
-    "skymaze logs JOB_ID": _logs,
-    "skymaze logs JOB_ID --follow": _logs,
-    "skymaze logs raysubmit_... -f": _logs,
+    "skymaze submit --size blog": _submitted("blog"),
+    "skymaze submit --size blog --preflight --wait-s 600": _preflight,
+    "skymaze submit --size blog --supervise": _supervised_submit,
+    "skymaze status": _status_failed,
+    "skymaze logs": _logs,
+    "skymaze logs --follow": _logs,
+    "skymaze logs -f": _logs,
     "skymaze jobs list": _jobs_list,
-    "skymaze stop JOB": _stop,
-    "skymaze stop JOB_ID": _stop,
-    "skymaze supervise JOB_ID": _supervise_gives_up,
+    "skymaze stop": _stop,
+    "skymaze supervise": _supervise_gives_up,
     "skymaze supervise --watch --in-cluster": _supervise_in_cluster,
-    "skymaze cluster status --profile blog": _cluster_status,
-    "skymaze promote --run /shared/runs/maze-blog --step 160 --to "
-    "s3://skymaze-artifacts-ACCOUNT-us-west-2/adapters/maze-grpo --max-lora-rank 64": _promoted_to_s3(ARTIFACTS_BUCKET),
-    "skymaze promote --run runs/maze-blog --step 160 --to s3://.../adapters/maze-grpo": _promoted_to_s3(LAPTOP_BUCKET),
-    "skymaze promote --run runs/latest --step 40 --to adapters/step-40": _promoted_to_folder,
+    "skymaze cluster status --size blog": _cluster_status,
+    "skymaze promote --run /shared/runs/maze-blog --name maze-grpo": _promoted_to_s3(ARTIFACTS_BUCKET),
+    "skymaze promote --run runs/latest --to adapters/maze-rehearsal": _promoted_to_folder,
     "skymaze serve --model runs/latest/models/sft --model-id maze-sft --adapters runs/latest/served --port 8000": _served,
-    "skymaze evaluate --endpoint http://127.0.0.1:8000 --model maze-sft:global_step_40 "
-    "--adapter runs/latest/served/global_step_40 --out evals/step-40": _evaluated_as_in_process,
+    "skymaze evaluate --endpoint http://127.0.0.1:8000 --model maze-sft:selected --wait-s 300 --out evals/selected":
+    _evaluated_as_in_process,
     "skymaze evaluate --endpoint http://127.0.0.1:8000 --model Qwen/Qwen3-VL-8B-Instruct:maze-grpo "
     "--heldout easy-64 --out evals/maze-grpo": _cluster_evaluate_refused,
-    "skymaze rehearse --recipe NAME": _rehearsal_resumed,
-    "skymaze rehearse --set KEY=VALUE": _rehearsal_resumed,
+    "skymaze use": _nothing_recorded,
+    "skymaze use blog": _use_recorded,
 }
 
 
@@ -788,17 +810,24 @@ def test_every_readme_command_is_replayed_or_excused():
     assert sorted((set(CHECKS) | set(NOT_REPLAYED)) - shown) == [], "checks of commands README no longer shows"
 
 
-def test_the_replay_changes_only_placeholders_and_local_flags():
-    values = {"run_root": "/r", "step": "6", "port": "1", "cluster_port": "2", "job": "raysubmit_j",
-              "supervised_job": "raysubmit_s", "shared": "/s", "heldout_dir": "/h", "smoke_sets": "--set a=1"}
-    assert as_run("skymaze logs raysubmit_... -f", values) == "skymaze logs raysubmit_j -f"
-    assert as_run("skymaze supervise JOB_ID", values) == "skymaze supervise raysubmit_s --poll-s 1 --metrics-port 0"
-    assert as_run("skymaze stop JOB", values) == as_run("skymaze stop JOB_ID", values) == "skymaze stop raysubmit_j"
-    assert as_run("skymaze rehearse --recipe NAME", values) == as_run("skymaze rehearse --set KEY=VALUE", values)
+def test_the_replay_changes_only_the_fsx_path_and_the_port():
+    values = {"run_root": "/r", "port": "1", "cluster_port": "2", "shared": "/s", "heldout_dir": "/h"}
     assert as_run("skymaze evaluate --endpoint http://127.0.0.1:8000 --model Qwen/Qwen3-VL-8B-Instruct:maze-grpo",
-                  values).startswith("skymaze evaluate --endpoint http://127.0.0.1:2 ")
-    for command in CHECKS:  # no placeholder survives
-        assert not re.search(r"\b(JOB|JOB_ID|NAME|KEY=VALUE|ACCOUNT)\b|\.\.\.|:8000\b", as_run(command, values)), command
+                  values) == "skymaze evaluate --endpoint http://127.0.0.1:2 --model Qwen/Qwen3-VL-8B-Instruct:maze-grpo"
+    for command in CHECKS:
+        replayed = as_run(command, values)
+        for start, flags, _why in ADDED:
+            if command.startswith(start):
+                replayed = replayed.removesuffix(f" {flags.format_map(values)}")
+        expected = command.replace("/shared/runs/maze-blog", "/r").replace("http://127.0.0.1:8000", "http://127.0.0.1:1")
+        expected = expected.replace("--port 8000", "--port 1")
+        if STANDIN_MODEL_ID in command:
+            expected = expected.replace("http://127.0.0.1:1", "http://127.0.0.1:2")
+        assert replayed == expected, command
+
+
+def test_a_rerun_rehearsal_resumes_and_keeps_its_report(walk):
+    _rehearsal_resumed(walk, walk.ran[REHEARSE_AGAIN])
 
 
 @pytest.mark.slow

@@ -21,13 +21,20 @@ EXTERNAL_DNS_ADDON = "external-dns"
 RAY_ENDPOINT_ADDONS = (CERT_MANAGER_ADDON, EBS_CSI_ADDON, EXTERNAL_DNS_ADDON, SPACES_ADDON)
 
 SCRAPE_INTERVAL_S = 30
+# networkMetrics (EFA counters) has no BASIC level: AWS's HyperPod EKS Terraform module accepts DISABLED
+# or ADVANCED only and defaults to DISABLED (awsome-distributed-training 1.architectures/
+# 7.sagemaker-hyperpod-eks/terraform-modules/hyperpod-eks-tf/variables.tf, `network_metric_level`);
+# `skymaze preflight` checks the whole configuration against the add-on's own schema in the account.
+NETWORK_METRIC_LEVELS = ("DISABLED", "ADVANCED")
 # Metric families the observability add-on collects (configuration schema of the add-on, see the
-# HyperPod observability docs); custom metrics carry the Ray head/worker metrics endpoints.
+# HyperPod observability docs); custom metrics carry the Ray head/worker metrics endpoints. The levels
+# are AWS's module defaults (tests/infra/test_aws_reference.py holds them to it).
 METRIC_LEVELS = {
     "trainingMetrics": "BASIC", "inferenceMetrics": "BASIC", "taskGovernanceMetrics": "DISABLED",
     "scalingMetrics": "DISABLED", "customMetrics": "BASIC", "nodeMetrics": "BASIC",
-    "acceleratedComputeMetrics": "BASIC", "networkMetrics": "BASIC",
+    "acceleratedComputeMetrics": "BASIC", "networkMetrics": "DISABLED",
 }
+assert METRIC_LEVELS["networkMetrics"] in NETWORK_METRIC_LEVELS
 
 
 def observability_configuration(*, region: str, prometheus_workspace_id: str, prometheus_arn: str,

@@ -28,6 +28,14 @@ RAY_LOOPBACK_ENV = {
 }
 TEMP_PREFIX = "ray-"  # temp folders are /tmp/ray-<pid of the driver>-<random>
 AUTH_TOKEN_BYTES = 32  # Ray's own generated tokens are 32 random bytes, hex-encoded
+# Ray gives its raylet 30 s to register (ray/_private/node.py, raylet_start_wait_time_s, not configurable);
+# on a loaded machine that fails now and then: a fresh start usually succeeds.
+RAY_START_ATTEMPTS = 3
+RAY_STARTUP_TIMEOUT = "timed out during startup"  # the words of Ray's own exception
+
+
+class RayStartError(RuntimeError):
+    """The local Ray did not start; the message says what to do (one line)."""
 
 
 def free_port(host: str = LOOPBACK) -> int:
@@ -68,6 +76,20 @@ class LocalRay:
         prepare_loopback_ray()
         import ray
 
+        for attempt in range(1, RAY_START_ATTEMPTS + 1):
+            try:
+                return self._start_once(ray)
+            except Exception as error:  # Ray raises a bare Exception when its raylet does not register in time
+                if RAY_STARTUP_TIMEOUT not in str(error):
+                    raise
+                if attempt == RAY_START_ATTEMPTS:
+                    load = os.getloadavg()[0]
+                    raise RayStartError(
+                        f"the local Ray did not start ({RAY_START_ATTEMPTS} tries: its raylet did not register within "
+                        f"Ray's 30 s; load average {load:.1f} on {os.cpu_count()} CPUs): rerun the same command when "
+                        "the machine is less busy (a rehearsal resumes where it stopped)") from None
+
+    def _start_once(self, ray: ModuleType) -> ModuleType:
         # A short private temp dir: Ray's socket paths must stay under 107 characters, and the
         # default /tmp/ray would be shared with other Ray users of this machine.
         self.temp_dir = tempfile.mkdtemp(prefix=f"{TEMP_PREFIX}{os.getpid()}-", dir="/tmp")
@@ -85,6 +107,7 @@ class LocalRay:
                 **kwargs,
             )
         except BaseException:
+            ray.shutdown()  # a half-started node's processes go with it
             shutil.rmtree(self.temp_dir, ignore_errors=True)
             raise
         return ray

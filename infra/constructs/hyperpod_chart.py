@@ -19,6 +19,12 @@ INSTALL_TIMEOUT = Duration.minutes(15)  # Lambda maximum; the install takes 2-5 
 INSTALLER_MEMORY_MIB = 1024
 
 
+def dependency_chart_values(region: str) -> dict:
+    """Our values for the HyperPod dependency chart: the chart's defaults but the agent's region (as AWS's
+    Terraform module sets it). tests/infra/test_aws_reference.py compares them with AWS's."""
+    return {"health-monitoring-agent": {"region": region}}
+
+
 class HyperPodDependencyChart(Construct):
     """`helm upgrade --install hyperpod-dependencies` of sagemaker-hyperpod-cli `v<version>`.
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from workload.deployment.fit import PodSize
+from workload.deployment.names import RAY_GPU_GROUP
 
 RAY_API = "ray.io/v1"
 SHARED_MOUNT = "/shared"
@@ -23,6 +24,20 @@ EFA_RESOURCE = "vpc.amazonaws.com/efa"
 SHM_GIB = 64  # NCCL and vLLM shared memory; memory-backed, so it counts against the pod's memory
 METRICS_PORT = 8080  # Ray's metrics export port, scraped by the observability collectors
 HEAD_PORTS = {"gcs-server": 6379, "dashboard": 8265, "client": 10001, "serve": 8000, "metrics": METRICS_PORT}
+# Who may write /shared. The images run as uid 1000, group 100 (the `ray` user of Ray's base images);
+# a new Lustre file system's root, and the /runs folder its data repository association creates, belong
+# to root with mode 0755. fsGroup would not help: the FSx CSI driver registers with fsGroupPolicy
+# ReadWriteOnceWithFSType (kubernetes-sigs/aws-fsx-csi-driver chart values), so kubelet changes no
+# ownership on this ReadWriteMany volume without an fsType. AWS's Ray-on-HyperPod-EKS sample
+# (awsome-distributed-training 3.test_cases/pytorch/verl/hyperpod-eks/rlvr/setup/raycluster.yaml) runs
+# every Ray container as root instead (runAsUser 0, fsGroup 0). Here only a short init container runs as
+# root, with CHOWN as its one capability: it hands the root folder and its root-owned top-level folders
+# to uid 1000, not recursively (what lies below them was written by the pods, as uid 1000, or imported
+# from S3 with the POSIX owner FSx exported with it).
+RAY_UID = 1000
+RAY_GID = 100
+SHARED_OWNER_INIT = "shared-owner"
+SHARED_OWNER_RESOURCES = {"requests": {"cpu": "50m", "memory": "64Mi"}, "limits": {"cpu": "50m", "memory": "64Mi"}}
 
 
 def namespace(name: str) -> dict[str, Any]:
@@ -56,6 +71,22 @@ def fsx_claim(*, ns: str, size_gib: int) -> dict[str, Any]:
                      "volumeName": FSX_VOLUME, "resources": {"requests": {"storage": f"{size_gib}Gi"}}}}
 
 
+def shared_owner_command(mount: str = SHARED_MOUNT) -> list[str]:
+    """The init step: uid 1000 owns ``mount`` and every root-owned folder directly below it (idempotent)."""
+    owner = f"{RAY_UID}:{RAY_GID}"
+    return ["/bin/sh", "-c", f"chown {owner} '{mount}' && "
+            f"find '{mount}' -mindepth 1 -maxdepth 1 -type d -uid 0 -exec chown {owner} {{}} +"]
+
+
+def shared_owner_init(image: str) -> dict[str, Any]:
+    """An init container (the pod's own image, already pulled) that runs :func:`shared_owner_command`."""
+    return {"name": SHARED_OWNER_INIT, "image": image, "command": shared_owner_command(),
+            "resources": SHARED_OWNER_RESOURCES, "volumeMounts": [{"name": "shared", "mountPath": SHARED_MOUNT}],
+            "securityContext": {"runAsUser": 0, "runAsGroup": 0, "runAsNonRoot": False,
+                                "allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
+                                "capabilities": {"drop": ["ALL"], "add": ["CHOWN"]}}}
+
+
 def _resources(size: PodSize) -> dict[str, Any]:
     amounts: dict[str, Any] = {"cpu": str(size.cpu), "memory": f"{size.memory_gib}Gi"}
     if size.gpus:
@@ -85,6 +116,7 @@ def _pod(*, container: str, image: str, instance_type: str, size: PodSize, env: 
     return {"spec": {
         "serviceAccountName": SERVICE_ACCOUNT,
         "nodeSelector": {INSTANCE_TYPE_LABEL: instance_type, HEALTH_LABEL: "Schedulable"},
+        "initContainers": [shared_owner_init(image)],
         "containers": [body],
         "volumes": [{"name": "shared", "persistentVolumeClaim": {"claimName": FSX_CLAIM}},
                     {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": f"{shm_gib(size)}Gi"}}],
@@ -104,7 +136,7 @@ def ray_cluster_spec(*, image: str, head_type: str, head: PodSize, worker_type: 
                              size=head, env=env, ports=HEAD_PORTS),
         },
         "workerGroupSpecs": [{
-            "groupName": "gpu",
+            "groupName": RAY_GPU_GROUP,
             "replicas": workers, "minReplicas": workers, "maxReplicas": workers,
             "rayStartParams": {"num-gpus": str(worker.gpus), "metrics-export-port": str(METRICS_PORT)},
             "template": _pod(container="ray-worker", image=image, instance_type=worker_type,

@@ -8,7 +8,7 @@ only read its namespace's pods and read/patch the trainer RayCluster; with
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from aws_cdk import Stack
@@ -18,9 +18,11 @@ from constructs import Construct, IDependable
 
 from infra.constructs import ray_manifests as rm
 from infra.constructs.pod_identity import pod_identity_role
+from workload.deployment.names import RAY_GPU_GROUP, SUPERVISOR_METRICS_PORT
+from workload.deployment.supervisor import SupervisorLimits, group_args, limit_args
 
 NAME = "skymaze-supervisor"
-METRICS_PORT = 9400  # workload.supervise.settings.DEFAULT_METRICS_PORT (infra does not import the workload)
+METRICS_PORT = SUPERVISOR_METRICS_PORT
 HANDLED_FILE = f"{rm.SHARED_MOUNT}/supervisor/handled.txt"
 # The supervisor polls and writes JSON lines: a fraction of a core and a few hundred MiB (measured locally:
 # about 150 MiB resident with ray.job_submission and prometheus_client loaded).
@@ -30,38 +32,33 @@ MEMORY = "512Mi"
 
 @dataclass(frozen=True)
 class SupervisorConfig:
-    """What the Deployment passes to ``skymaze supervise`` (settings ``supervise_*``)."""
+    """What the Deployment passes to ``skymaze supervise``: the trainer it watches and the limits (``-c supervise.*``)."""
 
     namespace: str
     raycluster: str
+    limits: SupervisorLimits = field(default_factory=SupervisorLimits)
     head_service_port: int = 8265
-    gpu_group: str = "gpu"
     expected_workers: int | None = None
-    max_submissions: int = 8
-    max_failures_at_same_step: int = 3
-    node_wait_timeout_s: int = 5400
-    release_workers: bool = True
-    group_idle_s: int | None = None
     hyperpod_cluster: str | None = None
-    hyperpod_group: str = "workers"
-    hyperpod_idle_count: int = 0
 
     @property
     def address(self) -> str:
         return f"http://{self.raycluster}-head-svc.{self.namespace}.svc:{self.head_service_port}"
 
+    @property
+    def scales_group(self) -> bool:
+        """The supervisor scales the HyperPod GPU group after the idle period."""
+        return self.limits.group_idle_s is not None and self.hyperpod_cluster is not None
+
     def command(self) -> list[str]:
         args = ["skymaze", "supervise", "--watch", "--in-cluster", "--address", self.address,
-                "--namespace", self.namespace, "--raycluster", self.raycluster, "--gpu-group", self.gpu_group,
+                "--namespace", self.namespace, "--raycluster", self.raycluster, "--gpu-group", RAY_GPU_GROUP,
                 "--handled-file", HANDLED_FILE, "--metrics-host", "0.0.0.0", "--metrics-port", str(METRICS_PORT),
-                "--max-submissions", str(self.max_submissions), "--node-wait-timeout-s", str(self.node_wait_timeout_s),
-                "--max-failures-at-same-step", str(self.max_failures_at_same_step),
-                "--release" if self.release_workers else "--no-release"]
+                *limit_args(self.limits)]
         if self.expected_workers:
             args += ["--expected-workers", str(self.expected_workers)]
-        if self.group_idle_s is not None and self.hyperpod_cluster:
-            args += ["--group-idle-s", str(self.group_idle_s), "--hyperpod-cluster", self.hyperpod_cluster,
-                     "--hyperpod-group", self.hyperpod_group, "--hyperpod-idle-count", str(self.hyperpod_idle_count)]
+        if self.scales_group:
+            args += group_args(self.limits, self.hyperpod_cluster)
         return args
 
 
@@ -104,6 +101,7 @@ def deployment(config: SupervisorConfig, *, image: str, node_instance_type: str,
                 "spec": {
                     "serviceAccountName": NAME,
                     "nodeSelector": {rm.INSTANCE_TYPE_LABEL: node_instance_type},
+                    "initContainers": [rm.shared_owner_init(image)],  # it may start before any Ray pod
                     "containers": [container],
                     # /tmp: a resubmission stages job.json in a temporary working dir.
                     "volumes": [{"name": "shared", "persistentVolumeClaim": {"claimName": rm.FSX_CLAIM}},
@@ -144,7 +142,7 @@ class RunSupervisor(Construct):
         for dependency in after:
             self.manifest.node.add_dependency(dependency)
         self.role: iam.Role | None = None
-        if config.group_idle_s is not None and hyperpod_cluster_arn and execution_role_arn:
+        if config.limits.group_idle_s is not None and hyperpod_cluster_arn and execution_role_arn:
             self.role = pod_identity_role(self, "Role", statements=hyperpod_statements(hyperpod_cluster_arn, execution_role_arn))
             eks.CfnPodIdentityAssociation(self, "Identity", cluster_name=cluster.cluster_name, namespace=config.namespace,
                                           service_account=NAME, role_arn=self.role.role_arn)

@@ -2,8 +2,10 @@
 # Node preparation on Amazon Linux 2023 (HyperPod EKS AMI), run once by on_create.sh:
 #   1. wait (bounded) for the secondary EBS volume HyperPod mounts at /opt/sagemaker
 #      (its size is the `node_volume_gib` setting);
-#   2. containerd keeps images there: a copy of the AMI's containerd config with only its
-#      top-level `root` changed, used through a systemd drop-in (no symlinks);
+#   2. containerd keeps images there: a complete containerd config written on the volume (the
+#      settings of AWS's HyperPod EKS Amazon Linux 2023 lifecycle script, root moved), used through a
+#      systemd drop-in; the AMI's /etc/containerd/config.toml is neither read nor needed (nodeadm
+#      rewrites it at boot and it may not exist yet when this runs);
 #   3. kubelet keeps pod volumes and logs there: /var/lib/kubelet bind-mounted from the volume
 #      (fstab entry, so it survives a reboot);
 #   4. the Lustre client modules for the FSx CSI driver.
@@ -16,9 +18,8 @@ NODE_DATA=/opt/sagemaker                     # the path as the node sees it
 DATA="${ROOT}${NODE_DATA}"
 WAIT_TRIES="${SKYMAZE_VOLUME_WAIT_TRIES:-36}"  # 36 x 5 s = 3 min
 WAIT_INTERVAL_S="${SKYMAZE_VOLUME_WAIT_INTERVAL_S:-5}"
-AMI_CONTAINERD_CONFIG="${ROOT}/etc/containerd/config.toml"
 CONTAINERD_BIN=/usr/bin/containerd
-CONTAINERD_ROOT="${NODE_DATA}/containerd/root"
+CONTAINERD_ROOT="${NODE_DATA}/containerd/data-root"
 CONTAINERD_CONFIG="${NODE_DATA}/containerd/config.toml"
 DROP_IN="${ROOT}/etc/systemd/system/containerd.service.d/50-skymaze-data-root.conf"
 KUBELET_DIR=/var/lib/kubelet
@@ -41,25 +42,50 @@ wait_for_volume() {
   return 1
 }
 
-# The AMI's config with its top-level `root` (keys before the first [table]) set to $1.
-with_root() {
-  awk -v root="$1" '
-    !tables && /^[[:space:]]*\[/ { print "root = \"" root "\""; tables = 1 }
-    !tables && /^[[:space:]]*root[[:space:]]*=/ { next }
-    { print }
-    END { if (!tables) print "root = \"" root "\"" }
-  ' "$2"
+# The containerd config with its data root at $1. Settings from AWS's reference
+# (awsome-distributed-training 1.architectures/7.sagemaker-hyperpod-eks/LifecycleScripts/base-config/
+# on_create_main.sh, commit 7217859f67bc693c52ff175ccc6082c41dbd7a1b): the NVIDIA runtime by default
+# (on CPU nodes it runs containers as runc does), the pause image the AMI ships, CDI for device plugins,
+# the AMI's registry-certificate and CNI paths. tests/infra/test_aws_reference.py holds it to that script.
+containerd_config() {
+  cat <<EOF
+version = 2
+root = "$1"
+state = "/run/containerd"
+
+[grpc]
+address = "/run/containerd/containerd.sock"
+
+[plugins."io.containerd.grpc.v1.cri"]
+sandbox_image = "localhost/kubernetes/pause"
+enable_cdi = true
+
+[plugins."io.containerd.grpc.v1.cri".containerd]
+default_runtime_name = "nvidia"
+discard_unpacked_layers = true
+
+[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia]
+runtime_type = "io.containerd.runc.v2"
+base_runtime_spec = "/etc/containerd/base-runtime-spec.json"
+
+[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia.options]
+BinaryName = "/usr/bin/nvidia-container-runtime"
+SystemdCgroup = true
+
+[plugins."io.containerd.grpc.v1.cri".registry]
+config_path = "/etc/containerd/certs.d:/etc/docker/certs.d"
+
+[plugins."io.containerd.grpc.v1.cri".cni]
+bin_dir = "/opt/cni/bin"
+conf_dir = "/etc/cni/net.d"
+EOF
 }
 
 service_active() { systemctl is-active --quiet "$1"; }
 
 configure_containerd() {
   mkdir -p "${ROOT}${CONTAINERD_ROOT}"
-  if [ ! -f "${AMI_CONTAINERD_CONFIG}" ]; then
-    log "${AMI_CONTAINERD_CONFIG} is missing: is this the HyperPod Amazon Linux 2023 AMI?" >&2
-    return 1
-  fi
-  with_root "${CONTAINERD_ROOT}" "${AMI_CONTAINERD_CONFIG}" > "${ROOT}${CONTAINERD_CONFIG}.tmp"
+  containerd_config "${CONTAINERD_ROOT}" > "${ROOT}${CONTAINERD_CONFIG}.tmp"
   mv "${ROOT}${CONTAINERD_CONFIG}.tmp" "${ROOT}${CONTAINERD_CONFIG}"
   # Images the AMI pre-pulled (the pause image) move with the root, once.
   if [ -d "${ROOT}/var/lib/containerd" ] && [ -z "$(ls -A "${ROOT}${CONTAINERD_ROOT}")" ]; then
@@ -94,6 +120,9 @@ load_lustre() {
       log "could not load ${module} (the FSx CSI driver loads it on first mount)"
     fi
   done
+  if command -v lctl > /dev/null && lctl network up; then
+    log "LNet network up"
+  fi
 }
 
 main() {

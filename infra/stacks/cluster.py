@@ -15,17 +15,18 @@ from aws_cdk.lambda_layer_kubectl_v35 import KubectlV35Layer
 from constructs import Construct, IDependable
 
 from infra.constructs.budget import SpendingGuard
-from infra.constructs.hyperpod_chart import HyperPodDependencyChart
+from infra.constructs.hyperpod_chart import HyperPodDependencyChart, dependency_chart_values
 from infra.constructs.nag import acknowledge, acknowledge_handlers
 from infra.constructs.node_waiter import HyperPodNodeWaiter
 from infra.constructs.pod_identity import pod_identity_role
 from infra.constructs.ray_endpoint import RayEndpoint, join_users_group
 from workload.addons import CORE_ADDONS, FSX_CSI_ADDON
-from workload.deployment.settings import Settings
+from workload.deployment.names import HYPERPOD_GPU_GROUP
+from workload.deployment.settings import HEAD_COUNT, Settings
 
 FSX_CSI_SERVICE_ACCOUNT = "fsx-csi-controller-sa"
 HEAD_GROUP = "head"
-WORKER_GROUP = "workers"
+WORKER_GROUP = HYPERPOD_GPU_GROUP
 # Deep health checks run on GPU nodes only (HyperPod docs); no custom taints on such groups.
 # InstanceConnectivity is a multi-node EFA test that g7e.12xlarge (one EFA device) may not support.
 GPU_DEEP_HEALTH_CHECKS = ["InstanceStress"]
@@ -85,7 +86,7 @@ class ClusterStack(Stack):
             "HyperPodChart",
             cluster=self.eks,
             version=settings.hyperpod_chart_version,
-            values={"health-monitoring-agent": {"region": self.region}},
+            values=dependency_chart_values(self.region),
             kubectl_layer=kubectl_layer,
             vpc=vpc,
             security_group=installer_sg,
@@ -100,7 +101,7 @@ class ClusterStack(Stack):
         self.hyperpod.node.add_dependency(self.dependency_chart.resource, lifecycle_upload)
         self.node_waiter = HyperPodNodeWaiter(
             self, "NodeWaiter", hyperpod=self.hyperpod,
-            expected={HEAD_GROUP: settings.head_count, WORKER_GROUP: settings.worker_count},
+            expected={HEAD_GROUP: HEAD_COUNT, WORKER_GROUP: settings.worker_count},
         )
         # Static volumes only need the driver to describe the file system it mounts.
         self.fsx_csi_role = pod_identity_role(self, "FsxCsiRole", statements=[
@@ -259,7 +260,7 @@ class ClusterStack(Stack):
             node_recovery="Automatic",
             instance_groups=[
                 group(instance_group_name=HEAD_GROUP, instance_type=settings.head_instance_type,
-                      instance_count=settings.head_count, execution_role=self.execution_role.role_arn,
+                      instance_count=HEAD_COUNT, execution_role=self.execution_role.role_arn,
                       life_cycle_config=lifecycle, instance_storage_configs=volume, threads_per_core=2),
                 group(instance_group_name=WORKER_GROUP, instance_type=settings.worker_instance_type,
                       instance_count=settings.worker_count, execution_role=self.execution_role.role_arn,

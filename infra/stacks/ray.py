@@ -15,7 +15,8 @@ from infra.constructs.nag import acknowledge
 from infra.constructs.pod_identity import pod_identity_role
 from infra.constructs.ray_endpoint import connection_rbac, endpoint_annotations
 from infra.constructs.supervisor import RunSupervisor, SupervisorConfig
-from workload.deployment.settings import Settings
+from workload.deployment.names import trainer_raycluster
+from workload.deployment.settings import KUBERAY_CHART_VERSION, Settings
 
 KUBERAY_REPOSITORY = "https://ray-project.github.io/kuberay-helm/"
 KUBERAY_CHART = "kuberay-operator"
@@ -46,7 +47,7 @@ class RayStack(Stack):
         self.namespace = ns
         self.operator = eks.HelmChart(
             self, "KubeRay", cluster=cluster, chart=KUBERAY_CHART, repository=KUBERAY_REPOSITORY,
-            version=settings.kuberay_chart_version, namespace=KUBERAY_NAMESPACE, create_namespace=True,
+            version=KUBERAY_CHART_VERSION, namespace=KUBERAY_NAMESPACE, create_namespace=True,
         )
         namespace = self._manifest(cluster, "Namespace", [rm.namespace(ns)])
         account = self._manifest(cluster, "ServiceAccount", [rm.service_account(ns)], after=[namespace])
@@ -64,7 +65,7 @@ class RayStack(Stack):
                                       service_account=rm.SERVICE_ACCOUNT, role_arn=self.s3_role.role_arn)
         self.pod_env = [{"name": "AWS_REGION", "value": self.region},
                         {"name": "SKYMAZE_ARTIFACTS", "value": f"s3://{settings.artifacts_bucket_name}"}]
-        self.trainer_cluster_name = f"{settings.name}-train"
+        self.trainer_cluster_name = trainer_raycluster(settings.name)
         sizes = settings.pod_sizes()
         spec = rm.ray_cluster_spec(
             image=trainer_image.image_uri, head_type=settings.head_instance_type, head=sizes.trainer_head,
@@ -84,11 +85,9 @@ class RayStack(Stack):
                 hyperpod_cluster_arn=hyperpod.attr_cluster_arn if hyperpod else None,
                 execution_role_arn=execution_role.role_arn if execution_role else None,
                 config=SupervisorConfig(
-                    namespace=ns, raycluster=self.trainer_cluster_name, expected_workers=settings.trainer_worker_count,
-                    max_submissions=settings.supervise_max_submissions, node_wait_timeout_s=settings.supervise_node_wait_timeout_s,
-                    max_failures_at_same_step=settings.supervise_max_failures_at_same_step,
-                    release_workers=settings.supervise_release_workers, group_idle_s=settings.supervise_group_idle_s,
-                    hyperpod_cluster=hyperpod.cluster_name if hyperpod else None, hyperpod_idle_count=settings.supervise_group_idle_count))
+                    namespace=ns, raycluster=self.trainer_cluster_name, limits=settings.supervise,
+                    expected_workers=settings.trainer_worker_count,
+                    hyperpod_cluster=hyperpod.cluster_name if hyperpod else None))
         # Prerequisites of any Ray object in the namespace (the serving stack's RayService too).
         self.ready: list[IDependable] = [self.operator, account, claim, fsx_csi]
         CfnOutput(self, "RayNamespace", value=ns)

@@ -19,31 +19,31 @@ def _totals(output: str) -> tuple[float, float]:
 
 
 def test_blog_cost_table_lists_the_priced_pieces():
-    result = runner.invoke(app, ["cost", "--profile", "blog", "--hours", "12"])
+    result = runner.invoke(app, ["cost", "--size", "blog", "--hours", "12"])
     assert result.exit_code == 0, result.output
     for item in ("HyperPod ml.g7e.12xlarge (workers)", "HyperPod ml.r5d.16xlarge (head)", "FSx for Lustre",
                  "NAT gateway", "NAT data processed", "Managed Grafana licences", "Managed Prometheus ingestion"):
         assert item in result.output
     assert "prices as of 2026-11-29" in result.output
-    assert result.output.rstrip().endswith("skymaze deploy --profile blog")
+    assert result.output.rstrip().endswith("skymaze deploy --size blog")
 
 
 def test_per_run_grows_by_hourly_cost_per_extra_hour():
-    hourly_a, run_a = _totals(runner.invoke(app, ["cost", "--profile", "blog", "--hours", "6"]).output)
-    hourly_b, run_b = _totals(runner.invoke(app, ["cost", "--profile", "blog", "--hours", "12"]).output)
+    hourly_a, run_a = _totals(runner.invoke(app, ["cost", "--size", "blog", "--hours", "6"]).output)
+    hourly_b, run_b = _totals(runner.invoke(app, ["cost", "--size", "blog", "--hours", "12"]).output)
     assert hourly_a == hourly_b
     assert abs((run_b - run_a) - 6 * hourly_a) < 0.05  # the table rounds each figure to cents
 
 
 def test_overrides_change_the_cost():
-    hourly_3, _ = _totals(runner.invoke(app, ["cost", "--profile", "blog", "--hours", "1"]).output)
-    hourly_1, _ = _totals(runner.invoke(app, ["cost", "--profile", "blog", "--hours", "1",
+    hourly_3, _ = _totals(runner.invoke(app, ["cost", "--size", "blog", "--hours", "1"]).output)
+    hourly_1, _ = _totals(runner.invoke(app, ["cost", "--size", "blog", "--hours", "1",
                                               "-c", "worker_count=1"]).output)
     assert hourly_1 < hourly_3
 
 
 def test_zero_hours_is_bad_input():
-    result = runner.invoke(app, ["cost", "--profile", "blog", "--hours", "0"])
+    result = runner.invoke(app, ["cost", "--size", "blog", "--hours", "0"])
     assert result.exit_code == 2
     assert "hours must be > 0" in result.output
 
@@ -54,14 +54,14 @@ def test_a_price_table_without_the_instance_type_is_bad_input(tmp_path):
     text = DEFAULT_PRICES_PATH.read_text().replace("ml.g7e.12xlarge:", "ml.g7e.48xlarge:")
     path = tmp_path / "prices.yaml"
     path.write_text(text)
-    result = runner.invoke(app, ["cost", "--profile", "blog", "--hours", "1", "--prices", str(path)])
+    result = runner.invoke(app, ["cost", "--size", "blog", "--hours", "1", "--prices", str(path)])
     assert result.exit_code == 2
     assert "no price for instance type 'ml.g7e.12xlarge'" in result.output
 
 
 def test_usage_options_change_only_their_line():
-    base = runner.invoke(app, ["cost", "--profile", "blog", "--hours", "1"]).output
-    more = runner.invoke(app, ["cost", "--profile", "blog", "--hours", "1", "--nat-gb", "1130"]).output
+    base = runner.invoke(app, ["cost", "--size", "blog", "--hours", "1"]).output
+    more = runner.invoke(app, ["cost", "--size", "blog", "--hours", "1", "--nat-gb", "1130"]).output
     from workload.ops.prices import load_prices
 
     per_gb = load_prices().nat_gateway.usd_per_gb_processed.usd
@@ -71,24 +71,24 @@ def test_usage_options_change_only_their_line():
 
 
 def test_a_region_without_prices_is_refused_listing_the_regions_known():
-    result = runner.invoke(app, ["cost", "--profile", "small", "--hours", "1", "-c", "region=us-east-1"])
+    result = runner.invoke(app, ["cost", "--size", "small", "--hours", "1", "-c", "region=us-east-1"])
     assert result.exit_code == 2
     assert "-c region=us-east-1: the price table" in result.stderr
     assert "has us-west-2 prices only (regions known: us-west-2); pass --prices FILE with us-east-1 prices" in result.stderr
-    assert runner.invoke(app, ["cost", "--profile", "small", "--hours", "1", "-c", "region=us-west-2"]).exit_code == 0
+    assert runner.invoke(app, ["cost", "--size", "small", "--hours", "1", "-c", "region=us-west-2"]).exit_code == 0
 
 
 def test_the_deploy_guard_saving_is_the_gpu_hours_it_cuts():
-    result = runner.invoke(app, ["cost", "--profile", "blog", "--hours", "12", "--left-up-hours", "72", "--guard-hours", "14"])
+    result = runner.invoke(app, ["cost", "--size", "blog", "--hours", "12", "--left-up-hours", "72", "--guard-hours", "14"])
     assert result.exit_code == 0, result.output
     gpu_hourly = float(re.search(r"^HyperPod ml\.g7e\.12xlarge \(workers\)\s+.*?\s+([\d.]+)\s+[\d.]+$", result.output,
                                  flags=re.MULTILINE).group(1))
     saved = float(re.search(r"GPU nodes stop 58 h early, saving \$([\d,.]+)", result.output).group(1).replace(",", ""))
     assert abs(saved - 58 * gpu_hourly) < 0.05
-    never = runner.invoke(app, ["cost", "--profile", "blog", "--hours", "12", "--left-up-hours", "10", "--guard-hours", "14"])
+    never = runner.invoke(app, ["cost", "--size", "blog", "--hours", "12", "--left-up-hours", "10", "--guard-hours", "14"])
     assert "the guard never fires" in never.output
 
 
 def test_a_guard_saving_without_a_guard_says_how_to_set_one():
-    result = runner.invoke(app, ["cost", "--profile", "blog", "--hours", "12", "--left-up-hours", "72"])
+    result = runner.invoke(app, ["cost", "--size", "blog", "--hours", "12", "--left-up-hours", "72"])
     assert result.exit_code == 2 and "max_deployed_hours" in result.stderr

@@ -26,9 +26,9 @@ def _without_credentials(tmp_path) -> dict[str, str]:
 
 
 @pytest.mark.parametrize("command", [
-    ["teardown", "--profile", "small", "--yes"],
-    ["deploy", "--profile", "small"],
-    ["deploy", "--profile", "small", "--bootstrap"],
+    ["teardown", "--size", "small", "--yes"],
+    ["deploy", "--size", "small"],
+    ["deploy", "--size", "small", "--bootstrap"],
 ])
 def test_without_credentials_one_line_on_stderr_exit_1_and_no_cdk_call(tmp_path, monkeypatch, command):
     tools = install_fakes(tmp_path, monkeypatch, server=None, kinds={})
@@ -48,7 +48,7 @@ def test_identity_is_the_first_line_and_a_failed_deploy_that_created_nothing_doe
         tmp_path, monkeypatch):
     tools = install_fakes(tmp_path, monkeypatch, server=None, kinds={})
     monkeypatch.setenv("FAKE_FAIL_ONCE", "cdk deploy")
-    result = runner.invoke(app, ["deploy", "--profile", "small", "--cdk-bin", tools.cdk,
+    result = runner.invoke(app, ["deploy", "--size", "small", "--skip-preflight", "--cdk-bin", tools.cdk,
                                  "--outputs-file", str(tmp_path / "o.json")])
     assert result.output.splitlines()[0] == (
         "AWS account 123456789012, region us-west-2, as arn:aws:sts::123456789012:assumed-role/deployer/me")
@@ -65,18 +65,18 @@ def test_a_failed_deploy_that_left_stacks_names_them_and_suggests_teardown(tmp_p
     monkeypatch.setenv("FAKE_FAIL_ONCE", "cdk deploy")
     boto3.client("cloudformation", region_name="us-west-2").create_stack(
         StackName="SkymazeNetwork", TemplateBody='{"Resources": {"T": {"Type": "AWS::SNS::Topic"}}}')
-    result = runner.invoke(app, ["deploy", "--profile", "small", "--cdk-bin", tools.cdk,
+    result = runner.invoke(app, ["deploy", "--size", "small", "--skip-preflight", "--cdk-bin", tools.cdk,
                                  "--outputs-file", str(tmp_path / "o.json")])
     assert result.exit_code == 1
     assert "CloudFormation resumes SkymazeNetwork" in result.output
-    assert "`skymaze teardown --profile small` removes a half-built deploy" in result.output
+    assert "`skymaze teardown --size small` removes a half-built deploy" in result.output
 
 
 @pytest.mark.usefixtures("deployer")
 def test_a_failed_bootstrap_says_nothing_was_deployed(tmp_path, monkeypatch):
     tools = install_fakes(tmp_path, monkeypatch, server=None, kinds={})
     monkeypatch.setenv("FAKE_FAIL_ONCE", "cdk bootstrap")
-    result = runner.invoke(app, ["deploy", "--profile", "small", "--bootstrap", "--cdk-bin", tools.cdk])
+    result = runner.invoke(app, ["deploy", "--size", "small", "--skip-preflight", "--bootstrap", "--cdk-bin", tools.cdk])
     assert result.exit_code == 1
     assert [call.split()[1] for call in tools.calls()] == ["bootstrap"]
     assert "(nothing was deployed)" in result.output and "skymaze teardown" not in result.output
@@ -87,7 +87,7 @@ def test_credentials_of_another_account_than_the_pinned_one_are_refused_before_c
 
     tools = install_fakes(tmp_path, monkeypatch, server=None, kinds={})
     with mock_aws():
-        result = runner.invoke(app, ["teardown", "--profile", "small", "--yes", "-c", "account=222222222222",
+        result = runner.invoke(app, ["teardown", "--size", "small", "--yes", "-c", "account=222222222222",
                                      "--cdk-bin", tools.cdk])
     assert result.exit_code == 1 and tools.calls() == []
     assert "-c account=222222222222 but the credentials belong to account 123456789012" in result.output

@@ -5,11 +5,14 @@ from __future__ import annotations
 import json
 import re
 
+import boto3
 import pytest
 from typer.testing import CliRunner
 
+from tests.workload.ops.aws_account import Answers, deploying_account, schema_without
 from tests.workload.ops.fakes import install_fakes
 from workload.cli.main import app
+from workload.ops.profiles import settings_for
 
 runner = CliRunner()
 DEPLOYER = "arn:aws:iam::123456789012:role/deployer"
@@ -33,7 +36,7 @@ def deployer(monkeypatch):
 
 
 def test_dry_run_prints_the_cdk_command():
-    result = runner.invoke(app, ["deploy", "--profile", "small", "--dry-run", "-c", "worker_count=2"])
+    result = runner.invoke(app, ["deploy", "--size", "small", "--dry-run", "-c", "worker_count=2"])
     assert result.exit_code == 0, result.output
     assert "would run: cdk deploy --all --require-approval broadening -c profile=small -c worker_count=2" in result.output
     assert re.search(r"-c dashboards_revision=\d{8}T\d{6}Z --outputs-file", result.output), result.output
@@ -45,7 +48,7 @@ def test_without_credentials_the_deploy_fails_before_cdk_saying_what_to_check(tm
 
     tools = install_fakes(tmp_path, monkeypatch, server=None, kinds={})
     with mock_aws():  # moto's default identity is an STS "user", not an IAM role or user
-        result = runner.invoke(app, ["deploy", "--profile", "blog", "--cdk-bin", tools.cdk,
+        result = runner.invoke(app, ["deploy", "--size", "blog", "--cdk-bin", tools.cdk,
                                      "--outputs-file", str(tmp_path / "o.json")])
     assert result.exit_code == 1 and tools.calls() == []
     assert "cannot read the deploying identity" in result.output
@@ -58,7 +61,8 @@ def test_deploy_runs_cdk_and_prints_next_steps_from_the_outputs(tmp_path, monkey
         "SkymazeObservability": {"GrafanaUrl": "https://g-1.grafana-workspace.us-west-2.amazonaws.com"},
     }))
     outputs = tmp_path / "outputs.json"
-    result = runner.invoke(app, ["deploy", "--profile", "blog", "--cdk-bin", tools.cdk, "--outputs-file", str(outputs)])
+    result = runner.invoke(app, ["deploy", "--size", "blog", "--cdk-bin", tools.cdk, "--outputs-file", str(outputs),
+                                 "--skip-preflight"])
     assert result.exit_code == 0, result.output
     (call,) = tools.calls()
     assert re.fullmatch(rf"cdk deploy --all --require-approval broadening -c profile=blog "
@@ -66,34 +70,97 @@ def test_deploy_runs_cdk_and_prints_next_steps_from_the_outputs(tmp_path, monkey
                         rf"-c account=123456789012 -c admin_principal_arns={re.escape(DEPLOYER)}", call), call
     assert deployer == DEPLOYER
     assert "aws eks update-kubeconfig --name skymaze-eks --region us-west-2" in result.output
+    assert "warning: --skip-preflight: quotas, zones, versions" in result.stderr
     assert "https://g-1.grafana-workspace.us-west-2.amazonaws.com" in result.output
-    assert result.output.rstrip().endswith("skymaze teardown --profile blog   # when done: stops the billing")
+    assert result.output.rstrip().endswith("skymaze teardown --size blog   # when done: stops the billing")
+
+
+def test_deploy_records_what_it_deployed_and_later_commands_follow_it(tmp_path, monkeypatch, deployer):
+    """After `deploy --size blog -c worker_count=4`, teardown and cost default to that size and settings."""
+    from workload.ops.context import read_context
+
+    tools = install_fakes(tmp_path, monkeypatch, server=None, kinds={})
+    monkeypatch.setenv("FAKE_CDK_OUTPUTS", json.dumps({"SkymazeCluster": {"EksClusterName": "skymaze-eks"}}))
+    result = runner.invoke(app, ["deploy", "--size", "blog", "-c", "worker_count=4", "--cdk-bin", tools.cdk,
+                                 "--outputs-file", str(tmp_path / "outputs.json"), "--skip-preflight"])
+    assert result.exit_code == 0, result.output
+    recorded = read_context()
+    assert (recorded.size, recorded.region, recorded.deploy_sets, recorded.eks_cluster, recorded.source) == (
+        "blog", "us-west-2", ("worker_count=4",), "skymaze-eks", "deploy")
+    assert "later commands default to size 'blog'" in result.output
+    plan = runner.invoke(app, ["teardown", "--dry-run"])
+    assert plan.exit_code == 0, plan.output
+    assert plan.output.startswith("Teardown plan for profile 'blog'") and "-c worker_count=4" in plan.output
+    cost = runner.invoke(app, ["cost", "--hours", "1"])
+    assert cost.output.startswith("Cost of profile 'blog'") and "4 x $" in cost.output, cost.output
 
 
 def test_cdk_failure_exits_1_and_says_how_to_resume(tmp_path, monkeypatch, deployer):
     tools = install_fakes(tmp_path, monkeypatch, server=None, kinds={})
     monkeypatch.setenv("FAKE_FAIL_ONCE", "cdk deploy")
-    result = runner.invoke(app, ["deploy", "--profile", "blog", "--cdk-bin", tools.cdk,
-                                 "--outputs-file", str(tmp_path / "o.json")])
+    result = runner.invoke(app, ["deploy", "--size", "blog", "--cdk-bin", tools.cdk,
+                                 "--outputs-file", str(tmp_path / "o.json"), "--skip-preflight"])
     assert result.exit_code == 1
-    assert "exited with status 1" in result.output and "rerun `skymaze deploy --profile blog`" in result.output
+    assert "exited with status 1" in result.output and "rerun `skymaze deploy --size blog`" in result.output
 
 
 def test_malformed_override_is_a_usage_error():
-    result = runner.invoke(app, ["deploy", "--profile", "blog", "-c", "worker_count", "--dry-run"])
+    result = runner.invoke(app, ["deploy", "--size", "blog", "-c", "worker_count", "--dry-run"])
     assert result.exit_code == 2
     assert "expected KEY=VALUE" in result.output
 
 
-def test_bootstrap_runs_before_deploy(tmp_path, monkeypatch, deployer):
+def test_bootstrap_runs_before_deploy_and_the_preflight_does_not_ask_for_it(tmp_path, monkeypatch):
+    settings = settings_for("small")
+    account = deploying_account(settings, bootstrap_pending=True)
+    monkeypatch.setattr(boto3, "Session", lambda *args, **kwargs: account)
     tools = install_fakes(tmp_path, monkeypatch, server=None, kinds={})
     outputs = tmp_path / "o.json"
-    result = runner.invoke(app, ["deploy", "--profile", "small", "--bootstrap", "--yes", "--cdk-bin", tools.cdk,
+    result = runner.invoke(app, ["deploy", "--size", "small", "--bootstrap", "--yes", "--cdk-bin", tools.cdk,
                                  "--outputs-file", str(outputs)])
     assert result.exit_code == 0, result.output
+    account.assert_all_answered()
     bootstrap_call, deploy_call = tools.calls()
     assert bootstrap_call == "cdk bootstrap -c profile=small"
     assert deploy_call.startswith("cdk deploy --all --require-approval never -c profile=small -c dashboards_revision=")
+    assert "bootstrap:" not in result.stdout and "OK    permissions: the deploying identity" in result.stdout
+
+
+def test_a_passing_preflight_runs_before_cdk(tmp_path, monkeypatch):
+    settings = settings_for("blog")
+    account = deploying_account(settings)
+    monkeypatch.setattr(boto3, "Session", lambda *args, **kwargs: account)
+    tools = install_fakes(tmp_path, monkeypatch, server=None, kinds={})
+    result = runner.invoke(app, ["deploy", "--size", "blog", "--yes", "--cdk-bin", tools.cdk,
+                                 "--outputs-file", str(tmp_path / "o.json")])
+    assert result.exit_code == 0, result.output
+    account.assert_all_answered()
+    (call,) = tools.calls()
+    assert call.startswith("cdk deploy --all") and f"-c admin_principal_arns={DEPLOYER}" in call
+    assert "checking IAM policy simulation for the deploy ..." in result.stderr
+    assert re.search(r"preflight: \d+ ok, 0 warning\(s\), 0 failed", result.stdout), result.stdout
+
+
+@pytest.mark.parametrize(("answers", "grafana", "line"), [
+    (Answers(quota_values={"ml.g7e.12xlarge": 0}), False, "FAIL  quota: ml.g7e.12xlarge for cluster usage is 0"),
+    (Answers(version_status="UNSUPPORTED"), False, "FAIL  kubernetes: EKS in us-west-2: Kubernetes 1.34 is UNSUPPORTED"),
+    (Answers(identity_center=False), True, "FAIL  identity-center: grafana_admin_user_ids/grafana_admin_group_ids"),
+    (Answers(observability_schema=schema_without("customMetrics")), False,
+     "FAIL  addon: amazon-sagemaker-hyperpod-observability v1.0.0-eksbuild.1 rejects the configuration"),
+], ids=["no quota", "unsupported version", "missing Identity Center", "schema-invalid add-on config"])
+def test_a_failing_preflight_stops_the_deploy_before_cdk(tmp_path, monkeypatch, answers, grafana, line):
+    overrides = ["-c", "grafana_admin_user_ids=90676d5f-1234-5678-9abc-0123456789ab"] if grafana else []
+    settings = settings_for("blog", tuple(pair.split("=", 1) for pair in overrides[1::2]))
+    account = deploying_account(settings, answers)
+    monkeypatch.setattr(boto3, "Session", lambda *args, **kwargs: account)
+    tools = install_fakes(tmp_path, monkeypatch, server=None, kinds={})
+    result = runner.invoke(app, ["deploy", "--size", "blog", "--yes", "--cdk-bin", tools.cdk, *overrides,
+                                 "--outputs-file", str(tmp_path / "o.json")])
+    assert result.exit_code == 1, result.output
+    assert tools.calls() == []  # cdk never ran
+    (failure,) = [text for text in result.stdout.splitlines() if text.startswith("FAIL")]
+    assert failure.startswith(line), failure
+    assert "preflight: 1 check(s) failed (FAIL lines above); nothing was deployed" in result.stderr
 
 
 def test_an_existing_subnet_in_another_zone_stops_the_deploy_before_cdk(tmp_path, monkeypatch, deployer):
@@ -104,7 +171,7 @@ def test_an_existing_subnet_in_another_zone_stops_the_deploy_before_cdk(tmp_path
     subnets = [ec2.create_subnet(VpcId=vpc, CidrBlock=f"10.0.{i}.0/24", AvailabilityZone=f"us-west-2{z}")["Subnet"][
         "SubnetId"] for i, z in ((1, "a"), (2, "b"))]
     tools = install_fakes(tmp_path, monkeypatch, server=None, kinds={})
-    result = runner.invoke(app, ["deploy", "--profile", "small", "--cdk-bin", tools.cdk, "--outputs-file",
+    result = runner.invoke(app, ["deploy", "--size", "small", "--cdk-bin", tools.cdk, "--outputs-file",
                                  str(tmp_path / "o.json"), "-c", f"vpc_id={vpc}", "-c",
                                  f"private_subnet_ids={','.join(subnets)}", "-c", "private_subnet_azs=us-west-2b,us-west-2a"])
     assert result.exit_code == 2 and tools.calls() == [], result.output

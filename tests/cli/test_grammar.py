@@ -1,7 +1,7 @@
 """One grammar on the command line, checked over every command of the ``skymaze`` app.
 
 `--set KEY=VALUE` edits a recipe, `--deploy-set KEY=VALUE` (`-c`) a deploy setting, `--heldout`
-names a held-out set, and `--profile` has one default, the Makefile's too.
+names a held-out set, and `--size` (old name `--profile`) has one default, the Makefile's too.
 """
 
 from __future__ import annotations
@@ -79,15 +79,23 @@ def test_profile_has_one_default_and_meaning_everywhere():
     for path, command in commands():
         for option in options(command):
             if "--profile" in option.opts:
-                assert (option.default, option.required, option.help) == (
-                    DEFAULT_PROFILE, False, _common.PROFILE_HELP), path
+                # None: the recorded deployment's size, else DEFAULT_PROFILE (tests/cli/test_use.py)
+                assert (option.opts, option.default, option.required, option.help) == (
+                    ["--size", "--profile"], None, False, _common.SIZE_HELP), path
                 seen.append(path)
     assert {("deploy",), ("cost",), ("teardown",), ("plan",), ("promote",), ("submit",), ("recipe", "check")} <= set(seen)
 
 
 def test_the_makefile_deploys_the_same_default_profile():
     makefile = (ROOT / "Makefile").read_text()
-    assert re.search(r"^PROFILE \?= (\S+)$", makefile, re.M).group(1) == DEFAULT_PROFILE
+    assert re.search(r"^DEFAULT_SIZE := (\S+)$", makefile, re.M).group(1) == DEFAULT_PROFILE
+    assert re.search(r"^SIZE \?= \$\(PROFILE\)$", makefile, re.M), "PROFILE= stays the old name of SIZE="
+
+
+def test_every_option_says_what_it_does():
+    silent = [(path, option.opts) for path, command in commands() for option in options(command)
+              if not (option.help or "").strip()]
+    assert silent == []
 
 
 def test_held_out_sets_are_named_with_heldout():

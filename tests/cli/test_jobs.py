@@ -20,10 +20,10 @@ def _closed_port() -> int:
 
 
 def test_submit_refuses_a_recipe_that_would_fail_on_the_cluster():
-    result = runner.invoke(app, ["submit", "--recipe", "blog", "--set", "generator.inference_engine.num_engines=4"])
+    result = runner.invoke(app, ["submit", "--recipe", "blog", "--size", "blog", "--set", "generator.inference_engine.num_engines=4"])
     assert result.exit_code == 2
     assert "error: generator.inference_engine.num_engines" in result.stderr
-    assert "skymaze recipe check blog" in result.stderr
+    assert "`skymaze recipe show blog --fields` lists them" in result.stderr
 
 
 def test_sagemaker_address_without_the_toolkit_is_a_usage_error():
@@ -51,9 +51,10 @@ def test_commands_document_an_example():
         assert result.exit_code == 0 and "Example:" in result.stdout, command
 
 
-def test_supervise_needs_a_job_or_watch():
-    result = runner.invoke(app, ["supervise"])
-    assert result.exit_code == 2 and "give a JOB_ID, or --watch" in result.stderr
+def test_without_a_job_id_the_job_commands_need_a_ray_to_find_the_newest_job():
+    for command in ("status", "logs", "stop", "supervise"):
+        result = runner.invoke(app, [command, "--address", "http://127.0.0.1:9"])
+        assert result.exit_code == 1 and "cannot reach the Ray dashboard" in result.stderr, command
 
 
 def test_in_cluster_outside_a_pod_is_refused_up_front_in_one_line(tmp_path):
@@ -74,9 +75,11 @@ def test_in_cluster_outside_a_pod_is_refused_up_front_in_one_line(tmp_path):
     ("args", "message"),
     [
         (["--hyperpod-cluster", "skymaze"], "supervise.group_idle_s is not"),
-        (["--backoff-base-s", "0"], "need 0 < base <= cap"),
-        (["--max-submissions", "0"], "supervise.max_submissions=0"),
-        (["--hyperpod-cluster", "skymaze", "--group-idle-s", "60", "--hyperpod-idle-count", "-1"], "hyperpod_idle_count=-1"),
+        (["--backoff-base-s", "0"], "--backoff-base-s 0.0: Input should be greater than 0"),
+        (["--backoff-base-s", "60", "--backoff-cap-s", "30"], "need base <= cap"),
+        (["--max-submissions", "0"], "--max-submissions 0: Input should be greater than or equal to 1"),
+        (["--hyperpod-cluster", "skymaze", "--group-idle-s", "60", "--hyperpod-idle-count", "-1"],
+         "--hyperpod-idle-count -1: Input should be greater than or equal to 0"),
     ],
 )
 def test_supervise_refuses_bad_settings_naming_the_key(args, message):
@@ -96,14 +99,15 @@ def ray_head():
 @pytest.mark.e2e
 def test_a_supervised_preflight_is_watched_to_the_end_once(ray_head, tmp_path):
     address = ["--address", ray_head.dashboard_url]
-    submitted = runner.invoke(app, ["submit", "--recipe", "blog", "--set", f"shared_root={tmp_path}", "--preflight", "--supervise", *address])
+    submitted = runner.invoke(app, ["submit", "--recipe", "blog", "--size", "blog", "--set", f"shared_root={tmp_path}", "--preflight", "--supervise", *address])
     assert submitted.exit_code == 0, submitted.output
     job_id = submitted.stdout.split()[1]
     assert f"skymaze supervise {job_id}" in submitted.stdout
 
     flags = ["--no-release", "--poll-s", "0.2", "--metrics-port", "0", *address]
-    one = runner.invoke(app, ["supervise", job_id, *flags])
+    one = runner.invoke(app, ["supervise", *flags])  # no job id: the newest job submitted with --supervise
     assert one.exit_code == 0, one.output
+    assert f"job {job_id} (the newest supervised one; run maze-blog)" in one.stderr
     decisions = [json.loads(line) for line in one.stdout.splitlines() if line.startswith("{")]
     assert decisions[-1]["action"] == "done" and decisions[-1]["run"] == "maze-blog"
     assert all(d["action"] in ("wait", "done") for d in decisions)
@@ -122,8 +126,10 @@ def test_a_supervised_preflight_is_watched_to_the_end_once(ray_head, tmp_path):
 @pytest.mark.e2e
 def test_a_job_submitted_without_supervise_cannot_be_supervised(ray_head, tmp_path):
     address = ["--address", ray_head.dashboard_url]
-    submitted = runner.invoke(app, ["submit", "--recipe", "blog", "--set", f"shared_root={tmp_path}", "--preflight", *address])
+    submitted = runner.invoke(app, ["submit", "--recipe", "blog", "--size", "blog", "--set", f"shared_root={tmp_path}", "--preflight", *address])
     job_id = submitted.stdout.split()[1]
     result = runner.invoke(app, ["supervise", job_id, "--metrics-port", "0", *address])
     assert result.exit_code == 2 and "carries no 'skymaze_job_spec' metadata" in result.stderr
     assert "skymaze submit --supervise" in result.stderr
+    newest = runner.invoke(app, ["status", *address])  # no job id: the newest job skymaze submitted
+    assert newest.stdout.startswith(f"{job_id}: ") and f"job {job_id} (the newest one; run maze-blog)" in newest.stderr

@@ -26,13 +26,14 @@ ACTING = {
     "maze show": "writes a picture",
     "maze freeze": "writes a held-out set file",
     "recipe show": "stdout is SkyRL's argv by design",
+    "use": "records the deployment later commands act on; prints it",
     "supervise": "a long-running supervisor whose every decision is already one JSON line",
 }
 OFFLINE_REPORTS = [
-    ["cost", "--profile", "small", "--hours", "2"],
-    ["plan", "--recipe", "blog", "--profile", "blog"],
+    ["cost", "--size", "small", "--hours", "2"],
+    ["plan", "--recipe", "blog", "--size", "blog"],
     ["recipe", "list"],
-    ["recipe", "check", "blog", "--profile", "blog"],
+    ["recipe", "check", "blog", "--size", "blog"],
     ["maze", "heldout", "--heldout", "easy-64"],
 ]
 
@@ -63,8 +64,8 @@ def test_json_output_is_one_document_without_hints(args):
 
 
 def test_json_keeps_the_figures_of_the_text_report():
-    text = runner.invoke(app, ["cost", "--profile", "small", "--hours", "2"]).stdout
-    data = json.loads(runner.invoke(app, ["cost", "--profile", "small", "--hours", "2", "--json"]).stdout)
+    text = runner.invoke(app, ["cost", "--size", "small", "--hours", "2"]).stdout
+    data = json.loads(runner.invoke(app, ["cost", "--size", "small", "--hours", "2", "--json"]).stdout)
     assert f"{data['usd_per_run']:,.2f}" in text and data["hours"] == 2 and len(data["lines"]) >= 3
-    plan = json.loads(runner.invoke(app, ["plan", "--recipe", "blog", "--profile", "blog", "--json"]).stdout)
+    plan = json.loads(runner.invoke(app, ["plan", "--recipe", "blog", "--size", "blog", "--json"]).stdout)
     assert plan["policy_gpus"] == 6 and plan["run_id"] == "maze-blog" and plan["fits_fsx"] is True

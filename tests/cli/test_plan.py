@@ -13,45 +13,60 @@ runner = CliRunner()
 
 
 def test_plan_prints_the_figures_and_the_next_step():
-    result = runner.invoke(app, ["plan", "--recipe", "blog", "--profile", "blog"])
+    result = runner.invoke(app, ["plan", "--recipe", "blog", "--size", "blog"])
     assert result.exit_code == 0, result.output
     assert "checkpoints:  8 at steps 20, 40" in result.stdout
     assert "skymaze submit --recipe blog" in result.stdout
 
 
 def test_plan_fails_when_the_run_does_not_fit_on_fsx():
-    result = runner.invoke(app, ["plan", "--recipe", "blog-exact", "--profile", "blog", "--fsx-gib", "600"])
+    result = runner.invoke(app, ["plan", "--recipe", "blog-exact", "--size", "blog", "--fsx-gib", "600"])
     assert result.exit_code == 1
     assert "does not fit on FSx" in result.stderr
     assert "extra checkpoints at epoch ends" in result.stderr
 
 
+@pytest.mark.parametrize("as_json", [False, True])
+def test_an_explicit_fsx_size_plans_against_it_and_prints_only_the_fit(as_json):
+    result = runner.invoke(app, ["plan", "--recipe", "blog", "--size", "blog", "--fsx-gib", "2400",
+                                 *(["--json"] if as_json else [])])
+    assert result.exit_code == 0, result.output
+    if as_json:
+        import json
+
+        document = json.loads(result.stdout)
+        assert document["fsx_bytes"] == 2400 * 2**30
+        assert document["cluster_fit"][0].startswith("cluster fit (profile blog")
+    else:
+        assert "1200" not in result.stdout.splitlines()  # the profile's size is not printed as a line
+
+
 def test_unknown_profile_is_a_usage_error():
-    result = runner.invoke(app, ["plan", "--recipe", "blog", "--profile", "huge"])
+    result = runner.invoke(app, ["plan", "--recipe", "blog", "--size", "huge"])
     assert result.exit_code == 2
     assert "profile" in result.stderr
 
 
 def test_plan_shows_how_the_ray_pods_fit_each_instance_group():
-    result = runner.invoke(app, ["plan", "--recipe", "blog", "--profile", "blog"])
+    result = runner.invoke(app, ["plan", "--recipe", "blog", "--size", "blog"])
     assert result.exit_code == 0, result.output
     assert "cluster fit (profile blog" in result.stdout
     assert "workers (ml.g7e.12xlarge, ThreadsPerCore=1): allocatable 23.87 CPU" in result.stdout
     assert "ray worker: 21 CPU, 466.0 GiB, 2 GPU, 1 EFA" in result.stdout
     assert "serve ray head" in result.stdout  # blog serves; small does not
-    small = runner.invoke(app, ["plan", "--recipe", "blog", "--profile", "small", "-c", "worker_count=3"])
+    small = runner.invoke(app, ["plan", "--recipe", "blog", "--size", "small", "-c", "worker_count=3"])
     assert small.exit_code == 0, small.output
     assert "head (ml.m5.4xlarge, ThreadsPerCore=2)" in small.stdout and "serve ray head" not in small.stdout
 
 
 def test_plan_refuses_settings_whose_pods_cannot_fit_naming_the_key():
-    result = runner.invoke(app, ["plan", "--recipe", "blog", "--profile", "blog", "-c", "worker_pod_cpu=36"])
+    result = runner.invoke(app, ["plan", "--recipe", "blog", "--size", "blog", "-c", "worker_pod_cpu=36"])
     assert result.exit_code == 2
     assert "worker_pod_cpu=36" in result.stderr and "allocatable 23.87 CPU" in result.stderr
 
 
 def test_a_recipe_that_needs_more_workers_than_the_profile_deploys_is_refused_naming_both():
-    result = runner.invoke(app, ["plan", "--recipe", "blog", "--profile", "small"])
+    result = runner.invoke(app, ["plan", "--recipe", "blog", "--size", "small"])
     assert result.exit_code == 2
     assert ("recipe 'blog' needs 3 GPU workers (cluster.nodes) but profile 'small' deploys 1 x ml.g7e.12xlarge "
             "(2 GPUs each). Fix: deploy with -c worker_count=3") in result.stderr
@@ -60,10 +75,10 @@ def test_a_recipe_that_needs_more_workers_than_the_profile_deploys_is_refused_na
 
 
 def test_changed_settings_plan_a_run_of_their_own_and_keep_it_across_commands():
-    changed = runner.invoke(app, ["plan", "--recipe", "blog", "--profile", "blog", "--set", "trainer.eval_interval=5"])
-    again = runner.invoke(app, ["plan", "--recipe", "blog", "--profile", "blog", "--set", "trainer.eval_interval=5"])
-    other = runner.invoke(app, ["plan", "--recipe", "blog", "--profile", "blog", "--set", "trainer.eval_interval=4"])
-    stored = runner.invoke(app, ["plan", "--recipe", "blog", "--profile", "blog", "--set", "shared_root=/tmp/x"])
+    changed = runner.invoke(app, ["plan", "--recipe", "blog", "--size", "blog", "--set", "trainer.eval_interval=5"])
+    again = runner.invoke(app, ["plan", "--recipe", "blog", "--size", "blog", "--set", "trainer.eval_interval=5"])
+    other = runner.invoke(app, ["plan", "--recipe", "blog", "--size", "blog", "--set", "trainer.eval_interval=4"])
+    stored = runner.invoke(app, ["plan", "--recipe", "blog", "--size", "blog", "--set", "shared_root=/tmp/x"])
     runs = [r.stdout.splitlines()[0] for r in (changed, again, other, stored)]
     assert runs[0] == runs[1] != runs[2] and runs[0].startswith("recipe blog (run maze-blog-")
     assert runs[3] == "recipe blog (run maze-blog)"  # where it is stored does not change the run
@@ -72,8 +87,8 @@ def test_changed_settings_plan_a_run_of_their_own_and_keep_it_across_commands():
 
 @pytest.mark.parametrize("profile", sorted(PROFILES))
 def test_without_recipe_plan_runs_the_recipe_sized_for_the_profile_and_it_fits(profile):
-    args = ["plan"] if profile == DEFAULT_PROFILE else ["plan", "--profile", profile]
+    args = ["plan"] if profile == DEFAULT_PROFILE else ["plan", "--size", profile]
     result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
     assert result.stdout.startswith(f"recipe {profile} (run ")
-    assert f"skymaze submit --recipe {profile} --profile {profile}" in result.stdout
+    assert f"skymaze submit --recipe {profile} --size {profile}" in result.stdout

@@ -61,9 +61,11 @@ def test_next_commands_serve_the_promoted_folder_and_evaluate_with_the_adapter_s
 
     manifest = {"name": "maze-rehearsal", "base_model": "/runs/local-1/models/sft"}
     serve, evaluate = _next_commands(manifest, "adapters/maze-rehearsal", tmp_path / "export")
-    assert serve == "skymaze serve --model /runs/local-1/models/sft --adapters adapters --port 8000 &"
-    assert evaluate == ("skymaze evaluate --endpoint http://127.0.0.1:8000 --model sft:maze-rehearsal "
-                        "--adapter adapters/maze-rehearsal --out evals/maze-rehearsal")
+    # one model-id scheme: the rehearsal's SFT model is maze-sft here as on the rehearsal's own endpoint;
+    # evaluate waits for the server it is printed beside
+    assert serve == "skymaze serve --model /runs/local-1/models/sft --model-id maze-sft --adapters adapters --port 8000 &"
+    assert evaluate == ("skymaze evaluate --endpoint http://127.0.0.1:8000 --model maze-sft:maze-rehearsal "
+                        "--adapter adapters/maze-rehearsal --wait-s 300 --out evals/maze-rehearsal")
     (remote,) = _next_commands(manifest, "s3://b/adapters/maze-grpo", tmp_path / "export")
     assert f"--adapter {tmp_path / 'export'}" in remote
 
@@ -80,7 +82,46 @@ def test_after_a_promotion_to_s3_the_hints_reach_the_profiles_endpoint_and_run_a
                                        _cluster_endpoint("blog"))
     assert forward == "kubectl -n ray port-forward svc/skymaze-serve-serve-svc 8000:8000 &"
     assert evaluate == (f"skymaze evaluate --endpoint http://127.0.0.1:8000 --model "
-                        f"Qwen/Qwen3-VL-8B-Instruct:maze-grpo --adapter {tmp_path / 'export'} --out evals/maze-grpo")
+                        f"Qwen/Qwen3-VL-8B-Instruct:maze-grpo --adapter {tmp_path / 'export'} --wait-s 300 --out evals/maze-grpo")
     assert not any(c in evaluate for c in "<>|;")
     check(evaluate, complete=True)  # parses against the CLI
     assert shlex.split(forward)[:3] == ["kubectl", "-n", "ray"]
+
+
+def test_on_the_cluster_name_promotes_the_newest_export_to_the_pods_artifacts_bucket(run_dir, tmp_path, monkeypatch):
+    """`kubectl exec ... -- skymaze promote --run /shared/runs/maze-blog --name maze-grpo`: no bucket or step to type."""
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(run_dir, run)
+    shutil.copytree(run / "exports" / "global_step_20", run / "exports" / "global_step_160")
+    monkeypatch.setenv("SKYMAZE_ARTIFACTS", "s3://skymaze-artifacts-123456789012-us-west-2")
+    with mock_aws():
+        client = boto3.client("s3", region_name="us-west-2")
+        client.create_bucket(Bucket="skymaze-artifacts-123456789012-us-west-2",
+                             CreateBucketConfiguration={"LocationConstraint": "us-west-2"})
+        result = runner.invoke(app, ["promote", "--run", str(run), "--name", "maze-grpo"])
+        manifest = json.loads(client.get_object(Bucket="skymaze-artifacts-123456789012-us-west-2",
+                                                Key=f"adapters/maze-grpo/{MANIFEST}")["Body"].read())
+    assert result.exit_code == 0, result.output
+    assert manifest["source"]["step"] == 160 and "to s3://skymaze-artifacts-123456789012-us-west-2/adapters/maze-grpo" in result.stdout
+
+
+def test_a_rehearsal_promotes_its_step_selected_on_validation_by_default(run_dir, tmp_path):
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(run_dir, run)
+    shutil.copytree(run / "exports" / "global_step_20", run / "exports" / "global_step_30")
+    (run / "report.json").write_text(json.dumps({"best_step": 20}))
+    result = runner.invoke(app, ["promote", "--run", str(run), "--to", str(tmp_path / "adapters" / "maze-rehearsal")])
+    assert result.exit_code == 0, result.output
+    assert json.loads((tmp_path / "adapters" / "maze-rehearsal" / MANIFEST).read_text())["source"]["step"] == 20
+
+
+def test_name_off_the_cluster_says_where_it_works(run_dir, monkeypatch):
+    monkeypatch.delenv("SKYMAZE_ARTIFACTS", raising=False)
+    result = runner.invoke(app, ["promote", "--run", str(run_dir), "--name", "maze-grpo"])
+    assert result.exit_code == 2 and "named by SKYMAZE_ARTIFACTS on its Ray pods" in result.stderr
+    neither = runner.invoke(app, ["promote", "--run", str(run_dir)])
+    assert neither.exit_code == 2 and "give --to" in neither.stderr

@@ -23,11 +23,11 @@ def test_show_applies_set():
 
 
 def test_check_passes_the_blog_recipe_on_its_profile():
-    result = runner.invoke(app, ["recipe", "check", "blog", "--profile", "blog"])
+    result = runner.invoke(app, ["recipe", "check", "blog", "--size", "blog"])
     assert result.exit_code == 0, result.output
     assert "recipe 'blog': ok" in result.stdout
-    assert "skymaze plan --recipe blog --profile blog" in result.stdout
-    assert runner.invoke(app, ["plan", "--recipe", "blog", "--profile", "blog"]).exit_code == 0  # the hint runs
+    assert "skymaze plan --recipe blog --size blog" in result.stdout
+    assert runner.invoke(app, ["plan", "--recipe", "blog", "--size", "blog"]).exit_code == 0  # the hint runs
 
 
 def test_check_refuses_a_recipe_its_profile_cannot_run_as_plan_does_naming_both():
@@ -44,12 +44,12 @@ def test_check_without_a_name_checks_the_recipe_named_like_the_profile():
     result = runner.invoke(app, ["recipe", "check"])
     assert result.exit_code == 0, result.output
     assert "recipe 'small': ok" in result.stdout
-    assert "skymaze plan --recipe small --profile small" in result.stdout
+    assert "skymaze plan --recipe small --size small" in result.stdout
 
 
 def test_check_fails_with_one_line_per_problem_on_stderr():
     result = runner.invoke(
-        app, ["recipe", "check", "blog", "--profile", "blog", "--set", "trainer.train_batch_size=32", "--set", "trainer.policy_mini_batch_size=16", "--set", "trainer.polcy.x=1"]
+        app, ["recipe", "check", "blog", "--size", "blog", "--set", "trainer.train_batch_size=32", "--set", "trainer.policy_mini_batch_size=16", "--set", "trainer.polcy.x=1"]
     )
     assert result.exit_code == 1
     assert "error: trainer.polcy.x: not a SkyRL 0.4.0 config key" in result.stderr

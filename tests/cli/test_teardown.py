@@ -15,7 +15,7 @@ runner = CliRunner()
 
 
 def test_dry_run_prints_the_full_ordered_plan_for_blog():
-    result = runner.invoke(app, ["teardown", "--profile", "blog", "--dry-run"])
+    result = runner.invoke(app, ["teardown", "--size", "blog", "--dry-run"])
     assert result.exit_code == 0, result.output
     numbered = re.findall(r"^\s*(\d+)\. \[([a-z0-9-]+)\]", result.output, flags=re.MULTILINE)
     assert [int(n) for n, _ in numbered] == list(range(1, 15))
@@ -23,24 +23,24 @@ def test_dry_run_prints_the_full_ordered_plan_for_blog():
     assert keys.index("delete-rayjobs") < keys.index("delete-lb-services") < keys.index("wait-load-balancers")
     assert keys.index("wait-lb-enis") < keys.index("cdk-destroy")
     assert "cdk destroy --all --force -c profile=blog" in result.output
-    assert result.output.rstrip().endswith("skymaze teardown --profile blog")
+    assert result.output.rstrip().endswith("skymaze teardown --size blog")
 
 
 def test_dry_run_with_keep_data_keeps_the_bucket():
-    result = runner.invoke(app, ["teardown", "--profile", "blog", "--dry-run", "--keep-data"])
+    result = runner.invoke(app, ["teardown", "--size", "blog", "--dry-run", "--keep-data"])
     assert result.exit_code == 0, result.output
     assert "artifacts bucket: kept" in result.output and "[retain-artifacts]" in result.output
     assert "[delete-retained-buckets]" not in result.output
 
 
 def test_unknown_profile_is_a_usage_error():
-    result = runner.invoke(app, ["teardown", "--profile", "huge", "--dry-run"])
+    result = runner.invoke(app, ["teardown", "--size", "huge", "--dry-run"])
     assert result.exit_code == 2
-    assert "profile: 'huge' is not allowed; allowed values: blog, small" in result.output
+    assert "--size 'huge': not a cluster size; choose one of blog, small." in result.output
 
 
 def test_unknown_override_is_a_usage_error():
-    result = runner.invoke(app, ["teardown", "--profile", "blog", "-c", "gpus=9", "--dry-run"])
+    result = runner.invoke(app, ["teardown", "--size", "blog", "-c", "gpus=9", "--dry-run"])
     assert result.exit_code == 2
     assert "--deploy-set gpus=...: not a deployment setting" in result.output
 
@@ -48,7 +48,7 @@ def test_unknown_override_is_a_usage_error():
 def test_declining_the_confirmation_changes_nothing(tmp_path, monkeypatch):
     tools = install_fakes(tmp_path, monkeypatch, server=None, kinds={})
     with mock_aws():
-        result = runner.invoke(app, ["teardown", "--profile", "small", "--cdk-bin", tools.cdk], input="n\n")
+        result = runner.invoke(app, ["teardown", "--size", "small", "--cdk-bin", tools.cdk], input="n\n")
     assert result.exit_code == 1
     assert "in account 123456789012, us-west-2?" in result.output
     assert tools.calls() == []
@@ -58,7 +58,7 @@ def test_full_teardown_runs_every_step_and_ends_with_next_command(tmp_path, monk
     with mock_aws():
         world = build_aws_world(boto3.Session(region_name="us-west-2"))
         tools = install_fakes(tmp_path, monkeypatch, server=world.endpoint, kinds=cluster_objects())
-        result = runner.invoke(app, ["teardown", "--profile", "blog", "--yes", "--cdk-bin", tools.cdk,
+        result = runner.invoke(app, ["teardown", "--size", "blog", "--yes", "--cdk-bin", tools.cdk,
                                      "--poll-s", "0.01", "--state-dir", str(tmp_path / "state"),
                                      "--kube-context", "skymaze-admin"])
     assert result.exit_code == 0, result.output
@@ -67,7 +67,7 @@ def test_full_teardown_runs_every_step_and_ends_with_next_command(tmp_path, monk
     assert "[14/14] delete-retained-buckets" in result.output
     assert tools.calls()[-1] == "cdk destroy --all --force -c profile=blog"
     assert (tmp_path / "state" / "teardown-blog.json").exists()
-    assert result.output.rstrip().endswith("skymaze cost --profile blog --hours 12   # what the run cost, from the price table")
+    assert result.output.rstrip().endswith("skymaze cost --size blog --hours 12   # what the run cost, from the price table")
 
 
 def test_failed_step_exits_1_with_the_rerun_hint(tmp_path, monkeypatch):
@@ -75,20 +75,20 @@ def test_failed_step_exits_1_with_the_rerun_hint(tmp_path, monkeypatch):
         world = build_aws_world(boto3.Session(region_name="us-west-2"))
         tools = install_fakes(tmp_path, monkeypatch, server=world.endpoint, kinds=cluster_objects())
         monkeypatch.setenv("FAKE_FAIL_ONCE", "kubectl delete rayservices")
-        args = ["teardown", "--profile", "blog", "--yes", "--cdk-bin", tools.cdk, "--poll-s", "0.01",
+        args = ["teardown", "--size", "blog", "--yes", "--cdk-bin", tools.cdk, "--poll-s", "0.01",
                 "--state-dir", str(tmp_path / "state")]
         failed = runner.invoke(app, args)
         rerun = runner.invoke(app, args)
     assert failed.exit_code == 1
     assert "step 3/14 `delete-rayservices` failed" in failed.output
-    assert "rerun `skymaze teardown --profile blog` to continue" in failed.output
+    assert "rerun `skymaze teardown --size blog` to continue" in failed.output
     assert rerun.exit_code == 0, rerun.output
 
 
 def test_make_destroy_and_deploy_run_these_commands(repo_root):
     import subprocess
 
-    for target, command in (("destroy", "skymaze teardown --profile blog"), ("deploy", "skymaze deploy --profile blog")):
+    for target, command in (("destroy", "skymaze teardown --size blog"), ("deploy", "skymaze deploy --size blog")):
         # Under `make test` this runs inside make: --no-print-directory keeps "Leaving directory" out.
         dry = subprocess.run(["make", "--no-print-directory", "-n", target, "PROFILE=blog"], cwd=repo_root,
                              capture_output=True, text=True)

@@ -9,9 +9,8 @@ from __future__ import annotations
 import os
 import stat
 import subprocess
+import tomllib
 from pathlib import Path
-
-import pytest
 
 from tests.conftest import ROOT
 
@@ -32,6 +31,7 @@ FAKES = {
     "systemctl": ('echo "systemctl $*" >> "$FAKE_LOG"\n'
                   'if [ "$1" = is-active ]; then grep -qxF "$3" "$FAKE_ACTIVE"; fi'),
     "modprobe": 'echo "modprobe $*" >> "$FAKE_LOG"',
+    "lctl": 'echo "lctl $*" >> "$FAKE_LOG"',
     # The volume appears after FAKE_MOUNT_AFTER sleeps (never when unset).
     "sleep": ('n=$(( $(cat "$FAKE_SLEEPS") + 1 )); echo "$n" > "$FAKE_SLEEPS"\n'
               'if [ -n "${FAKE_MOUNT_AFTER:-}" ] && [ "$n" -ge "$FAKE_MOUNT_AFTER" ]; then '
@@ -77,14 +77,13 @@ def test_waits_for_the_volume_then_moves_containerd_and_kubelet_onto_it(tmp_path
     assert done.returncode == 0, done.stdout + done.stderr
     assert (tmp_path / "sleeps").read_text().strip() == "2"  # polled until the volume appeared
     config = (node / "opt/sagemaker/containerd/config.toml").read_text()
-    # Only the root changed: every other AMI setting is kept, the root sits before the first table.
-    assert config.splitlines()[:3] == ["version = 2", 'state = "/run/containerd"', ""]
-    assert config.count("root = ") == 1 and 'root = "/opt/sagemaker/containerd/root"\n[grpc]' in config
-    assert 'default_runtime_name = "nvidia"' in config
+    # A complete config of its own (not the AMI's), its root on the volume.
+    assert tomllib.loads(config)["root"] == "/opt/sagemaker/containerd/data-root"
+    assert tomllib.loads(config)["plugins"]["io.containerd.grpc.v1.cri"]["containerd"]["default_runtime_name"] == "nvidia"
     drop_in = (node / "etc/systemd/system/containerd.service.d/50-skymaze-data-root.conf").read_text()
     assert drop_in == ("[Service]\nExecStart=\n"
                        "ExecStart=/usr/bin/containerd --config /opt/sagemaker/containerd/config.toml\n")
-    assert (node / "opt/sagemaker/containerd/root/io.containerd.content.v1.content/pause").read_text() == "layer"
+    assert (node / "opt/sagemaker/containerd/data-root/io.containerd.content.v1.content/pause").read_text() == "layer"
     assert not (node / "var/lib/containerd").is_symlink()
     # kubelet: contents moved to the volume, the directory bind-mounted from it (and in fstab).
     assert (node / "opt/sagemaker/kubelet/pki/kubelet.crt").read_text() == "cert"
@@ -95,7 +94,7 @@ def test_waits_for_the_volume_then_moves_containerd_and_kubelet_onto_it(tmp_path
         "systemctl is-active --quiet kubelet", "systemctl stop kubelet",
         f"mount --bind {node}/opt/sagemaker/kubelet {node}/var/lib/kubelet",
         "systemctl daemon-reload", "systemctl is-active --quiet containerd", "systemctl restart containerd",
-        "systemctl start kubelet", "modprobe lnet", "modprobe lustre",
+        "systemctl start kubelet", "modprobe lnet", "modprobe lustre", "lctl network up",
     ]
 
 
@@ -120,10 +119,9 @@ def test_a_second_run_changes_nothing_more(tmp_path):
     assert "/var/lib/kubelet is already on /opt/sagemaker/kubelet" in done.stdout
 
 
-@pytest.mark.parametrize("first_line", ["[grpc]", 'root = "/x"'])
-def test_root_is_set_whether_or_not_the_ami_config_has_tables(tmp_path, first_line):
+def test_a_node_without_the_amis_containerd_config_is_prepared_all_the_same(tmp_path):
     node, env = _node(tmp_path, mount_after=1)
-    (node / "etc/containerd/config.toml").write_text(first_line + "\n")
-    assert _run(env).returncode == 0
-    config = (node / "opt/sagemaker/containerd/config.toml").read_text()
-    assert config.startswith('root = "/opt/sagemaker/containerd/root"\n') and config.count("root = ") == 1
+    (node / "etc/containerd/config.toml").unlink()  # nodeadm writes it later, or never on this AMI
+    done = _run(env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert tomllib.loads((node / "opt/sagemaker/containerd/config.toml").read_text())["version"] == 2

@@ -12,7 +12,7 @@ import pytest
 from tests.infra.conftest import cli_context, k8s_manifests, one, resources
 
 GUARDED = {"budget_usd_per_month": "3000", "alert_emails": "ops@example.com,ml@example.com", "max_deployed_hours": "14",
-           "supervise_group_idle_s": "1800", "supervise_group_idle_count": "1"}
+           "supervise.group_idle_s": "1800", "supervise.group_idle_count": "1"}
 
 
 @pytest.fixture(scope="module")
@@ -65,7 +65,7 @@ def test_the_guarded_templates_pass_cfn_lint(guarded):
         ({"budget_usd_per_month": "3000"}, "set alert_emails=you@example.com"),
         ({"max_deployed_hours": "2", "alert_emails": "a@example.com"}, "deploy_guard_warn_hours=2.0 must be below max_deployed_hours=2.0"),
         ({"alert_emails": "not-an-address"}, "'not-an-address' is not an e-mail address"),
-        ({"supervise_max_submissions": "0"}, "supervise_max_submissions"),
+        ({"supervise.max_submissions": "0"}, "supervise.max_submissions"),
     ],
 )
 def test_bad_unattended_settings_name_the_key(overrides, message):

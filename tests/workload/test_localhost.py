@@ -1,10 +1,19 @@
-"""free_port gives a port nothing listens on, on loopback."""
+"""free_port gives a port nothing listens on, on loopback; a local Ray that misses its startup window is retried."""
 
 from __future__ import annotations
 
 import socket
 
-from workload.localhost import LOOPBACK, free_port
+import pytest
+
+from workload.localhost import (
+    LOOPBACK,
+    RAY_START_ATTEMPTS,
+    RAY_STARTUP_TIMEOUT,
+    LocalRay,
+    RayStartError,
+    free_port,
+)
 
 
 def test_free_port_can_be_bound_on_loopback():
@@ -40,3 +49,58 @@ def test_an_explicit_choice_wins(monkeypatch):
     monkeypatch.delenv("RAY_AUTH_TOKEN_PATH", raising=False)
     prepare_loopback_ray()
     assert os.environ["RAY_AUTH_MODE"] == "disabled" and "RAY_AUTH_TOKEN" not in os.environ
+
+
+# A local Ray that misses Ray's own 30 s startup window is started again, and gives up in one line.
+
+# Ray's own exception (ray/_private/node.py) when the raylet does not register within 30 s; it cannot be
+# provoked on demand, so ray.init is replaced by one that raises it, the only stand-in in this file.
+RAY_TIMEOUT = ("The current node timed out during startup. This could happen because some of the raylet failed "
+               "to startup or the GCS has become overloaded.")
+
+
+def _failing_init(failures: int, calls: list):
+    import ray
+
+    real = ray.init
+
+    def init(*args, **kwargs):
+        calls.append(kwargs["_temp_dir"])
+        if len(calls) <= failures:
+            raise Exception(RAY_TIMEOUT)
+        return real(*args, **kwargs)
+    return init
+
+
+def test_a_startup_timeout_is_retried_with_a_fresh_temp_folder(monkeypatch):
+    import ray
+
+    calls: list = []
+    monkeypatch.setattr(ray, "init", _failing_init(1, calls))
+    with LocalRay(1, namespace="start-retry") as started:
+        assert started.is_initialized()
+    assert len(calls) == 2 and calls[0] != calls[1]
+
+
+def test_after_the_last_try_one_line_says_what_to_do(monkeypatch):
+    import os
+
+    import ray
+
+    calls: list = []
+    monkeypatch.setattr(ray, "init", _failing_init(RAY_START_ATTEMPTS, calls))
+    with pytest.raises(RayStartError, match=r"^the local Ray did not start \(3 tries: .*rerun the same command") as raised:
+        LocalRay(1, namespace="start-retry").start()
+    assert "\n" not in str(raised.value) and len(calls) == RAY_START_ATTEMPTS
+    assert not [path for path in calls if os.path.exists(path)]  # no temp folder left behind
+
+
+def test_other_ray_errors_are_not_retried(monkeypatch):
+    import ray
+
+    def init(*args, **kwargs):
+        raise ValueError("bad argument")
+    monkeypatch.setattr(ray, "init", init)
+    with pytest.raises(ValueError, match="bad argument"):
+        LocalRay(1, namespace="start-retry").start()
+    assert RAY_STARTUP_TIMEOUT in RAY_TIMEOUT

@@ -10,18 +10,82 @@ from workload import config
 from workload.config import DEFAULT_PROFILE, DEPLOY_FLAG, RECIPE_FLAG
 
 # The command line's one grammar: `--set KEY=VALUE` edits a recipe (cluster or rehearsal),
-# `--deploy-set KEY=VALUE` (short `-c`, as `cdk -c`) a deploy setting, `--profile` picks the deploy
-# profile with one default everywhere (the Makefile's PROFILE too). tests/cli/test_grammar.py holds it.
+# `--deploy-set KEY=VALUE` (short `-c`, as `cdk -c`) a deploy setting, `--size` picks the cluster size
+# (deploy profile) with one default everywhere (the Makefile's SIZE too). tests/cli/test_grammar.py holds it.
 RECIPE_SET_HELP = ("Change one recipe setting, KEY=VALUE (repeatable): a field such as fixes.seeded_groups=false "
                    "or trainer.eval_interval=5; `skymaze recipe show NAME --fields` lists them.")
 DEPLOY_SET_HELP = "Change one deploy setting, KEY=VALUE (repeatable), as `cdk -c`: e.g. -c worker_count=2; docs/settings.md lists them."
-PROFILE_HELP = "Deploy profile: small (one GPU node, no endpoint) or blog (the published 3 GPU nodes, with the endpoint)."
-PROFILE_OPTION = typer.Option(DEFAULT_PROFILE, "--profile", help=PROFILE_HELP)
-# Each deploy profile has a cluster recipe of the same name sized for its GPUs, so the defaults of
+SIZE_FLAG = "--size"
+OLD_SIZE_FLAG = "--profile"  # the size's old name; `aws` and `cdk` use --profile for credentials profiles
+SIZE_HELP = ("Cluster size: small (one GPU node, no endpoint) or blog (the published 3 GPU nodes, with the "
+             "endpoint). Default: the size `skymaze deploy` or `skymaze use` recorded here, else small. "
+             "--profile is its old name; AWS credentials profiles are chosen with AWS_PROFILE=NAME.")
+SIZE_OPTION = typer.Option(None, SIZE_FLAG, OLD_SIZE_FLAG, metavar="SIZE", help=SIZE_HELP)
+PROFILE_OPTION = SIZE_OPTION
+# Each size has a cluster recipe of the same name sized for its GPUs, so the defaults of
 # deploy, plan and submit always fit each other.
 RUN_RECIPE_OPTION = typer.Option(
-    None, "--recipe", help="Cluster recipe name (skymaze recipe list); default: the one named like --profile."
+    None, "--recipe", help="Cluster recipe name (skymaze recipe list); default: the one named like the size."
 )
+
+
+def deprecated_flag_warning(argv: list[str]) -> str | None:
+    """The warning for a command line that uses the size's old flag name, or None."""
+    if any(arg == OLD_SIZE_FLAG or arg.startswith(f"{OLD_SIZE_FLAG}=") for arg in argv):
+        return (f"warning: {OLD_SIZE_FLAG} is now {SIZE_FLAG} (same values; the old name still works). "
+                "An AWS credentials profile is chosen with AWS_PROFILE=NAME.")
+    return None
+
+
+def _sizes() -> tuple[str, ...] | None:
+    """The sizes the deploy settings define; None inside the trainer image, which has no deploy settings."""
+    try:
+        from workload.ops.profiles import PROFILES
+    except ImportError:
+        return None
+    return tuple(PROFILES)
+
+
+def recorded_context():
+    """The deployment `skymaze deploy` or `skymaze use` recorded here, or None; an unreadable record exits 2."""
+    from workload.ops.context import ContextError, read_context
+
+    try:
+        return read_context()
+    except ContextError as err:
+        fail(str(err), code=EXIT_USAGE)
+
+
+def resolve_size(size: str | None, deploy_sets: list[str] | tuple[str, ...] | None = ()) -> tuple[str, list[str]]:
+    """``(size, -c pairs)`` a command acts on: the size given, else the recorded deployment's, else small.
+
+    The recorded deployment's `-c` settings come first when its size is the one in effect, so that
+    `teardown` or `cost` after `deploy --size blog -c worker_count=2` see the same cluster; the
+    pairs given on the command line follow and win. A size that is not one exits 2, saying that
+    an AWS credentials profile is chosen with AWS_PROFILE (`--profile` is the size's old name).
+    """
+    import os
+
+    sets = list(deploy_sets or [])
+    context = recorded_context()
+    if size is None:
+        size = context.size if context is not None else DEFAULT_PROFILE
+    sizes = _sizes()
+    if sizes is not None and size not in sizes:
+        aws_profile = f" (AWS_PROFILE is {os.environ['AWS_PROFILE']!r} here)" if os.environ.get("AWS_PROFILE") else ""
+        fail(f"{SIZE_FLAG} {size!r}: not a cluster size; choose one of {', '.join(sizes)}. {OLD_SIZE_FLAG} is the "
+             f"old name of {SIZE_FLAG}: to use AWS credentials profile {size!r}, run `AWS_PROFILE={size} skymaze ...`"
+             f"{aws_profile}", code=EXIT_USAGE)
+    if context is not None and context.size == size:
+        sets = [*context.deploy_sets, *sets]
+    return size, sets
+
+
+def flags(flag: str, values: list[str] | tuple[str, ...] | None) -> str:
+    """`` --set a=1 --set b=2``: the values a user gave, as a hint repeats them (shell-quoted)."""
+    import shlex
+
+    return "".join(f" {flag} {shlex.quote(value)}" for value in values or ())
 
 
 def recipe_for_profile(recipe_name: str | None, profile: str) -> str:
@@ -31,14 +95,16 @@ RECIPE_SETS_OPTION = typer.Option(None, RECIPE_FLAG, metavar="KEY=VALUE", help=R
 DEPLOY_SETS_OPTION = typer.Option([], DEPLOY_FLAG, "-c", metavar="KEY=VALUE", help=DEPLOY_SET_HELP)
 
 
-def setting_option(model: type[config.ConfigModel], key: str, *, explicit: bool = False, **extra: Any) -> Any:
-    """The option ``--KEY`` for setting ``key`` of ``model``: its help is the field's description, its default the model's.
+def setting_option(model: type[config.ConfigModel], key: str, *, explicit: bool = False, flag: str | None = None,
+                   **extra: Any) -> Any:
+    """The option ``--KEY`` (or ``flag``) for setting ``key`` of ``model``: its help is the field's description,
+    its default the model's.
 
     ``explicit=True``: the option's value is None unless given (the command tells a given value
     from a default, e.g. to refuse one an adapter contradicts); ``--help`` still shows the model's default.
     """
     info = config.field_named(model, key)
-    flag = "--" + key.replace("_", "-")
+    flag = flag or "--" + key.replace("_", "-")
     if info.is_required():
         return typer.Option(..., flag, help=info.description, **extra)
     default = info.get_default(call_default_factory=True)
@@ -66,18 +132,23 @@ def next_step(*commands: str) -> None:
         typer.echo(f"  {command}")
 
 
-def deploy_setting(profile: str, name: str):
-    """One deployment setting of ``profile`` (workload/deployment/settings.py), or exit 2 saying what to pass."""
+def deploy_setting(profile: str, name: str, deploy_sets: list[str] | tuple[str, ...] = ()):
+    """One deployment setting of ``profile`` with ``-c`` pairs ``deploy_sets`` (workload/deployment/settings.py),
+    or exit 2 saying what to pass."""
     from workload.deployment.settings import SettingsError, load_settings
 
     try:
-        return getattr(load_settings({"profile": profile}), name)
-    except SettingsError as err:
+        from workload.config import split_pair
+
+        pairs = dict(split_pair(pair, flag=DEPLOY_FLAG, example="worker_count=2") for pair in deploy_sets)
+        return getattr(load_settings({"profile": profile, **pairs}), name)
+    except (SettingsError, ValueError) as err:
         fail(str(err), code=EXIT_USAGE)
 
 
-def aws_identity(region: str, *, expected_account: str | None = None):
-    """A boto3 session in ``region`` and the caller's identity, printed as one line; exit 1 if unreadable.
+def aws_identity(region: str, *, expected_account: str | None = None, err: bool = False):
+    """A boto3 session in ``region`` and the caller's identity, printed as one line (on stderr with
+    ``err``, for commands whose stdout is JSON); exit 1 if unreadable.
 
     Commands that act on AWS call this once, first, so that nothing is synthesized, deleted or
     read before the user sees which account and region the command acts on.
@@ -91,7 +162,7 @@ def aws_identity(region: str, *, expected_account: str | None = None):
         identity = check_identity(session, region, expected_account=expected_account)
     except IdentityError as err:
         fail(str(err))
-    typer.echo(identity.line())
+    typer.echo(identity.line(), err=err)
     return session, identity
 
 
@@ -116,8 +187,10 @@ def print_json(value) -> None:
 def port_taken(host: str, port: int) -> bool:
     """Whether something already listens on ``host:port`` (port 0 never is).
 
-    A plain bind without SO_REUSEPORT fails on any listener, including servers that set
+    A bind without SO_REUSEPORT fails on any listener, including servers that set
     SO_REUSEPORT themselves and would otherwise silently share the port with a second server.
+    SO_REUSEADDR (which Serve's proxy sets too) lets it past the connections of a server that just
+    stopped (TIME_WAIT, ~60 s), which hold the port for nobody.
     """
     import socket
 
@@ -125,6 +198,7 @@ def port_taken(host: str, port: int) -> bool:
         return False
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             probe.bind((host, port))
         except OSError:
@@ -133,7 +207,7 @@ def port_taken(host: str, port: int) -> bool:
 
 
 def deploy_target_or_exit(profile: str, context: list[str]) -> tuple[tuple[tuple[str, str], ...], Any, Any]:
-    """``(overrides, settings, target)`` of a deploy command's ``--profile`` and ``-c`` pairs; a bad
+    """``(overrides, settings, target)`` of a deploy command's ``--size`` and ``-c`` pairs; a bad
     setting exits 2 naming it."""
     from workload.ops.profiles import SettingsError, parse_overrides, settings_for, target_for
 

@@ -9,47 +9,58 @@ import typer
 from workload.cli._common import (
     DEPLOY_SETS_OPTION,
     PROFILE_OPTION,
-    aws_identity,
     deploy_target_or_exit,
     fail,
     next_step,
+    resolve_size,
 )
 from workload.cli.jobs import ADDRESS_OPTION
 
-cluster_app = typer.Typer(help="The deployed cluster.\n\nExample:  skymaze cluster status --profile small",
+cluster_app = typer.Typer(help="The deployed cluster.\n\nExample:  skymaze cluster status --size small",
                           no_args_is_help=True)
 
 
 @cluster_app.command("status")
 def status(
-    profile: str = PROFILE_OPTION,
+    profile: str | None = PROFILE_OPTION,
     context: list[str] = DEPLOY_SETS_OPTION,
     address: str = ADDRESS_OPTION,
     as_json: bool = typer.Option(False, "--json", help="print one JSON object instead of the table"),
 ) -> None:
     """Show the HyperPod cluster (status, instance groups, every node with its health) and the Ray jobs.
 
-    Ray jobs are read from the dashboard address; when it does not answer (no port-forward), the AWS part is still shown.
+    Ray jobs are read from the dashboard address; when it does not answer (no port-forward), the AWS part is still shown, and without AWS credentials the Ray jobs are.
 
     Exit codes: 0 cluster in service and every node healthy, 1 not found, not ready or a node unhealthy, 2 bad input.
 
-    Example:  skymaze cluster status --profile small --address http://127.0.0.1:8265
+    Example:  skymaze cluster status --size small --address http://127.0.0.1:8265
     """
+    import boto3
+
     from workload.ops.cluster_status import hyperpod_status
+    from workload.ops.identity import IdentityError, check_identity
     from workload.ops.plan import HYPERPOD_CLUSTER_SUFFIX
     from workload.skyrl import jobs
 
+    profile, context = resolve_size(profile, context)
     overrides, settings, target = deploy_target_or_exit(profile, context)
-    session, _ = aws_identity(target.region, expected_account=dict(overrides).get("account"))
-    name = f"{settings.name}{HYPERPOD_CLUSTER_SUFFIX}"
-    cluster = hyperpod_status(session, name)
-    if cluster is None:
-        fail(f"no HyperPod cluster {name!r} in {target.region}; deploy it with `skymaze deploy --profile {profile}`")
     try:
         resolved = jobs.resolve_address(address, None)
         rows, ray_error = jobs.list_jobs(jobs.connect(resolved)), ""
     except (ValueError, jobs.JobsError) as err:
         resolved, rows, ray_error = address or jobs.DEFAULT_ADDRESS, [], str(err)
+    session = boto3.Session(region_name=target.region)
+    try:
+        identity = check_identity(session, target.region, expected_account=dict(overrides).get("account"))
+    except IdentityError as err:  # the Ray jobs need no AWS credentials: show them, then say what is missing
+        if not as_json:
+            _print_ray(resolved, rows, ray_error)
+        fail(f"{err} (the HyperPod part needs them; the Ray jobs do not)")
+    typer.echo(identity.line(), err=as_json)
+    name = f"{settings.name}{HYPERPOD_CLUSTER_SUFFIX}"
+    cluster = hyperpod_status(session, name)
+    if cluster is None:
+        fail(f"no HyperPod cluster {name!r} in {target.region}; deploy it with `skymaze deploy --size {profile}`")
     if as_json:
         typer.echo(json.dumps({"cluster": cluster.to_json(), "ray": {
             "address": resolved, "error": ray_error, "jobs": [row.to_json() for row in rows]}}, indent=2))
@@ -69,6 +80,10 @@ def _print(cluster, address: str, rows, ray_error: str) -> None:
     for node in cluster.nodes:
         health = "healthy" if node.healthy else f"UNHEALTHY: {node.message}".rstrip(": ")
         typer.echo(f"  node  {node.instance_id:<24} {node.group:<12} {node.status:<26} {health}")
+    _print_ray(address, rows, ray_error)
+
+
+def _print_ray(address: str, rows, ray_error: str) -> None:
     if ray_error:
         typer.echo(f"Ray at {address}: not reachable ({ray_error})")
         return

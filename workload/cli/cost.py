@@ -14,11 +14,12 @@ from workload.cli._common import (
     fail,
     next_step,
     print_json,
+    resolve_size,
 )
 
 
 def cost(
-    profile: str = PROFILE_OPTION,
+    profile: str | None = PROFILE_OPTION,
     hours: float = typer.Option(..., "--hours", help="hours from deploy to teardown (the run's wall time)"),
     context: list[str] = DEPLOY_SETS_OPTION,
     prices: Path = typer.Option(None, "--prices", help="price table (default: workload/ops/prices.yaml)"),
@@ -35,12 +36,13 @@ def cost(
 
     Exit codes: 0 ok, 2 bad input.
 
-    Example:  skymaze cost --profile blog --hours 12 --left-up-hours 72 --guard-hours 14
+    Example:  skymaze cost --size blog --hours 12 --left-up-hours 72 --guard-hours 14
     """
     from workload.ops.cost import Usage, estimate_cost, guard_saving, render_report
     from workload.ops.prices import DEFAULT_PRICES_PATH, load_prices
     from workload.ops.profiles import SettingsError, parse_overrides, settings_for, shape_for
 
+    profile, context = resolve_size(profile, context)
     try:
         overrides = parse_overrides(context)
         settings = settings_for(profile, overrides)
@@ -66,7 +68,7 @@ def cost(
     typer.echo(render_report(report))
     if saving:
         typer.echo(f"\n{saving.render()}")
-    next_step(f"skymaze deploy --profile {profile}")
+    next_step(f"skymaze deploy --size {profile}")
 
 
 def register(app: typer.Typer) -> None:

@@ -14,11 +14,12 @@ from workload.cli._common import (
     deploy_target_or_exit,
     fail,
     next_step,
+    resolve_size,
 )
 
 
 def deploy(
-    profile: str = PROFILE_OPTION,
+    profile: str | None = PROFILE_OPTION,
     context: list[str] = DEPLOY_SETS_OPTION,
     bootstrap: bool = typer.Option(False, "--bootstrap", help="first `cdk bootstrap` the account/region (once)"),
     dry_run: bool = typer.Option(False, "--dry-run", help="print the cdk command and change nothing"),
@@ -30,6 +31,9 @@ def deploy(
              "access), any-change, destructive or never"),
     no_approval: bool = typer.Option(False, "--yes", "--no-approval",
                                      help="do not ask: same as --require-approval never (CI)"),
+    skip_preflight: bool = typer.Option(False, "--skip-preflight",
+                                        help="do not run `skymaze preflight` first (only when a check itself is "
+                                             "wrong; docs/deploy.md)"),
 ) -> None:
     """Deploy every stack of a profile (VPC, storage, EKS + HyperPod, observability, Ray, serving).
 
@@ -37,15 +41,18 @@ def deploy(
 
     Like `cdk deploy`, it asks before security-widening changes (review them first with `skymaze diff`); --yes skips the question.
 
-    Exit codes: 0 ok, 1 cdk failed (rerunning resumes), 2 bad input.
+    Before cdk it runs `skymaze preflight` (quotas, zones, versions, add-on schemas, Identity Center, permissions) and stops when a check fails.
 
-    Example:  skymaze deploy --profile blog
+    Exit codes: 0 ok, 1 a preflight check or cdk failed (rerunning resumes), 2 bad input.
+
+    Example:  skymaze deploy --size blog
     """
     from datetime import UTC, datetime
 
     from workload.ops.cdk import PROJECT_ROOT, CdkError, resolve_cdk, run_cdk
     from workload.ops.deploy import APPROVAL_LEVELS, deploy_args, next_steps, outputs_path, read_outputs
 
+    profile, context = resolve_size(profile, context)
     overrides, settings, target = deploy_target_or_exit(profile, context)
     approval = "never" if no_approval else require_approval
     if approval not in APPROVAL_LEVELS:
@@ -63,11 +70,12 @@ def deploy(
             deploy += ["-c", f"account={identity.account}"]
         _check_existing_resources(session, settings)
         deploy += _account_context(session, settings)
+        _preflight_or_exit(session, settings, identity, profile, bootstrap_pending=bootstrap, skip=skip_preflight)
     commands = ([["bootstrap", *target.cdk_context]] if bootstrap else []) + [deploy]
     if dry_run:
         for args in commands:
             typer.echo(f"would run: cdk {' '.join(args)}")
-        next_step(f"skymaze deploy --profile {profile}")
+        next_step(f"skymaze deploy --size {profile}")
         return
     started = False
     try:
@@ -77,10 +85,21 @@ def deploy(
             # A prompt needs cdk on the terminal itself; without one cdk streams through us line by line.
             run_cdk(binary, args, echo=typer.echo, terminal=started and approval != "never")
     except CdkError as exc:
-        fail(f"{exc}; fix the cause shown above and rerun `skymaze deploy --profile {profile}`"
+        fail(f"{exc}; fix the cause shown above and rerun `skymaze deploy --size {profile}`"
              + _half_built_hint(session, settings, profile, started))
-    typer.echo(f"deployed profile {profile!r}; stack outputs in {outputs}")
+    typer.echo(f"deployed size {profile!r}; stack outputs in {outputs}")
+    recorded = _record(target, context, read_outputs(outputs))
+    typer.echo(f"recorded {recorded}: later commands default to size {profile!r}")
     next_step(*next_steps(target, read_outputs(outputs)))
+
+
+def _record(target, context: list[str], outputs: dict[str, str]):
+    """Record what was deployed (size, -c settings, region, cluster names from the outputs); returns the file."""
+    from workload.ops.context import DeployContext, write_context
+    from workload.ops.deploy import context_from_outputs
+
+    return write_context(DeployContext(size=target.profile, region=target.region, deploy_sets=tuple(context),
+                                       source="deploy", **context_from_outputs(target, outputs)))
 
 
 def _half_built_hint(session, settings, profile: str, started: bool) -> str:
@@ -98,7 +117,7 @@ def _half_built_hint(session, settings, profile: str, started: bool) -> str:
     if not stacks:
         return " (no stack was created)"
     return (f" (CloudFormation resumes {', '.join(stacks)}; "
-            f"`skymaze teardown --profile {profile}` removes a half-built deploy)")
+            f"`skymaze teardown --size {profile}` removes a half-built deploy)")
 
 
 def _check_existing_resources(session, settings) -> None:
@@ -114,6 +133,22 @@ def _check_existing_resources(session, settings) -> None:
     if problems:
         fail("the existing VPC or EKS cluster does not fit the settings (docs/deploy.md, \"Bring your own VPC or EKS "
              "cluster\"):\n  " + "\n  ".join(problems), code=EXIT_USAGE)
+
+
+def _preflight_or_exit(session, settings, identity, profile: str, *, bootstrap_pending: bool, skip: bool) -> None:
+    """`skymaze preflight`'s checks; a failed one ends the deploy before cdk runs."""
+    from workload.cli.preflight import report, run_checks
+
+    if skip:
+        typer.echo("warning: --skip-preflight: quotas, zones, versions, add-on schemas and permissions are not "
+                   "checked before cdk", err=True)
+        return
+    findings = run_checks(session, settings, identity, bootstrap_pending=bootstrap_pending)
+    report(findings)
+    failures = sum(f.status == "fail" for f in findings)
+    if failures:
+        fail(f"preflight: {failures} check(s) failed (FAIL lines above); nothing was deployed: change what they name "
+             f"and rerun `skymaze deploy --size {profile}`")
 
 
 def _account_context(session, settings) -> list[str]:

@@ -11,11 +11,12 @@ from workload.cli._common import (
     deploy_target_or_exit,
     fail,
     next_step,
+    resolve_size,
 )
 
 
 def diff(
-    profile: str = PROFILE_OPTION,
+    profile: str | None = PROFILE_OPTION,
     context: list[str] = DEPLOY_SETS_OPTION,
     fail_on_change: bool = typer.Option(False, "--fail", help="exit 1 when anything would change (CI gate)"),
     dry_run: bool = typer.Option(False, "--dry-run", help="print the cdk command and change nothing"),
@@ -27,17 +28,18 @@ def diff(
 
     Exit codes: 0 shown (or no change), 1 cdk failed or, with --fail, something would change, 2 bad input.
 
-    Example:  skymaze diff --profile small
+    Example:  skymaze diff --size small
     """
     from workload.cli.deploy import _account_context
     from workload.ops.cdk import CdkError, resolve_cdk, run_cdk
     from workload.ops.deploy import diff_args
 
+    profile, context = resolve_size(profile, context)
     overrides, settings, target = deploy_target_or_exit(profile, context)
     args = diff_args(target, fail_on_change=fail_on_change)
     if dry_run:
         typer.echo(f"would run: cdk {' '.join(args)}")
-        next_step(f"skymaze diff --profile {profile}")
+        next_step(f"skymaze diff --size {profile}")
         return
     session, identity = aws_identity(target.region, expected_account=dict(overrides).get("account"))
     if "account" not in dict(overrides):
@@ -47,7 +49,7 @@ def diff(
         run_cdk(resolve_cdk(cdk_bin), args, echo=typer.echo)
     except CdkError as exc:
         fail(f"{exc}" + ("; with --fail, status 1 also means something would change" if fail_on_change else ""))
-    next_step(f"skymaze deploy --profile {profile}   # asks before security-widening changes")
+    next_step(f"skymaze deploy --size {profile}   # asks before security-widening changes")
 
 
 def register(app: typer.Typer) -> None:

@@ -9,6 +9,7 @@ from pathlib import Path
 import typer
 
 from workload.cli._common import (
+    DEPLOY_SETS_OPTION,
     EXIT_USAGE,
     JSON_OPTION,
     PROFILE_OPTION,
@@ -18,10 +19,18 @@ from workload.cli._common import (
     next_step,
     print_json,
     recipe_for_profile,
+    resolve_size,
+    setting_option,
 )
-from workload.cli.recipe import load_or_exit, problems_of
-from workload.supervise.machine import Policy
-from workload.supervise.settings import DEFAULT_METRICS_PORT
+from workload.cli.recipe import load_or_exit, problems_of, profile_fit_problems
+from workload.deployment.names import (
+    HYPERPOD_GPU_GROUP,
+    RAY_GPU_GROUP,
+    RAY_NAMESPACE,
+    SUPERVISOR_METRICS_PORT,
+    TRAINER_RAYCLUSTER,
+)
+from workload.deployment.supervisor import FLAGS, SupervisorLimits
 
 ADDRESS_HELP = "Ray dashboard: http://HOST:8265 (local head or port-forward) or sagemaker_ray://CLUSTER/NAMESPACE."
 ADDRESS_OPTION = typer.Option(None, "--address", envvar="RAY_ADDRESS", help=ADDRESS_HELP, show_envvar=True)
@@ -55,6 +64,31 @@ def load_run_or_exit(recipe_name: str, sets: list[str], *, keep_run_name: bool =
     return load_or_exit(recipe_name, named)
 
 
+JOB_HELP = "Job id printed by skymaze submit (default: the newest job skymaze submitted to this Ray cluster)."
+
+
+def _job_or_newest(client, job_id: str | None, *, supervised: bool = False) -> str:
+    """``job_id``, or the newest job skymaze submitted (with ``supervised``: with --supervise), named on stderr."""
+    if job_id:
+        return job_id
+    from workload.supervise.settings import SUPERVISE_KEY
+
+    try:
+        details = client.list_jobs()
+    except RuntimeError as err:
+        fail(f"cannot list the jobs to find the newest: {err}")
+    ours = [d for d in details if "skymaze_recipe" in (d.metadata or {})
+            and (not supervised or SUPERVISE_KEY in (d.metadata or {}))]
+    if not ours:
+        kind = "job submitted with `skymaze submit --supervise`" if supervised else "job submitted with `skymaze submit`"
+        fail(f"no {kind} on this Ray cluster; submit one, or name the job id")
+    newest = max(ours, key=lambda d: d.start_time or 0)
+    job = newest.submission_id or newest.job_id
+    typer.echo(f"job {job} (the newest{' supervised' if supervised else ''} one; run {newest.metadata['skymaze_run_id']})",
+               err=True)
+    return job
+
+
 def _address_flag(address: str) -> str:
     return f" --address {address}"
 
@@ -62,7 +96,8 @@ def _address_flag(address: str) -> str:
 def submit(
     recipe_name: str | None = RUN_RECIPE_OPTION,
     sets: list[str] = RECIPE_SETS_OPTION,
-    profile: str = PROFILE_OPTION,
+    profile: str | None = PROFILE_OPTION,
+    context: list[str] = DEPLOY_SETS_OPTION,
     address: str = ADDRESS_OPTION,
     preflight: bool = typer.Option(False, "--preflight", help="Only prepare data/model paths on /shared and print the plan."),
     wait_s: float = typer.Option(0.0, "--wait-s", help="Wait up to this many seconds for the job to finish (0: return at once)."),
@@ -97,6 +132,7 @@ def submit(
     from workload.skyrl.entrypoint import job_spec
     from workload.skyrl.job_env import JobEnvError, build_job_env
 
+    profile, context = resolve_size(profile, context)
     recipe_name = recipe_for_profile(recipe_name, profile)
     recipe = load_run_or_exit(recipe_name, [*(sets or []), *([f"trainer.logger={tracker}"] if tracker != "console" else [])],
                               keep_run_name=keep_run_name)
@@ -105,11 +141,17 @@ def submit(
                                 tracker=tracker, run_dir=recipe.run_dir, environ=os.environ)
     except JobEnvError as err:
         fail(str(err), code=EXIT_USAGE)
-    problems = problems_of(recipe, profile)
+    problems = problems_of(recipe, profile, context)
     if problems:
         for line in problems:
             typer.echo(f"error: {line}", err=True)
-        fail(f"recipe {recipe_name!r} would fail on the cluster; see `skymaze recipe check {recipe_name}`", code=EXIT_USAGE)
+        fail(f"recipe {recipe_name!r} would fail on the cluster; fix the settings named above (`skymaze recipe "
+             f"show {recipe_name} --fields` lists them)", code=EXIT_USAGE)
+    misfit = profile_fit_problems(recipe, profile, context)
+    if misfit:  # a job the cluster cannot place waits in PENDING, billed, until someone notices
+        for line in misfit:
+            typer.echo(f"error: {line}", err=True)
+        fail(f"recipe {recipe_name!r} cannot run on size {profile!r}; nothing was submitted", code=EXIT_USAGE)
     resolved, client = _client(address)
     spec = job_spec(recipe)
     try:
@@ -173,7 +215,7 @@ def _wait_with_progress(client, job_id: str, wait_s: float):
 
 
 def status(
-    job_id: str = typer.Argument(..., help="Job id printed by skymaze submit."),
+    job_id: str | None = typer.Argument(None, help=JOB_HELP),
     address: str = ADDRESS_OPTION,
     as_json: bool = JSON_OPTION,
 ) -> None:
@@ -184,6 +226,7 @@ def status(
     from workload.skyrl import jobs
 
     resolved, client = _client(address)
+    job_id = _job_or_newest(client, job_id)
     try:
         current = jobs.state(client, job_id)
     except jobs.JobsError as err:
@@ -202,7 +245,7 @@ def status(
 
 
 def logs(
-    job_id: str = typer.Argument(..., help="Job id printed by skymaze submit."),
+    job_id: str | None = typer.Argument(None, help=JOB_HELP),
     address: str = ADDRESS_OPTION,
     follow: bool = typer.Option(False, "--follow", "-f", help="Stream until the job ends."),
 ) -> None:
@@ -213,6 +256,7 @@ def logs(
     from workload.skyrl import jobs
 
     resolved, client = _client(address)
+    job_id = _job_or_newest(client, job_id)
     try:
         if follow:
             _follow(client, job_id)
@@ -233,7 +277,7 @@ def _follow(client, job_id: str) -> None:
     asyncio.run(stream())
 
 
-def stop(job_id: str = typer.Argument(..., help="Job id printed by skymaze submit."), address: str = ADDRESS_OPTION) -> None:
+def stop(job_id: str | None = typer.Argument(None, help=JOB_HELP), address: str = ADDRESS_OPTION) -> None:
     """Stop a running job (checkpoints already written stay; resume_mode=latest picks them up).
 
     Example:  skymaze stop raysubmit_abc123
@@ -241,6 +285,7 @@ def stop(job_id: str = typer.Argument(..., help="Job id printed by skymaze submi
     from workload.skyrl import jobs
 
     resolved, client = _client(address)
+    job_id = _job_or_newest(client, job_id)
     try:
         stopped = jobs.stop(client, job_id)
     except jobs.JobsError as err:
@@ -249,28 +294,45 @@ def stop(job_id: str = typer.Argument(..., help="Job id printed by skymaze submi
     next_step(f"skymaze status {job_id}{_address_flag(resolved)}")
 
 
+def _limit(name: str):
+    """The option of supervisor limit ``name`` (workload/deployment/supervisor.py)."""
+    return setting_option(SupervisorLimits, name, flag=FLAGS[name])
+
+
+def _limits_or_exit(**values) -> SupervisorLimits:
+    """The supervisor's limits from its options, or exit 2 naming each bad option and its rule."""
+    from pydantic import ValidationError
+
+    try:
+        return SupervisorLimits(**values)
+    except ValidationError as err:
+        problems = [f"{FLAGS[e['loc'][0]].split('/')[0]} {e['input']}: {e['msg']}" if e["loc"]
+                    else e["msg"].removeprefix("Value error, ") for e in err.errors()]
+        fail("; ".join(problems), code=EXIT_USAGE)
+
+
 def supervise(
-    job_id: str = typer.Argument(None, help="Job submitted with `skymaze submit --supervise` (omit with --watch)."),
+    job_id: str = typer.Argument(None, help="Job submitted with `skymaze submit --supervise` (default: the newest one; omit with --watch)."),
     address: str = ADDRESS_OPTION,
     watch: bool = typer.Option(False, "--watch", help="Supervise every job submitted with --supervise, one after another (the Deployment's mode)."),
     once: bool = typer.Option(False, "--once", help="With --watch: handle the jobs there now, then exit."),
     handled_file: Path = typer.Option(Path("/shared/supervisor/handled.txt"), "--handled-file", help="With --watch: ids of runs already handled (kept on /shared across pod restarts)."),
     in_cluster: bool = typer.Option(False, "--in-cluster", help="Read GPU worker readiness from, and release workers through, the Kubernetes API (the pod's service account)."),
-    namespace: str = typer.Option("ray", "--namespace", help="Namespace of the trainer RayCluster."),
-    raycluster: str = typer.Option("skymaze-train", "--raycluster", help="The trainer RayCluster."),
-    gpu_group: str = typer.Option("gpu", "--gpu-group", help="Its GPU worker group."),
+    namespace: str = typer.Option(RAY_NAMESPACE, "--namespace", help="Namespace of the trainer RayCluster."),
+    raycluster: str = typer.Option(TRAINER_RAYCLUSTER, "--raycluster", help="The trainer RayCluster."),
+    gpu_group: str = typer.Option(RAY_GPU_GROUP, "--gpu-group", help="Its GPU worker group."),
     expected_workers: int = typer.Option(None, "--expected-workers", help="GPU workers the run needs (default: the group's replicas; locally: Ray's worker nodes)."),
-    max_submissions: int = typer.Option(Policy.max_submissions, "--max-submissions", help="Submissions in all, the first included."),
-    max_failures_at_same_step: int = typer.Option(Policy.max_failures_at_same_step, "--max-failures-at-same-step", help="Failures with no new checkpoint before giving up."),
-    backoff_base_s: float = typer.Option(Policy.backoff_base_s, "--backoff-base-s"),
-    backoff_cap_s: float = typer.Option(Policy.backoff_cap_s, "--backoff-cap-s"),
-    node_wait_timeout_s: float = typer.Option(Policy.node_wait_timeout_s, "--node-wait-timeout-s", help="Give up when GPU workers are not all Ready after this long."),
-    release: bool = typer.Option(True, "--release/--no-release", help="Scale the trainer's GPU workers to zero when the run is over."),
-    group_idle_s: float = typer.Option(None, "--group-idle-s", help="Scale the HyperPod GPU group down this long after the run is over (needs --hyperpod-cluster)."),
-    hyperpod_cluster: str = typer.Option(None, "--hyperpod-cluster", help="HyperPod cluster whose GPU group to scale down."),
-    hyperpod_group: str = typer.Option("workers", "--hyperpod-group", help="Its GPU instance group."),
-    hyperpod_idle_count: int = typer.Option(0, "--hyperpod-idle-count", help="Instances the group keeps after the idle period (1 keeps a node for serving)."),
-    metrics_port: int = typer.Option(DEFAULT_METRICS_PORT, "--metrics-port", help="Serve Prometheus /metrics here (0: off)."),
+    max_submissions: int = _limit("max_submissions"),
+    max_failures_at_same_step: int = _limit("max_failures_at_same_step"),
+    backoff_base_s: float = _limit("backoff_base_s"),
+    backoff_cap_s: float = _limit("backoff_cap_s"),
+    node_wait_timeout_s: float = _limit("node_wait_timeout_s"),
+    release: bool = _limit("release_workers"),
+    group_idle_s: float = _limit("group_idle_s"),
+    hyperpod_cluster: str = typer.Option(None, "--hyperpod-cluster", help="HyperPod cluster whose GPU group to scale down (needs --group-idle-s)."),
+    hyperpod_group: str = typer.Option(HYPERPOD_GPU_GROUP, "--hyperpod-group", help="Its GPU instance group."),
+    hyperpod_idle_count: int = _limit("group_idle_count"),
+    metrics_port: int = typer.Option(SUPERVISOR_METRICS_PORT, "--metrics-port", help="Serve Prometheus /metrics here (0: off)."),
     metrics_host: str = typer.Option("127.0.0.1", "--metrics-host", help="In the pod: 0.0.0.0, so the scraper reaches it."),
     poll_s: float = typer.Option(15.0, "--poll-s", help="Seconds between looks at the job and the cluster."),
 ) -> None:
@@ -286,17 +348,16 @@ def supervise(
     from workload.supervise.settings import HyperPodTarget, KubeTarget, SupervisorSettings
     from workload.supervise.telemetry import Telemetry
 
-    if not watch and not job_id:
-        fail("give a JOB_ID, or --watch to supervise every job submitted with --supervise", code=EXIT_USAGE)
     try:
-        policy = Policy(max_submissions=max_submissions, max_failures_at_same_step=max_failures_at_same_step,
-                        backoff_base_s=backoff_base_s, backoff_cap_s=backoff_cap_s, node_wait_timeout_s=node_wait_timeout_s,
-                        release_workers=release, group_idle_s=group_idle_s)
+        policy = _limits_or_exit(max_submissions=max_submissions, max_failures_at_same_step=max_failures_at_same_step,
+                                 backoff_base_s=backoff_base_s, backoff_cap_s=backoff_cap_s,
+                                 node_wait_timeout_s=node_wait_timeout_s, release_workers=release,
+                                 group_idle_s=group_idle_s, group_idle_count=hyperpod_idle_count)
         settings = SupervisorSettings(
             address=address or "", policy=policy,
             kube=KubeTarget(namespace, raycluster, gpu_group) if in_cluster else None,
             expected_workers=expected_workers,
-            hyperpod=HyperPodTarget(hyperpod_cluster, hyperpod_group, hyperpod_idle_count) if hyperpod_cluster else None,
+            hyperpod=HyperPodTarget(hyperpod_cluster, hyperpod_group, policy.group_idle_count) if hyperpod_cluster else None,
             metrics_port=metrics_port or None, metrics_host=metrics_host, poll_s=poll_s,
         )
     except ValueError as err:
@@ -317,7 +378,7 @@ def supervise(
             handled = service.watch(settings, client, handled_file, telemetry, forever=not once)
             typer.echo(f"supervised {len(handled)} run(s): {' '.join(handled) or '-'}")
             return
-        outcome = service.run_one(settings, client, job_id, telemetry)
+        outcome = service.run_one(settings, client, _job_or_newest(client, job_id, supervised=True), telemetry)
     except service.SuperviseError as err:
         fail(str(err), code=EXIT_USAGE)
     except Exception as err:  # an edge failed (Kubernetes, SageMaker, Ray): say which, exit 1

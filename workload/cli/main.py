@@ -77,6 +77,11 @@ def run(application: typer.Typer = app, argv: list[str] | None = None) -> int:
         aws_errors: tuple[type[Exception], ...] = (BotoCoreError, ClientError)
     except ImportError:  # images without boto3 have no AWS errors to translate
         aws_errors = ()
+    from workload.cli._common import deprecated_flag_warning
+
+    warning = deprecated_flag_warning(sys.argv[1:] if argv is None else argv)
+    if warning:
+        typer.echo(warning, err=True)
     try:
         application(args=argv, standalone_mode=True)
     except SystemExit as done:

@@ -7,6 +7,7 @@ from pathlib import Path
 import typer
 
 from workload.cli._common import EXIT_USAGE, JSON_OPTION, fail, next_step, print_json
+from workload.maze.render import DEFAULT_CELL_PX
 
 maze_app = typer.Typer(
     help="The VisGym maze: pictures, frozen held-out sets.\n\nExample:  skymaze maze show --seed 0 --size 9 -o maze.png",
@@ -19,7 +20,7 @@ def show(
     seed: int = typer.Option(0, help="maze seed (VisGym's seeding path)"),
     size: int = typer.Option(9, help="odd maze size >= 5: 9 = easy, 11 = hard"),
     output: Path = typer.Option(Path("maze.png"), "-o", "--output", help="PNG to write"),
-    cell_px: int = typer.Option(25, help="pixels a cell (VisGym: 25)"),
+    cell_px: int = typer.Option(DEFAULT_CELL_PX, help="pixels a cell (VisGym: 25)"),
     strip: Path | None = typer.Option(None, help="also write the solver's episode strip to this PNG"),
 ) -> None:
     """Draw a maze's first frame as a PNG and print its map and shortest path.

@@ -11,11 +11,12 @@ from workload.cli._common import (
     PROFILE_OPTION,
     RECIPE_SETS_OPTION,
     RUN_RECIPE_OPTION,
-    deploy_setting,
     fail,
+    flags,
     next_step,
     print_json,
     recipe_for_profile,
+    resolve_size,
 )
 from workload.cli.jobs import load_run_or_exit
 
@@ -23,7 +24,7 @@ from workload.cli.jobs import load_run_or_exit
 def plan(
     recipe_name: str | None = RUN_RECIPE_OPTION,
     sets: list[str] = RECIPE_SETS_OPTION,
-    profile: str = PROFILE_OPTION,
+    profile: str | None = PROFILE_OPTION,
     fsx_gib: int = typer.Option(None, "--fsx-gib", help="FSx capacity to plan against (default: the profile's)."),
     context: list[str] = DEPLOY_SETS_OPTION,
     as_json: bool = JSON_OPTION,
@@ -33,17 +34,17 @@ def plan(
 
     Exit 1 when the run would not fit on FSx; exit 2 when the deploy settings cannot fit their nodes.
 
-    Example:  skymaze plan --recipe blog --profile blog -c worker_threads_per_core=2
+    Example:  skymaze plan --recipe blog --size blog -c worker_threads_per_core=2
     """
     from workload.skyrl.plan import build_plan, plan_warnings, render_plan
 
+    given_c = list(context)
+    profile, context = resolve_size(profile, given_c)
     recipe_name = recipe_for_profile(recipe_name, profile)
     recipe = load_run_or_exit(recipe_name, list(sets or []))
     _refuse_misfit(recipe, profile, context)
-    fit_lines = _cluster_fit(profile, context)
-    if fsx_gib is None:
-        fsx_gib = fit_lines[0] if fit_lines else deploy_setting(profile, "fsx_storage_gib")
-        fit_lines = fit_lines[1:]
+    settings_fsx_gib, fit_lines = _cluster_fit(profile, context)
+    fsx_gib = settings_fsx_gib if fsx_gib is None else fsx_gib
     try:
         result = build_plan(recipe.resolved(), train_rows=recipe.train_rows(), fsx_gib=fsx_gib)
     except (KeyError, ValueError) as err:
@@ -65,7 +66,7 @@ def plan(
         typer.echo(f"warning: {line}", err=True)
     if result.peak_bytes > result.fsx_bytes:
         fail("the run does not fit on FSx")
-    next_step(f"skymaze submit --recipe {recipe_name} --profile {profile}")
+    next_step(f"skymaze submit --recipe {recipe_name} --size {profile}{flags('--set', sets)}{flags('-c', given_c)}")
 
 
 def _refuse_misfit(recipe, profile: str, context: list[str]) -> None:
@@ -79,8 +80,8 @@ def _refuse_misfit(recipe, profile: str, context: list[str]) -> None:
         fail(f"recipe {recipe.name!r} cannot run on profile {profile!r}", code=EXIT_USAGE)
 
 
-def _cluster_fit(profile: str, context: list[str]) -> list:
-    """[fsx_gib, lines...] of the profile's cluster fit."""
+def _cluster_fit(profile: str, context: list[str]) -> tuple[int, list[str]]:
+    """(the settings' FSx GiB, the lines of the profile's cluster fit)."""
     from workload.ops.profiles import SettingsError, parse_overrides, settings_for
 
     try:
@@ -90,7 +91,7 @@ def _cluster_fit(profile: str, context: list[str]) -> list:
     lines = [f"cluster fit (profile {profile}; kubelet reservation and system pods from workload/deployment/fit.py):"]
     for group in settings.cluster_fit():
         lines += [f"  {row}" for row in group.rows()]
-    return [settings.fsx_storage_gib, *lines]
+    return settings.fsx_storage_gib, lines
 
 
 def register(app: typer.Typer) -> None:

@@ -6,28 +6,45 @@ from pathlib import Path
 
 import typer
 
-from workload.cli._common import EXIT_USAGE, PROFILE_OPTION, deploy_setting, fail, next_step
+from workload.cli._common import EXIT_USAGE, PROFILE_OPTION, deploy_setting, fail, next_step, resolve_size
 
 
 def promote(
     run: Path = typer.Option(..., "--run", help="Run folder (runs/<id> locally, /shared/runs/<id> on the cluster)."),
-    step: int = typer.Option(..., "--step", min=0, help="Global step of the export (exports/global_step_N/policy)."),
-    to: str = typer.Option(..., "--to", help="s3://BUCKET/adapters/NAME or a folder; NAME becomes the model id suffix."),
+    step: int = typer.Option(
+        None, "--step", min=0,
+        help="Global step of the export (exports/global_step_N/policy); default: a rehearsal's step selected on "
+             "validation, else the newest export."),
+    to: str = typer.Option(None, "--to", help="s3://BUCKET/adapters/NAME or a folder; NAME becomes the model id suffix."),
+    name: str = typer.Option(
+        None, "--name",
+        help="On the cluster's pods: promote to s3://<artifacts bucket>/adapters/NAME (instead of --to)."),
     max_lora_rank: int = typer.Option(None, "--max-lora-rank", help="Endpoint's max_lora_rank (default: the deploy profile's)."),
-    profile: str = PROFILE_OPTION,
+    profile: str | None = PROFILE_OPTION,
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an adapter already promoted under NAME."),
 ) -> None:
     """Copy exports/global_step_N/policy (adapter files, then manifest.json) to S3 or a folder.
 
     Refuses adapters with LoRA on the vision tower or a rank above the endpoint's max_lora_rank.
 
-    Example:  skymaze promote --run /shared/runs/maze-blog --step 160 --to s3://my-bucket/adapters/maze-grpo
+    Example:  skymaze promote --run /shared/runs/maze-blog --name maze-grpo
     """
-    from workload.skyrl.promote import PromoteError
+    import os
+
+    from workload.skyrl.promote import PromoteError, artifacts_destination, default_step
     from workload.skyrl.promote import promote as run_promote
 
+    if (to is None) == (name is None):
+        fail("give --to (s3://BUCKET/adapters/NAME or a folder) or, on the cluster's pods, --name NAME", code=EXIT_USAGE)
+    try:
+        to = to or artifacts_destination(name, dict(os.environ))
+        step = default_step(run) if step is None else step
+    except PromoteError as err:
+        fail(str(err), code=EXIT_USAGE)
+
     if max_lora_rank is None:
-        max_lora_rank = deploy_setting(profile, "max_lora_rank")
+        profile, deploy_sets = resolve_size(profile)
+        max_lora_rank = deploy_setting(profile, "max_lora_rank", deploy_sets)
     try:
         manifest = run_promote(run, step, to, max_lora_rank=max_lora_rank, overwrite=overwrite)
     except PromoteError as err:
@@ -39,13 +56,16 @@ def promote(
             fail(f"promote failed: {err}")
         raise
     strict = (manifest["eval"] or {}).get("strict_pass_at_1")
+    if manifest.get("already_promoted"):
+        typer.echo(f"{to} already holds this adapter (same files and sha256s): nothing copied")
     typer.echo(f"promoted {manifest['name']} (rank {manifest['rank']}, {len(manifest['files'])} files) to {to}")
     typer.echo(f"base model: {manifest['base_model']}; strict pass@1 at step {step}: {'n/a' if strict is None else strict}")
-    endpoint = _cluster_endpoint(profile) if to.startswith("s3://") else None
+    endpoint = _cluster_endpoint(resolve_size(profile)[0]) if to.startswith("s3://") else None
     next_step(*_next_commands(manifest, to, run / "exports" / f"global_step_{step}" / "policy", endpoint))
 
 
 LOCAL_ENDPOINT_PORT = 8000  # skymaze serve's default port
+SERVER_START_WAIT_S = 300  # a local `skymaze serve` is ready in 1-2 min on 2 busy cores: evaluate waits for it
 
 
 def _cluster_endpoint(profile: str) -> tuple[str, str]:
@@ -64,17 +84,25 @@ def _next_commands(manifest: dict, to: str, export: Path, endpoint: tuple[str, s
 
     An adapter promoted to S3 is served by the cluster's endpoint (``endpoint``: its port-forward and base id).
     """
+    from workload.local.pipeline import SERVED_BASE_ID
+    from workload.local.rundir import is_rehearsal_sft_model
+
     name = manifest["name"]
     base = manifest["base_model"]
     url = f"http://127.0.0.1:{LOCAL_ENDPOINT_PORT}"
+    wait = f"--wait-s {SERVER_START_WAIT_S}"
     if to.startswith("s3://") or not base:
         forward, base_id = endpoint or ("", "BASE_MODEL_ID")
-        evaluate = f"skymaze evaluate --endpoint {url} --model {base_id}:{name} --adapter {export} --out evals/{name}"
+        evaluate = f"skymaze evaluate --endpoint {url} --model {base_id}:{name} --adapter {export} {wait} --out evals/{name}"
         return [forward, evaluate] if forward else [evaluate]
-    base_id = Path(base).name  # skymaze serve names the base model after its folder
+    # One model-id scheme: a rehearsal's SFT model is `maze-sft` wherever it is served (the rehearsal's own
+    # endpoint names it so); another base model is named after its folder, as `skymaze serve` does by default.
+    rehearsal = is_rehearsal_sft_model(Path(base))
+    base_id = SERVED_BASE_ID if rehearsal else Path(base).name
+    model_id = f" --model-id {SERVED_BASE_ID}" if rehearsal else ""
     return [
-        f"skymaze serve --model {base} --adapters {Path(to).parent} --port {LOCAL_ENDPOINT_PORT} &",
-        f"skymaze evaluate --endpoint {url} --model {base_id}:{name} --adapter {to} --out evals/{name}",
+        f"skymaze serve --model {base}{model_id} --adapters {Path(to).parent} --port {LOCAL_ENDPOINT_PORT} &",
+        f"skymaze evaluate --endpoint {url} --model {base_id}:{name} --adapter {to} {wait} --out evals/{name}",
     ]
 
 

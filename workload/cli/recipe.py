@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from workload.cli._common import (
+    DEPLOY_SETS_OPTION,
     EXIT_USAGE,
     JSON_OPTION,
     PROFILE_OPTION,
@@ -12,9 +13,11 @@ from workload.cli._common import (
     RECIPE_SETS_OPTION,
     deploy_setting,
     fail,
+    flags,
     next_step,
     print_json,
     recipe_for_profile,
+    resolve_size,
 )
 
 recipe_app = typer.Typer(
@@ -61,7 +64,7 @@ def load_rehearsal_or_exit(name: str, sets: list[str] | None):
         fail(str(err), code=EXIT_USAGE)
 
 
-def problems_of(recipe, profile: str | None = None) -> list[str]:
+def problems_of(recipe, profile: str | None = None, deploy_sets: list[str] | tuple[str, ...] = ()) -> list[str]:
     """Validation problems of a cluster recipe, one line each (empty when it is sound).
 
     The LoRA rank is checked against the endpoint's ``max_lora_rank`` of deploy ``profile``.
@@ -70,7 +73,7 @@ def problems_of(recipe, profile: str | None = None) -> list[str]:
 
     from workload.skyrl.validate import validate_recipe
 
-    max_rank = deploy_setting(profile, "max_lora_rank") if profile else None
+    max_rank = deploy_setting(profile, "max_lora_rank", deploy_sets) if profile else None
     try:
         validate_recipe(recipe, max_lora_rank=max_rank)
     except ValidationError as err:
@@ -145,14 +148,15 @@ def show(
     for line in lines:
         typer.echo(line)
     # stdout stays exactly the settings (usable as argv); the hint goes to stderr.
-    typer.echo(f"\nNext:\n  skymaze recipe check {name}", err=True)
+    typer.echo(f"\nNext:\n  skymaze recipe check {name}{flags('--set', sets)}", err=True)
 
 
 @recipe_app.command("check")
 def check(
-    name: str | None = typer.Argument(None, help=NAME_HELP + " Default: the one named like --profile."),
+    name: str | None = typer.Argument(None, help=NAME_HELP + " Default: the one named like the size."),
     sets: list[str] = RECIPE_SETS_OPTION,
-    profile: str = PROFILE_OPTION,
+    profile: str | None = PROFILE_OPTION,
+    context: list[str] = DEPLOY_SETS_OPTION,
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Validate a recipe: a cluster recipe against the rules that make SkyRL fail late on the cluster
@@ -161,8 +165,10 @@ def check(
 
     Exit 0 when sound, 1 with one line per problem (the key, what is wrong, the fix), 2 bad input.
 
-    Example:  skymaze recipe check blog --profile blog
+    Example:  skymaze recipe check blog --size blog
     """
+    given_c = list(context)
+    profile, context = resolve_size(profile, given_c)
     name = recipe_for_profile(name, profile)
     if kind_of(name) == "rehearsal":
         cfg = load_rehearsal_or_exit(name, sets)
@@ -170,10 +176,10 @@ def check(
             print_json({"recipe": name, "kind": "rehearsal", "run_id": cfg.run_id, "ok": True, "problems": []})
             return
         typer.echo(f"recipe {name!r}: ok (rehearsal; run {cfg.run_id})")
-        next_step(f"skymaze rehearse --recipe {name}")
+        next_step(f"skymaze rehearse --recipe {name}{flags('--set', sets)}")
         return
     recipe = load_or_exit(name, sets)
-    problems = problems_of(recipe, profile) + profile_fit_problems(recipe, profile)
+    problems = problems_of(recipe, profile, context) + profile_fit_problems(recipe, profile, context)
     if as_json:
         print_json({"recipe": name, "run_id": recipe.run_id, "ok": not problems, "problems": problems,
                     "overrides": len(recipe.overrides()), "fixes": recipe.fixes.model_dump()})
@@ -186,7 +192,8 @@ def check(
         fail(f"recipe {name!r}: {len(problems)} problem(s)")
     fixes = ", ".join(f"{k}={'on' if v else 'off'}" for k, v in recipe.fixes.model_dump().items())
     typer.echo(f"recipe {name!r}: ok ({len(recipe.overrides())} overrides; fixes: {fixes})")
-    next_step(f"skymaze plan --recipe {name} --profile {profile}", f"skymaze submit --recipe {name} --profile {profile}")
+    kept = f"{flags('--set', sets)}{flags('-c', given_c)}"
+    next_step(f"skymaze plan --recipe {name} --size {profile}{kept}", f"skymaze submit --recipe {name} --size {profile}{kept}")
 
 
 def _model_of(kind: str, name: str):

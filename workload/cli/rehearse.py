@@ -18,8 +18,10 @@ def rehearse(
 ) -> None:
     """Build a tiny Qwen3-VL, warm-start it with SFT, train it with GRPO + LoRA on a local Ray
     cluster, serve the adapter chosen on a validation set and evaluate it on the frozen held-out
-    mazes. Prints baseline, selected and final held-out solves with 95% intervals, exact paired
-    (McNemar) tests against the baseline and the bar's verdict.
+    mazes; then continue SFT from the same start for the GRPO phase's CPU seconds (the control;
+    --set control.enabled=false skips it). Prints the start, GRPO's selected and final steps and the
+    control, with 95% intervals, exact paired (McNemar) tests and the verdict: which of GRPO and
+    the control won (docs/rehearsal.md).
 
     Writes runs/<run-id>/ (report.json, eval_curve.png, episode.png, evals/, exports/,
     ckpts/, metrics.jsonl, tensorboard/) and points runs/latest at it. Running the same

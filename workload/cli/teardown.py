@@ -6,14 +6,22 @@ from pathlib import Path
 
 import typer
 
-from workload.cli._common import DEPLOY_SETS_OPTION, EXIT_USAGE, PROFILE_OPTION, aws_identity, fail, next_step
+from workload.cli._common import (
+    DEPLOY_SETS_OPTION,
+    EXIT_USAGE,
+    PROFILE_OPTION,
+    aws_identity,
+    fail,
+    next_step,
+    resolve_size,
+)
 from workload.ops.plan import DEFAULT_AWS_TIMEOUT_S, DEFAULT_KUBE_TIMEOUT_S, DEFAULT_POLL_INTERVAL_S
 
 STATE_DIR = Path(".skymaze")
 
 
 def teardown(
-    profile: str = PROFILE_OPTION,
+    profile: str | None = PROFILE_OPTION,
     keep_data: bool = typer.Option(False, "--keep-data", help="keep the artifacts bucket (adapters, runs)"),
     dry_run: bool = typer.Option(False, "--dry-run", help="print the ordered plan and change nothing"),
     yes: bool = typer.Option(False, "--yes", "-y", help="do not ask for confirmation"),
@@ -32,11 +40,12 @@ def teardown(
 
     Exit codes: 0 ok, 1 a step failed (rerun to continue), 2 bad input.
 
-    Example:  skymaze teardown --profile blog --dry-run
+    Example:  skymaze teardown --size blog --dry-run
     """
     from workload.ops.plan import build_teardown_plan, render_plan
     from workload.ops.profiles import SettingsError, parse_overrides, settings_for, target_for
 
+    profile, context = resolve_size(profile, context)
     try:
         overrides = parse_overrides(context)
         target = target_for(settings_for(profile, overrides), overrides=overrides, keep_data=keep_data)
@@ -45,16 +54,20 @@ def teardown(
     steps = build_teardown_plan(target)
     if dry_run:
         typer.echo(render_plan(target, steps))
-        next_step(f"skymaze teardown --profile {profile}{' --keep-data' if keep_data else ''}")
+        next_step(f"skymaze teardown --size {profile}{' --keep-data' if keep_data else ''}")
         return
     session, identity = aws_identity(target.region, expected_account=dict(target.overrides).get("account"))
     if not yes:
-        typer.confirm(f"Delete every resource of profile {profile!r} in account {identity.account}, "
+        typer.confirm(f"Delete every resource of size {profile!r} in account {identity.account}, "
                       f"{target.region}?", abort=True)
     _execute(target, steps, session=session, state_dir=state_dir, cdk_bin=cdk_bin, kube_context=kube_context,
              waits=(kube_timeout_s, aws_timeout_s, poll_s))
-    typer.echo(f"profile {profile!r} is torn down" + (" (artifacts bucket kept)" if keep_data else ""))
-    next_step(f"skymaze cost --profile {profile} --hours 12   # what the run cost, from the price table")
+    from workload.ops.context import forget_context
+
+    typer.echo(f"size {profile!r} is torn down" + (" (artifacts bucket kept)" if keep_data else ""))
+    if forget_context(profile):
+        typer.echo("the recorded deployment is forgotten: later commands default to size small again")
+    next_step(f"skymaze cost --size {profile} --hours 12   # what the run cost, from the price table")
 
 
 def _execute(target, steps, *, session, state_dir: Path, cdk_bin: str | None, kube_context: str | None,

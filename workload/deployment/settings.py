@@ -13,8 +13,11 @@ from typing import Any, Literal
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
-from workload.config import DEFAULT_PROFILE, ConfigModel, did_you_mean
+from workload.config import DEFAULT_PROFILE, ConfigModel, did_you_mean, field_paths, set_values
+from workload.config import settings_table as settings_rows
 from workload.deployment import fit
+from workload.deployment.names import DEFAULT_APP_NAME, HYPERPOD_GPU_GROUP, RAY_NAMESPACE
+from workload.deployment.supervisor import SupervisorLimits
 from workload.serving_rules import DEFAULT_MAX_LORA_RANK
 
 # Regions where both ml.r5d.16xlarge and ml.g7e.12xlarge HyperPod instances are listed
@@ -31,6 +34,8 @@ HEAD_INSTANCES = {name: fit.INSTANCES[name] for name in fit.CPU_TYPES}
 # narrowed to those within kubectl's one-minor-version skew of the CDK kubectl layer the cluster
 # stack uses (kubectl 1.35: 1.34, 1.35, 1.36), which leaves 1.34.
 KUBERNETES_VERSIONS = ("1.34",)
+HEAD_COUNT = 1  # CPU head nodes: one Ray head per RayCluster, both on the one head node
+KUBERAY_CHART_VERSION = "1.7.0"  # KubeRay operator chart: matches the ray.io/v1 CRDs validated in tests
 # Smallest Ray heads worth running: the trainer's head also runs the job driver (SkyRL's
 # controller) submitted through the Jobs API; the RayService head runs the Serve controller and proxy.
 MIN_TRAINER_HEAD = (4, 16)  # (CPUs, GiB)
@@ -83,14 +88,13 @@ class Settings(ConfigModel):
     account: str = Field(PLACEHOLDER_ACCOUNT, description="AWS account id; `skymaze deploy` passes the caller's.")
     region: str = Field("us-west-2", description=f"AWS region: one of {', '.join(SUPPORTED_REGIONS)} (g7e HyperPod "
                         "instances and Managed Grafana).")
-    name: str = Field(default="skymaze", pattern=r"^[a-z][a-z0-9-]{1,20}$",
+    name: str = Field(default=DEFAULT_APP_NAME, pattern=r"^[a-z][a-z0-9-]{1,20}$",
                       description="Prefix of stack, cluster and bucket names.")
     removal: Literal["dev", "retain"] = Field("dev", description="dev: `cdk destroy` removes everything, bucket "
                                               "contents included; retain: keeps the artifacts bucket.")
     kubernetes_version: Literal[KUBERNETES_VERSIONS] = Field("1.34", description="EKS Kubernetes version (an existing "
                                                                 "eks_cluster_name must run it).")
     head_instance_type: str = Field("ml.r5d.16xlarge", description="HyperPod instance of the CPU head group (Ray heads).")
-    head_count: int = Field(default=1, ge=1, le=1, description="CPU head nodes.")
     # SMT on the CPU head (2 threads per core: all its vCPUs) and off on the GPU workers (AWS's
     # HyperPod samples default GPU groups to 1): each worker node then offers half its vCPUs.
     head_threads_per_core: int = Field(default=2, ge=1, le=2, description="Threads per core on the head nodes.")
@@ -110,9 +114,7 @@ class Settings(ConfigModel):
     fsx_storage_gib: int = Field(FSX_FIRST_STEP_GIB, description="FSx for Lustre capacity: 1200, 2400, then steps of 2400.")
     fsx_throughput_mbps_per_tib: int = Field(250, description="FSx PERSISTENT_2 throughput per TiB: 125, 250, 500 or 1000.")
     hyperpod_chart_version: str = Field("3.7.1", description="HyperPod dependency Helm chart release (>= 3.7.1 for g7e).")
-    kuberay_chart_version: Literal["1.7.0"] = Field("1.7.0", description="KubeRay operator chart (matches the ray.io/v1 "
-                                                   "CRDs validated in tests).")
-    ray_namespace: str = Field(default="ray", pattern=r"^[a-z][a-z0-9-]{0,40}$",
+    ray_namespace: str = Field(default=RAY_NAMESPACE, pattern=r"^[a-z][a-z0-9-]{0,40}$",
                                description="Kubernetes namespace of the Ray clusters.")
     serving: bool = Field(True, description="Deploy the Ray Serve endpoint (base model + LoRA adapters).")
     base_model_id: str = Field("Qwen/Qwen3-VL-8B-Instruct", description="Model id the endpoint serves; adapters are "
@@ -146,19 +148,7 @@ class Settings(ConfigModel):
     # Unattended runs (README "Unattended runs"): the in-cluster run supervisor ...
     supervisor: bool = Field(True, description="Run the in-cluster supervisor that resubmits `submit --supervise` "
                              "jobs after node or worker failures.")
-    supervise_max_submissions: int = Field(default=8, ge=1, le=100, description="Submissions of one run the "
-                                           "supervisor makes at most.")
-    supervise_max_failures_at_same_step: int = Field(default=3, ge=1, le=100, description="Crashes with no new "
-                                                     "checkpoint between them before the supervisor gives up.")
-    supervise_node_wait_timeout_s: int = Field(default=5400, ge=60, description="How long the supervisor waits for "
-                                               "the GPU worker pods to be Ready again.")
-    supervise_release_workers: bool = Field(True, description="Free the trainer's GPU group when a run is over.")
-    # Seconds after a run ends before the HyperPod GPU group is scaled to supervise_group_idle_count
-    # (HyperPod allows 0; 1 keeps a node for the RayService). None: the group stays as deployed.
-    supervise_group_idle_s: int | None = Field(default=None, ge=0, description="Seconds after a run ends before the "
-                                               "HyperPod GPU group is scaled down (unset: it stays).")
-    supervise_group_idle_count: int = Field(default=0, ge=0, description="GPU nodes left after that scale-down "
-                                            "(1 keeps one for serving).")
+    supervise: SupervisorLimits = Field(default_factory=SupervisorLimits, description="The supervisor's limits.")
     # ... and the cap on the bill: a monthly AWS Budget, and GPU groups scaled to 0 after N hours deployed.
     budget_usd_per_month: float | None = Field(default=None, gt=0, description="Monthly AWS Budget that e-mails "
                                                "alert_emails (unset: none).")
@@ -449,7 +439,7 @@ class Settings(ConfigModel):
         sizes = self.pod_sizes()
         heads = (sizes.trainer_head,) + ((sizes.serve_head,) if sizes.serve_head else ())
         head = fit.group_fit("head", self.head_instance_type, self.head_threads_per_core, heads)
-        worker = fit.group_fit("workers", self.worker_instance_type, self.worker_threads_per_core, (sizes.worker,))
+        worker = fit.group_fit(HYPERPOD_GPU_GROUP, self.worker_instance_type, self.worker_threads_per_core, (sizes.worker,))
         free = worker.allocatable - worker.system
         if not worker.fits:
             raise ValueError(
@@ -523,6 +513,15 @@ PROFILES: dict[str, dict[str, Any]] = {
 }
 
 
+# Set by the tool, not the user (`skymaze deploy` passes them): left out of the user's table.
+TOOL_SET = ("profile", "account", "dashboards_revision", "reuse_artifacts_bucket")
+
+
+def settings_table() -> list[str]:
+    """The deploy settings a user chooses, one row each with a column per profile (docs/settings.md)."""
+    return settings_rows(Settings, skip=TOOL_SET, profiles=PROFILES)
+
+
 class SettingsError(ValueError):
     """Bad deployment settings: the message names the key and the allowed values."""
 
@@ -536,13 +535,16 @@ def load_settings(context: Mapping[str, Any]) -> Settings:
     profile = str(context.get("profile", DEFAULT_PROFILE))
     if profile not in PROFILES:
         raise SettingsError(f"profile: {profile!r} is not allowed; allowed values: {', '.join(PROFILES)}")
-    # CDK's own keys have ':' or '@' or '-'; a snake_case key that is not a field is a typo.
-    typos = sorted(k for k in context if re.fullmatch(r"[a-z]+(_[a-z0-9]+)+", k) and k not in Settings.model_fields)
+    # CDK's own keys have ':' or '@' or '-'; a snake_case key (dotted for a group) that is not a setting is a typo.
+    known = field_paths(Settings)
+    typos = sorted(k for k in context if re.fullmatch(r"[a-z]+(_[a-z0-9]+)*(\.[a-z0-9_]+)*", k) and ("_" in k or "." in k)
+                   and k not in known and k not in Settings.model_fields)
     if typos:
-        raise SettingsError(f"{typos[0]}: not a deployment setting{did_you_mean(typos[0], Settings.model_fields)} "
-                            f"(known settings: {', '.join(Settings.model_fields)})")
+        raise SettingsError(f"{typos[0]}: not a deployment setting{did_you_mean(typos[0], known)} "
+                            f"(known settings: {', '.join(known)})")
     values = {**PROFILES[profile], "profile": profile}
     values.update({k: v for k, v in context.items() if k in Settings.model_fields and k != "profile"})
+    values = set_values(Settings, values, [(k, v) for k, v in context.items() if k in known and "." in k])
     try:
         return Settings(**values)
     except ValidationError as exc:

@@ -125,11 +125,51 @@ def _check_model(client: Any, endpoint: str, model: str) -> None:
     try:
         served = [m.id for m in client.models.list().data]
     except openai.APIConnectionError as error:
-        raise EndpointError(f"cannot reach {endpoint}: {error}; is the server running?") from error
+        raise EndpointError(f"cannot reach {endpoint} ({str(error).rstrip('.')}); is the server running? "
+                            "(--wait-s N waits for one still starting)") from error
     except openai.APIStatusError as error:
         raise EndpointError(f"{endpoint}/models answered {error.status_code}: {error.message}") from error
     if model not in served:
         raise EndpointError(f"{endpoint} does not serve {model!r}; it serves {served}")
+
+
+WAIT_POLL_S = 1.0  # how often a waiting evaluate asks /v1/models again (a local server starts in about a minute)
+
+
+def wait_for_model(endpoint: str, model: str, *, timeout_s: float, poll_s: float = WAIT_POLL_S,
+                   api_key: str = "EMPTY", on_wait: Callable[[str], None] | None = None) -> float:
+    """Poll ``endpoint``'s ``/v1/models`` until it lists ``model``; the seconds waited.
+
+    For a server still starting (connection refused, 503 while Ray Serve deploys) or one that has not
+    loaded the adapter yet. ``on_wait(why)`` is called after each unanswered poll. Raises
+    :class:`EndpointError` naming the last answer once ``timeout_s`` has passed.
+    """
+    import json
+    import time
+    import urllib.error
+    import urllib.request
+
+    root = endpoint.rstrip("/")
+    url = (root if root.endswith("/v1") else root + "/v1") + "/models"
+    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {api_key}"})
+    started = time.monotonic()
+    while True:
+        try:
+            with urllib.request.urlopen(request, timeout=max(poll_s, 1.0)) as answer:
+                served = [m.get("id") for m in json.loads(answer.read()).get("data", [])]
+            why = f"it serves {served}, not yet {model!r}"
+            if model in served:
+                return time.monotonic() - started
+        except urllib.error.HTTPError as error:
+            why = f"it answered {error.code}"
+        except (OSError, ValueError) as error:  # refused, reset, timed out, not JSON yet
+            why = f"no answer ({getattr(error, 'reason', error)})"
+        if time.monotonic() - started >= timeout_s:
+            raise EndpointError(f"{url} did not serve {model!r} within {timeout_s:g} s ({why}); is the server "
+                                "running? `skymaze serve` prints `serving at URL` when it is ready")
+        if on_wait is not None:
+            on_wait(why)
+        time.sleep(poll_s)
 
 
 def _picture(played: list[PlayedEpisode], out_dir: Path) -> Path:

@@ -22,17 +22,23 @@ from workload.maze.heldout import size_mismatch
 RECIPES_DIR = Path(__file__).parent / "recipes"
 SCHEDULERS = ("constant_with_warmup", "cosine_with_min_lr")  # Hugging Face get_scheduler names
 # Settings that name or place a run without changing its results: left out of the fingerprint.
-UNFINGERPRINTED = {"trainer": ("run_name", "runs_dir", "resume_mode"), "": ("name", "description")}
+# The control adds a comparison without changing the start or GRPO: a run with it off can add it later.
+UNFINGERPRINTED = {
+    "trainer": ("run_name", "runs_dir", "resume_mode"),
+    "control": ("enabled",),
+    "": ("name", "description"),
+}
+# SkyRL's trainer.algorithm values the learner implements, the only ones it runs: constants, not settings.
+# Still hashed into the fingerprint (as when they were settings), so a run keeps its id.
+FIXED_ALGORITHM = {"advantage_estimator": "grpo", "loss_reduction": "token_mean"}
 
 
 class AlgorithmConfig(ConfigModel):
     """The GRPO objective (SkyRL ``trainer.algorithm``)."""
 
-    advantage_estimator: Literal["grpo"] = Field(description="Advantage estimator; only grpo runs locally.")
     grpo_norm_by_std: bool = Field(description="Divide each group's advantages by the group's reward std.")
     eps_clip_low: float = Field(description="PPO ratio clip below 1 (1 - eps).")
     eps_clip_high: float = Field(description="PPO ratio clip above 1 (1 + eps).")
-    loss_reduction: Literal["token_mean"] = Field(description="How token losses are averaged; only token_mean runs locally.")
     use_kl_loss: bool = Field(description="Add a KL penalty against the reference (SFT) policy.")
     kl_loss_coef: float = Field(description="Weight of the KL penalty when use_kl_loss is on.")
 
@@ -170,13 +176,21 @@ class SftConfig(ConfigModel):
     max_grad_norm: float = Field(description="SFT gradient norm clip.")
     path_fraction: float = Field(ge=0.0, le=1.0, description="Share of samples on the BFS path; the rest are "
                                  "random floor cells (recovery).")
-    validation_size: PositiveInt = Field(description="Validation mazes (in neither training nor the held-out set): "
-                                         "they stop SFT and choose the served step.")
-    target_solved: int = Field(description="Stop SFT once this many validation mazes are right on their whole path.")
-    max_solved: int = Field(description="A check above this many is an overshoot: SFT goes back to the last check "
-                            "at or below it and walks on one step at a time, stopping inside the band.")
+    validation_size: PositiveInt = Field(description="Validation mazes (in neither training nor the held-out set; "
+                                         "whole maps when the held-out set is held out by map): they stop SFT and "
+                                         "choose the served step.")
+    target_solved: int = Field(description="Stop SFT at the first check at which this many validation mazes are "
+                               "right on their whole path (the rule reads validation only and never goes back).")
     check_every: PositiveInt = Field(description="SFT steps between validation checks.")
     max_steps: PositiveInt = Field(description="SFT step cap.")
+
+
+class ControlConfig(ConfigModel):
+    """The comparison every report carries: SFT continued instead of GRPO, for the same CPU."""
+
+    enabled: bool = Field(description="Continue SFT from the GRPO start for the GRPO phase's CPU seconds, evaluate "
+                          "and select it on validation like GRPO, and test GRPO against it (false: faster, no "
+                          "control in the report).")
 
 
 class ServeConfig(ConfigModel):
@@ -195,6 +209,7 @@ class RehearsalConfig(ConfigModel):
     generator: GeneratorConfig
     environment: EnvironmentConfig
     sft: SftConfig
+    control: ControlConfig
     serve: ServeConfig
 
     @model_validator(mode="after")
@@ -206,16 +221,23 @@ class RehearsalConfig(ConfigModel):
         return self
 
     @model_validator(mode="after")
+    def _validation_takes_whole_maps(self) -> RehearsalConfig:
+        from workload.maze.heldout import CORNER_PAIRS, SPECS
+
+        if SPECS[self.environment.heldout_set].by_map and self.sft.validation_size % CORNER_PAIRS:
+            raise ValueError(
+                f"sft.validation_size ({self.sft.validation_size}) must be a multiple of {CORNER_PAIRS}: the "
+                f"held-out set {self.environment.heldout_set!r} is held out by map, so validation takes whole "
+                f"maps with all {CORNER_PAIRS} corner pairs; set it to e.g. 64"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _sft_can_stop(self) -> RehearsalConfig:
         if self.sft.target_solved > self.sft.validation_size:
             raise ValueError(
                 f"sft.target_solved ({self.sft.target_solved}) exceeds sft.validation_size ({self.sft.validation_size}): "
                 "SFT could never stop on the rule; lower the target or enlarge the validation set"
-            )
-        if not self.sft.target_solved <= self.sft.max_solved:
-            raise ValueError(
-                f"sft.max_solved ({self.sft.max_solved}) is below sft.target_solved ({self.sft.target_solved}): "
-                "no check could stop SFT inside the band; raise sft.max_solved to at least the target"
             )
         return self
 
@@ -230,6 +252,7 @@ class RehearsalConfig(ConfigModel):
     def fingerprint(self) -> str:
         """Hash of every setting that changes results (not the run name or folder)."""
         data = self.to_dict()
+        data["trainer"]["algorithm"].update(FIXED_ALGORITHM)
         for section, keys in UNFINGERPRINTED.items():
             for key in keys:
                 (data[section] if section else data).pop(key)
@@ -262,5 +285,7 @@ def load_config(name: str = "local", overrides: list[str] | None = None) -> Rehe
 
 
 def config_from_dict(data: dict[str, Any]) -> RehearsalConfig:
-    """Rebuild a config saved with ``to_dict()`` (checkpoints, exports)."""
+    """Rebuild a config saved with ``to_dict()`` (checkpoints, exports; older ones hold FIXED_ALGORITHM too)."""
+    algorithm = {k: v for k, v in data["trainer"]["algorithm"].items() if k not in FIXED_ALGORITHM}
+    data = {**data, "trainer": {**data["trainer"], "algorithm": algorithm}}
     return config.validate(RehearsalConfig, data, what="saved rehearsal settings")

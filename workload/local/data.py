@@ -52,11 +52,23 @@ def validation_seeds(count: int, *, size: int, accept: Callable[[int], bool]) ->
     return out
 
 
-def validation_set(count: int, *, size: int, accept: Callable[[int], bool]) -> Any:
-    """The validation mazes as a set like the held-out ones (entries in seed order)."""
-    from workload.maze.heldout import HeldoutSet
+def validation_set(count: int, *, size: int, accept: Callable[[int], bool], by_map: bool = False) -> Any:
+    """The validation mazes as a set like the held-out ones (entries in seed order).
+
+    ``by_map``: ``count / 4`` whole maps, each with its four corner pairs (``whole_maps``), the
+    first ones from ``VALIDATION_SEED_BASE`` up that ``accept`` keeps, so validation is disjoint
+    from a held-out set chosen by map and training can leave its maps out entirely."""
+    from workload.maze.heldout import CORNER_PAIRS, HeldoutSet, whole_maps
     from workload.maze.solver import shortest_path_len
 
+    if by_map:
+        if count % CORNER_PAIRS:
+            raise ValueError(
+                f"sft.validation_size ({count}) must be a multiple of {CORNER_PAIRS} when the held-out set is "
+                f"held out by map: validation takes whole maps with all {CORNER_PAIRS} corner pairs"
+            )
+        entries = whole_maps(count // CORNER_PAIRS, size, first_seed=VALIDATION_SEED_BASE, accept=accept)
+        return HeldoutSet(name=f"validation-{size}x{size}-{count}-maps", size=size, entries=tuple(entries))
     entries = []
     for seed in validation_seeds(count, size=size, accept=accept):
         state = generate_from_seed(seed, size)
@@ -64,14 +76,16 @@ def validation_set(count: int, *, size: int, accept: Callable[[int], bool]) -> A
     return HeldoutSet(name=f"validation-{size}x{size}-{count}", size=size, entries=tuple(entries))
 
 
-def excluding(accept: Callable[[int], bool], held: Any) -> Callable[[int], bool]:
-    """``accept`` that also drops the layouts of set ``held`` (training never sees validation mazes)."""
-    from workload.maze.heldout import layout_hash
+def excluding(accept: Callable[[int], bool], held: Any, *, by_map: bool = False) -> Callable[[int], bool]:
+    """``accept`` that also drops the layouts of set ``held`` (training never sees validation mazes);
+    ``by_map``: every maze on one of its maps, whatever the corner pair."""
+    from workload.maze.heldout import layout_hash, map_hash
 
-    excluded = {layout_hash(entry["init_state"]) for entry in held.entries}
+    digest = map_hash if by_map else layout_hash
+    excluded = {digest(entry["init_state"]) for entry in held.entries}
 
     def keep(seed: int) -> bool:
-        return accept(seed) and layout_hash(generate_from_seed(seed, held.size)) not in excluded
+        return accept(seed) and digest(generate_from_seed(seed, held.size)) not in excluded
 
     return keep
 

@@ -93,6 +93,11 @@ class PathCheck:
             tokens.append(model(**batch, logits_to_keep=1).logits[:, -1].argmax(-1).cpu())
         return torch.cat(tokens)
 
+    def accuracy(self, model: Any) -> float:
+        """Per-state action accuracy: the share of shortest-path states (all mazes pooled) where the
+        greedy first token is the solver's action. Finer than the strict solve (one bit a maze)."""
+        return float((self.argmax(model) == self.want).float().mean())
+
     def __call__(self, model: Any) -> list[bool]:
         solved = [True] * self.mazes
         for ok, index in zip((self.argmax(model) == self.want).tolist(), self.owner, strict=True):

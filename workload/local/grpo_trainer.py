@@ -27,7 +27,7 @@ from workload.local import grpo
 from workload.local.config import SCHEDULERS, RehearsalConfig
 from workload.local.data import PHASE_GRPO, draw_seeds
 from workload.local.episodes import EpisodeRecord
-from workload.local.evaluator import evaluate_heldout
+from workload.local.evaluator import PathCheck, evaluate_heldout
 from workload.local.policy import Context, Encoder, EncodingCache, completion_logprobs, turn_context
 from workload.local.rundir import LATEST_FILE, RunDir, torch_save_atomic
 from workload.maze.generator import generate_from_seed
@@ -183,6 +183,7 @@ class GrpoLearner:
         self.updates_per_step = updates_per_step
         self.ema_decay = t.policy.ema_decay
         self.ema = self.lora_state() if self.ema_decay > 0 else None
+        self._heldout_check: PathCheck | None = None  # built at the first evaluation
 
     # -- rollouts -------------------------------------------------------------------------
     def lora_state(self) -> dict[str, torch.Tensor]:
@@ -391,6 +392,9 @@ class GrpoLearner:
                 checked["global_step"] = step
                 write_json_atomic(self.run.validation_report(step), checked)
             report, records = evaluate_heldout(self.model, self.encoder, self.heldout, self.cfg)
+            if self._heldout_check is None:
+                self._heldout_check = PathCheck(self.encoder, self.heldout, self.cfg)
+            report["action_accuracy"] = self._heldout_check.accuracy(self.model)
         report["global_step"] = step
         write_json_atomic(self.run.eval_report(step), report)
         self.on_eval(step, report, records)

@@ -4,7 +4,8 @@ Phases: 1 build the tiny base model; 2 SFT warm start (stopping rule on validati
 3 GRPO with LoRA on a local Ray cluster, evaluating the validation set and the frozen
 held-out set before training and every ``eval_interval``; 4 serve the adapter chosen on
 the validation set on the local endpoint (on the same Ray) and evaluate the held-out set through it;
-5 report (paired tests against the SFT baseline), pictures. Each phase skips work already on disk, so the
+5 the control: SFT continued from the same start for the GRPO phase's CPU seconds
+(``workload.local.control``); 6 report (paired tests of GRPO against the start and the control), pictures. Each phase skips work already on disk, so the
 same command after a kill resumes from the latest checkpoint.
 """
 
@@ -23,15 +24,32 @@ from workload.files import write_dir_atomic, write_json_atomic
 from workload.local.config import RehearsalConfig
 from workload.local.rundir import RunDir, point_latest
 from workload.local.tracking import MetricsLog, PeakMemory, PhaseTimer
-from workload.maze.heldout import load_set
+from workload.maze.heldout import HeldoutSet, load_set
 
-# The base model's name on the rehearsal's endpoint; adapters are served as NAME:global_step_N.
+# The base model's name on the rehearsal's endpoint; the adapter chosen on the validation set is served
+# from runs/<id>/served/selected as SERVED_BASE_ID:selected, whatever step it is (its manifest names the step).
 SERVED_BASE_ID = "maze-sft"
+SELECTED_ADAPTER = "selected"
 
 PROGRESS_KEYS = {
     "sft": ("sft/loss", "sft/validation_solved"),
     "grpo": ("reward/avg_raw_reward", "policy/loss", "rollout/mean_turns", "timing/step_s"),
 }
+
+
+@dataclasses.dataclass(frozen=True)
+class PhaseContext:
+    """What the SFT, GRPO and control phases share: the mazes they may train and evaluate on, and the logs."""
+
+    accept: Callable[[int], bool]
+    """Training seeds: neither a held-out nor a validation layout."""
+    heldout: HeldoutSet
+    validation: Any
+    """The validation mazes (a set like the held-out ones): they stop SFT and choose the served step."""
+    log: Callable[[str, int, dict], None]
+    """Metrics of a phase's step: to metrics.jsonl and the progress line."""
+    on_eval: Callable[[int, dict, list], None]
+    """A held-out evaluation's report: to metrics.jsonl and the [eval] line."""
 
 
 def _progress(echo: Callable[[str], None], total_steps: int) -> Callable[[str, int, dict], None]:
@@ -69,7 +87,7 @@ def _phase_model(cfg: RehearsalConfig, run: RunDir, echo: Callable[[str], None])
     echo(f"[model] built tiny Qwen3-VL ({preset}, seed {cfg.trainer.seed}): {run.base_model}")
 
 
-def _phase_sft(cfg: RehearsalConfig, run: RunDir, ctx: dict, echo: Callable[[str], None]) -> dict:
+def _phase_sft(cfg: RehearsalConfig, run: RunDir, ctx: PhaseContext, echo: Callable[[str], None]) -> dict:
     from workload.local.policy import Encoder
     from workload.local.sft import run_sft
     from workload.model.tiny import load_tiny
@@ -78,21 +96,21 @@ def _phase_sft(cfg: RehearsalConfig, run: RunDir, ctx: dict, echo: Callable[[str
         echo(f"[sft] warm start present: {run.sft_model}")
         return {}
     model, processor = load_tiny(run.base_model, device=_device())
-    validation = ctx["validation"]
+    validation = ctx.validation
     total = len(validation.entries)
     echo(
-        f"[sft] BFS demonstrations, batch {cfg.sft.batch_size}; stop at {cfg.sft.target_solved}/{total} "
-        f"validation mazes right on their whole path, at most {cfg.sft.max_solved} (checked every "
-        f"{cfg.sft.check_every} steps, each step after an overshoot; at most {cfg.sft.max_steps} steps)"
+        f"[sft] BFS demonstrations, batch {cfg.sft.batch_size}; stop at the first check with at least "
+        f"{cfg.sft.target_solved}/{total} validation mazes right on their whole path (checked every "
+        f"{cfg.sft.check_every} steps; at most {cfg.sft.max_steps} steps)"
     )
     result = run_sft(
         model=model,
         encoder=Encoder(processor),
         cfg=cfg,
         run=run,
-        accept=ctx["accept"],
+        accept=ctx.accept,
         validation=validation,
-        log=ctx["log"],
+        log=ctx.log,
     )
 
     def fill(tmp: Path) -> None:
@@ -104,7 +122,7 @@ def _phase_sft(cfg: RehearsalConfig, run: RunDir, ctx: dict, echo: Callable[[str
     return {"steps": result.steps, "validation_solved": result.validation_solved, "history": result.history}
 
 
-def _phase_grpo(cfg: RehearsalConfig, run: RunDir, ctx: dict, echo: Callable[[str], None], ray: Any) -> dict:
+def _phase_grpo(cfg: RehearsalConfig, run: RunDir, ctx: PhaseContext, echo: Callable[[str], None], ray: Any) -> dict:
     from workload.local.evaluator import eval_settings
     from workload.local.grpo_trainer import GrpoLearner
     from workload.local.policy import Encoder
@@ -140,11 +158,11 @@ def _phase_grpo(cfg: RehearsalConfig, run: RunDir, ctx: dict, echo: Callable[[st
             encoder=Encoder(processor),
             workers=workers,
             ray=ray,
-            heldout=ctx["heldout"],
-            accept=ctx["accept"],
-            log=ctx["log"],
-            on_eval=ctx["on_eval"],
-            validation=ctx["validation"],
+            heldout=ctx.heldout,
+            accept=ctx.accept,
+            log=ctx.log,
+            on_eval=ctx.on_eval,
+            validation=ctx.validation,
         )
         if start:
             learner.load_checkpoint(start)
@@ -162,13 +180,54 @@ def _phase_grpo(cfg: RehearsalConfig, run: RunDir, ctx: dict, echo: Callable[[st
     return {"resumed_from_step": start}
 
 
+def _record_grpo_cpu(run: RunDir, cpu_s: float, resumed_from_step: int) -> None:
+    """The GRPO phase's CPU seconds, the control's budget. A phase resumed after a kill counts only
+    the invocation that finished it (``complete`` false): the killed one's CPU is not on disk."""
+    from workload.local.control import grpo_cpu_path
+
+    write_json_atomic(grpo_cpu_path(run), {"cpu_s": cpu_s, "complete": resumed_from_step == 0,
+                                           "resumed_from_step": resumed_from_step})
+
+
+def _phase_control(cfg: RehearsalConfig, run: RunDir, ctx: PhaseContext, echo: Callable[[str], None],
+                   cpu_clock: Callable[[], float]) -> dict:
+    from workload.local.control import control_path, grpo_cpu_path, run_control
+
+    if control_path(run).is_file():
+        echo(f"[control] already on disk: {control_path(run)}")
+        return json.loads(control_path(run).read_text())
+    if not grpo_cpu_path(run).is_file():
+        echo("[control] skipped: the GRPO phase's CPU seconds were not recorded (a run from before the control)")
+        return {}
+    budget = json.loads(grpo_cpu_path(run).read_text())
+    evaluations = len([s for s in run.validation_evals() if s > 0])
+    echo(
+        f"[control] SFT continued from the start for the GRPO phase's {budget['cpu_s']:.0f} CPU s, "
+        f"{evaluations} evaluations at equal shares, selected on validation like GRPO"
+    )
+    result = run_control(
+        cfg=cfg,
+        run=run,
+        validation=ctx.validation,
+        heldout=ctx.heldout,
+        accept=ctx.accept,
+        budget_cpu_s=budget["cpu_s"],
+        evaluations=evaluations,
+        cpu_clock=cpu_clock,
+        log=ctx.log,
+        device=_device(),
+    )
+    result["budget_complete"] = budget["complete"]
+    return result
+
+
 def _grpo_finished(cfg: RehearsalConfig, run: RunDir) -> bool:
     """The last step's checkpoint is on disk (it is written after that step's evaluation and export)."""
     return (run.latest_step() or 0) >= cfg.trainer.max_training_steps
 
 
-def _served_model_id(best_step: int) -> str:
-    return f"{SERVED_BASE_ID}:global_step_{best_step}"
+def _served_model_id() -> str:
+    return f"{SERVED_BASE_ID}:{SELECTED_ADAPTER}"
 
 
 def _served_summary(cfg: RehearsalConfig, report: dict, best_step: int) -> dict:
@@ -190,7 +249,8 @@ def _served_on_disk(cfg: RehearsalConfig, run: RunDir, best_step: int, echo: Cal
     if not path.is_file():
         return None
     report = json.loads(path.read_text())
-    if report.get("model") != _served_model_id(best_step) or report.get("set") != cfg.environment.heldout_set:
+    if (report.get("model"), report.get("step"), report.get("set")) != (
+            _served_model_id(), best_step, cfg.environment.heldout_set):
         return None
     echo(f"[serve] {report['model']} already evaluated through the endpoint: {path}")
     return _served_summary(cfg, report, best_step)
@@ -202,13 +262,13 @@ def _phase_serve(cfg: RehearsalConfig, run: RunDir, best_step: int, echo: Callab
     Run inside the training run's Ray (``LocalServer`` joins a running Ray and shuts only its
     Serve apps down), so the rehearsal starts one Ray cluster, not two.
     """
+    from workload.skyrl.promote import promote
+
     adapters = run.root / "served"
-    name = f"global_step_{best_step}"
-    model_id = _served_model_id(best_step)
-    if not (adapters / name).is_dir():
-        write_dir_atomic(
-            adapters / name, lambda tmp: shutil.copytree(run.export(best_step), tmp, dirs_exist_ok=True)
-        )
+    model_id = _served_model_id()
+    # The selected step's export under a stable name, with the manifest `skymaze promote` writes (it names the step).
+    promote(run.root, best_step, str(adapters / SELECTED_ADAPTER), max_lora_rank=cfg.trainer.policy.model.lora.rank,
+            overwrite=_served_step(adapters / SELECTED_ADAPTER) not in (None, best_step))
     try:
         from workload.evaluate.endpoint import evaluate_endpoint
     except ImportError:
@@ -228,32 +288,22 @@ def _phase_serve(cfg: RehearsalConfig, run: RunDir, best_step: int, echo: Callab
             max_tokens=cfg.generator.eval_sampling_params.max_generate_length,
             reuse_replies=True,
         )
+    report["step"] = best_step
     write_json_atomic(run.root / "evals" / "served.json", report)
     return _served_summary(cfg, report, best_step)
 
 
-def rehearse(cfg: RehearsalConfig, *, echo: Callable[[str], None] = print) -> dict[str, Any]:
-    """Run (or resume) the rehearsal described by ``cfg``; return the report dict."""
-    import torch
+def _served_step(folder) -> int | None:
+    """The step whose export ``folder`` holds (its promote manifest), or None when nothing is there."""
+    manifest = folder / "manifest.json"
+    return json.loads(manifest.read_text())["source"]["step"] if manifest.is_file() else None
 
+
+def _phase_context(cfg: RehearsalConfig, run: RunDir, metrics: MetricsLog, log: Callable[[str, int, dict], None],
+                   echo: Callable[[str], None]) -> PhaseContext:
+    """The mazes the phases may use (training seeds exclude held-out and validation layouts) and their logs."""
     from workload.local.data import excluding, validation_set
-    from workload.local.report import finish_report, selected_export_step
-    from workload.maze.heldout import training_seed_filter
-
-    torch.set_num_threads(cfg.trainer.num_threads)
-    started = time.perf_counter()
-    runs_dir = Path(cfg.trainer.runs_dir)
-    run = RunDir(runs_dir / cfg.run_id)
-    if cfg.trainer.resume_mode == "none" and run.root.exists():
-        shutil.rmtree(run.root)
-    run.root.mkdir(parents=True, exist_ok=True)
-    write_json_atomic(run.root / "config.json", cfg.to_dict())
-    point_latest(runs_dir, cfg.run_id)
-    echo(f"run {run.root}  (recipe {cfg.name}, fingerprint {cfg.fingerprint()})")
-    # GRPO resumes from its latest checkpoint (step 0: before the first one), SFT from its own.
-    resume_step = (run.latest_step() or 0) if (run.sft_model / "config.json").is_file() else None
-    metrics = MetricsLog(run.root, resume_step=resume_step)
-    log = _progress(echo, cfg.trainer.max_training_steps)
+    from workload.maze.heldout import SPECS, training_seed_filter
 
     def log_both(phase: str, step: int, values: dict) -> None:
         metrics(phase, step, values)
@@ -277,14 +327,34 @@ def rehearse(cfg: RehearsalConfig, *, echo: Callable[[str], None] = print) -> di
     heldout = load_set(cfg.environment.heldout_set)
     size = cfg.environment.maze.size
     not_heldout = training_seed_filter(size, [cfg.environment.heldout_set])
-    validation = validation_set(cfg.sft.validation_size, size=size, accept=not_heldout)
-    ctx = {
-        "accept": excluding(not_heldout, validation),
-        "heldout": heldout,
-        "validation": validation,
-        "log": log_both,
-        "on_eval": on_eval,
-    }
+    by_map = SPECS[cfg.environment.heldout_set].by_map
+    validation = validation_set(cfg.sft.validation_size, size=size, accept=not_heldout, by_map=by_map)
+    accept = excluding(not_heldout, validation, by_map=by_map)
+    return PhaseContext(accept=accept, heldout=heldout, validation=validation, log=log_both, on_eval=on_eval)
+
+
+def rehearse(cfg: RehearsalConfig, *, echo: Callable[[str], None] = print) -> dict[str, Any]:
+    """Run (or resume) the rehearsal described by ``cfg``; return the report dict."""
+    import torch
+
+    from workload.local.report import finish_report, selected_export_step
+
+    torch.set_num_threads(cfg.trainer.num_threads)
+    started = time.perf_counter()
+    runs_dir = Path(cfg.trainer.runs_dir)
+    run = RunDir(runs_dir / cfg.run_id)
+    if cfg.trainer.resume_mode == "none" and run.root.exists():
+        shutil.rmtree(run.root)
+    # A finished run read back from disk: its report keeps the measurements of the run that made it.
+    reread_only = (run.root / "report.json").is_file() and _grpo_finished(cfg, run)
+    run.root.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(run.root / "config.json", cfg.to_dict())
+    point_latest(runs_dir, cfg.run_id)
+    echo(f"run {run.root}  (recipe {cfg.name}, fingerprint {cfg.fingerprint()})")
+    # GRPO resumes from its latest checkpoint (step 0: before the first one), SFT from its own.
+    resume_step = (run.latest_step() or 0) if (run.sft_model / "config.json").is_file() else None
+    metrics = MetricsLog(run.root, resume_step=resume_step)
+    ctx = _phase_context(cfg, run, metrics, _progress(echo, cfg.trainer.max_training_steps), echo)
     with PeakMemory() as memory:
         timer = PhaseTimer(cpu=lambda: memory.cpu_s)
         with timer.run("model"):
@@ -297,6 +367,8 @@ def rehearse(cfg: RehearsalConfig, *, echo: Callable[[str], None] = print) -> di
                 if not _grpo_finished(cfg, run):
                     ray = cluster.enter_context(_training_ray(cfg))
                 grpo = _phase_grpo(cfg, run, ctx, echo, ray)
+            if ray is not None:  # trained here: its CPU is the control's budget
+                _record_grpo_cpu(run, timer.cpu_seconds["grpo"], grpo.get("resumed_from_step", 0))
             selected = selected_export_step(run)
             if selected is None:
                 raise RuntimeError(
@@ -310,6 +382,10 @@ def rehearse(cfg: RehearsalConfig, *, echo: Callable[[str], None] = print) -> di
                         cluster.enter_context(_training_ray(cfg))
                     served = _phase_serve(cfg, run, selected, echo)
                 cluster.close()  # Ray stops, the endpoint's actors with it: counted in the serve phase
+        control = {}
+        if cfg.control.enabled:  # after Ray has stopped: its background CPU is not the control's
+            with timer.run("control"):
+                control = _phase_control(cfg, run, ctx, echo, lambda: memory.cpu_s)
         metrics.close()
         cpu_s = memory.cpu_s
     return finish_report(
@@ -320,9 +396,11 @@ def rehearse(cfg: RehearsalConfig, *, echo: Callable[[str], None] = print) -> di
         sft=sft,
         grpo=grpo,
         served=served,
+        control=control,
         selected_step=selected,
         wall_s=time.perf_counter() - started,
         echo=echo,
         cpu_s=cpu_s,
         phase_cpu_seconds=timer.cpu_seconds,
+        reread_only=reread_only,
     )

@@ -1,14 +1,18 @@
 """The rehearsal's outputs: report.json, the baseline / selected / final table, the curves, an episode strip.
 
 Honest selection: the adapter to serve is the exported step with the most greedy solves on
-the validation set (layouts excluded from training and from the held-out set); the
+the validation set (maps excluded from training and from the held-out set); the
 held-out set only scores it. The bar GRPO must clear: the selected adapter beats the SFT
 baseline on the held-out set with an exact paired McNemar p < 0.05, and the final step
 is not below the baseline. Every held-out evaluation is still reported, as a curve.
+The control (SFT continued from the same start for the GRPO phase's CPU, selected on
+validation the same way) is paired with GRPO's selected step, and the verdict names the
+side with more held-out solves and whether the paired test separates them.
 """
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable
 from typing import Any
@@ -40,8 +44,64 @@ def _point(report: dict, step: int, seeds: list[int]) -> dict:
         "rate": k / n,
         "step": step,
         "ci95": list(wilson_interval(k, n)),
+        "action_accuracy": report.get("action_accuracy"),
         "per_maze": flags,
     }
+
+
+def control_summary(control: dict, seeds: list[int]) -> dict:
+    """The control's selected evaluation as a report point, with its budget and every evaluation."""
+    chosen = control["points"][control["selected_index"]]
+    point = _point({"episodes": chosen["episodes"], "action_accuracy": chosen["action_accuracy"]}, 0, seeds)
+    point.pop("step")
+    return point | {
+        "validation_solved": chosen["validation_solved"],
+        "sft_steps": chosen["sft_steps"],
+        "at_cpu_s": chosen["cpu_s"],
+        "start_sft_step": control["start_sft_step"],
+        "budget_cpu_s": control["budget_cpu_s"],
+        "budget_complete": control.get("budget_complete", True),
+        "cpu_s": control["cpu_s"],
+        "total_sft_steps": control["sft_steps"],
+        "evals": [
+            {k: p[k] for k in ("sft_steps", "cpu_s", "validation_solved", "solved", "total", "action_accuracy")}
+            for p in control["points"]
+        ],
+    }
+
+
+def verdict(grpo: dict, control: dict, test: dict) -> dict:
+    """Which of GRPO's selected step and the control solved more held-out mazes, and whether the
+    paired test separates them (p < SIGNIFICANCE)."""
+    if grpo["solved"] == control["solved"]:
+        winner = "tie"
+    else:
+        winner = "grpo" if grpo["solved"] > control["solved"] else "control"
+    significant = winner != "tie" and test["p_value"] < SIGNIFICANCE
+    names = {"grpo": "GRPO", "control": "the control (more SFT)"}
+    if winner == "tie":
+        text = f"GRPO and the control (more SFT) tie at {grpo['solved']}/{grpo['total']}"
+    else:
+        text = (
+            f"{names[winner]} won, {max(grpo['solved'], control['solved'])} vs "
+            f"{min(grpo['solved'], control['solved'])} of {grpo['total']}, "
+            + (f"paired p = {test['p_value']:.3g}" if significant else
+               f"but not significantly (paired p = {test['p_value']:.3g})")
+        )
+    return {"winner": winner, "significant": significant, "text": text}
+
+
+def add_control(report: dict, control: dict, seeds: list[int]) -> dict:
+    """``report`` with the control, its pairings against GRPO's selected step and the start, and the verdict."""
+    summary = control_summary(control, seeds)
+    vs_control = mcnemar_exact(summary["per_maze"], report["selected"]["per_maze"])
+    report["control"] = summary
+    report["paired"] |= {
+        "selected_vs_control": vs_control,
+        "control_vs_baseline": mcnemar_exact(report["baseline"]["per_maze"], summary["per_maze"]),
+    }
+    report["verdict"] = verdict(report["selected"], summary, vs_control)
+    return report
 
 
 def select_step(validation: dict[int, dict], exported: set[int]) -> int | None:
@@ -92,6 +152,7 @@ def summarize(evals: dict[int, dict], validation: dict[int, dict], selected: int
                 "step": s,
                 "solved": r["solved"],
                 "total": r["total"],
+                "action_accuracy": r.get("action_accuracy"),
                 "validation_solved": validation[s]["solved"] if s in validation else None,
             }
             for s, r in sorted(evals.items())
@@ -119,6 +180,19 @@ def format_table(report: dict) -> str:
             f"{'served':10} {served['solved']:>4}/{served['total']:<3} "
             f"{served['solved'] / served['total']:>7.1%} {'':>13} {served.get('step', ''):>5}  ({served['via']})"
         )
+    control = report.get("control")
+    if control:
+        lo, hi = control["ci95"]
+        t = report["paired"]["control_vs_baseline"]
+        lines.append(
+            f"{'control':10} {control['solved']:>4}/{control['total']:<3} {control['rate']:>7.1%} {lo:>6.2f}-{hi:<6.2f} "
+            f"{'':>5}  +{t['gained']} -{t['lost']} mazes, p = {t['p_value']:.3g}  (SFT +{control['sft_steps']} steps, "
+            f"{control['at_cpu_s']:.0f} of {control['budget_cpu_s']:.0f} CPU s)"
+        )
+    accuracy = [(k, report[k].get("action_accuracy")) for k in ("baseline", "selected", "control") if report.get(k)]
+    if all(a is not None for _, a in accuracy):
+        lines.append("per-state action accuracy on held-out shortest paths: "
+                     + ", ".join(f"{k} {a:.3f}" for k, a in accuracy))
     bar = report["bar"]
     lines.append(
         f"selected on the validation set (step {report['selected']['step']}: "
@@ -127,6 +201,12 @@ def format_table(report: dict) -> str:
         f"baseline: {'yes' if bar['final_not_below_baseline'] else 'NO'} -> "
         f"{'clears' if bar['clears'] else 'does NOT clear'} the bar"
     )
+    if control:
+        t = report["paired"]["selected_vs_control"]
+        lines.append(
+            f"GRPO selected vs the control (SFT continued for the same CPU): +{t['gained']} -{t['lost']} mazes, "
+            f"p = {t['p_value']:.3g} -> verdict: {report['verdict']['text']}"
+        )
     return "\n".join(lines)
 
 
@@ -205,6 +285,20 @@ def resources_line(
     )
 
 
+# What a run's own invocation measured: a later invocation that only reads the finished run back keeps these.
+MEASUREMENTS = ("wall_seconds", "cpu_seconds", "phase_seconds", "phase_cpu_seconds", "peak_memory_gib",
+                "load_average_1m", "resumed_from_step", "sft")
+
+
+def keep_measurements(report: dict, previous: dict | None, *, reread_only: bool) -> dict:
+    """``report`` with the measurements of ``previous`` (the report on disk) when this invocation only read
+    the finished run back; its own go under ``reread``. A report of other settings is never mixed in."""
+    if not reread_only or not previous or previous.get("fingerprint") != report.get("fingerprint"):
+        return report
+    kept = {key: previous[key] for key in MEASUREMENTS if key in previous}
+    return {**report, **kept, "reread": {key: report.get(key) for key in ("wall_seconds", "cpu_seconds")}}
+
+
 def finish_report(
     *,
     cfg: RehearsalConfig,
@@ -217,10 +311,15 @@ def finish_report(
     selected_step: int,
     wall_s: float,
     echo: Callable[[str], None],
+    control: dict | None = None,
     cpu_s: float | None = None,
     phase_cpu_seconds: dict | None = None,
+    reread_only: bool = False,
 ) -> dict:
-    """Write report.json and the pictures, print the table; return the report."""
+    """Write report.json and the pictures, print the table; return the report.
+
+    ``reread_only``: this invocation found the run finished and only read it back; the measurements of the
+    invocation that made it stay (:func:`keep_measurements`)."""
     from workload.maze.heldout import load_set
 
     heldout = load_set(cfg.environment.heldout_set)
@@ -233,6 +332,8 @@ def finish_report(
         "heldout_seeds": heldout.seeds,
     }
     report |= summarize(evals, run.validation_evals(), selected_step, heldout.seeds)
+    if control:
+        add_control(report, control, heldout.seeds)
     if not served and cfg.serve.enabled:
         chosen = report["selected"]
         served = {
@@ -259,10 +360,16 @@ def finish_report(
     report["episode_picture_seed"] = solved_episode_png(
         run, shown, heldout, cfg.environment.maze.cell_px, run.root / "episode.png"
     )
+    previous_path = run.root / "report.json"
+    previous = json.loads(previous_path.read_text()) if previous_path.is_file() else None
+    report = keep_measurements(report, previous, reread_only=reread_only)
     write_json_atomic(run.root / "report.json", report)
     echo("")
     echo(format_table(report))
-    echo(resources_line(wall_s, phases, cpu_s, phase_cpu_seconds or {}, peak_gib, report["load_average_1m"]))
+    echo(resources_line(report["wall_seconds"], report["phase_seconds"], report["cpu_seconds"],
+                        report["phase_cpu_seconds"], report["peak_memory_gib"], report["load_average_1m"]))
+    if "reread" in report:
+        echo(f"(measured when the run was made; this rerun read it back in {wall_s:.1f} s)")
     echo(
         f"report: {run.root / 'report.json'}  curve: {run.root / 'eval_curve.png'}  "
         f"episode: {run.root / 'episode.png'}"

@@ -82,6 +82,11 @@ class RunDir:
         return dict(sorted(out.items()))
 
 
+def is_rehearsal_sft_model(path: Path) -> bool:
+    """Whether ``path`` is laid out as a rehearsal run's SFT model folder (``runs/<id>/models/sft``, :attr:`RunDir.sft_model`)."""
+    return path.name == "sft" and path.parent.name == "models"
+
+
 def torch_save_atomic(obj: Any, path: Path) -> None:
     import torch
 

@@ -2,9 +2,14 @@
 
 Sets (files in ``workload/maze/heldout/``, hashes in ``manifest.json``):
 - ``easy-64``: size 9, seeds 0..63 through VisGym's seeding path; the published run's set.
-- ``rehearsal-7x7-64``: size 7 for the CPU rehearsal: the seeds from 0 upward, skipping a
-  seed whose layout repeats an earlier one, until 64 distinct layouts (a 7x7 maze has only
-  192 spanning trees x 4 corner pairs = 768 layouts, so repeats are common).
+- ``rehearsal-7x7-64``: size 7: the seeds from 0 upward, skipping a seed whose layout repeats
+  an earlier one, until 64 distinct layouts (a 7x7 maze has only 192 spanning trees x 4 corner
+  pairs = 768 layouts, so repeats are common). Held out by layout only: training sees its maps
+  with other corner pairs.
+- ``rehearsal-7x7-maps``: size 7, the CPU rehearsal's set, held out by map: 32 maps (a sixth of
+  the 192), each with all four corner pairs (128 mazes), none of them a map of
+  ``rehearsal-7x7-64`` (the set earlier recipe defaults were tuned against). Training filters
+  these maps out with every corner pair (``training_seed_filter``).
 
 Mazes are stored as init states rather than replayed from seeds because NumPy does not
 promise the same random stream across versions. ``load_set`` refuses a file whose sha256
@@ -30,13 +35,28 @@ MANIFEST_NAME = "manifest.json"
 SET_SIZE = 64  # the published run evaluates on 64 mazes
 
 
+CORNER_PAIRS = 4  # opposite-corner (agent, target) pairs a map is played with (VisGym)
+
+
 @dataclass(frozen=True)
 class SetSpec:
-    """How a set is generated: maze size, first seed, and whether repeated layouts are skipped."""
+    """How a set is generated: maze size, whether repeated layouts are skipped, and for a set
+    held out by map, how many maps (each with every corner pair) and which sets' maps to avoid."""
 
     size: int
     description: str
     distinct_layouts: bool
+    maps: int = 0  # 0: SET_SIZE mazes from seed 0 up; N: N whole maps x CORNER_PAIRS
+    avoid: tuple[str, ...] = ()
+
+    @property
+    def count(self) -> int:
+        """Mazes in the set."""
+        return self.maps * CORNER_PAIRS if self.maps else SET_SIZE
+
+    @property
+    def by_map(self) -> bool:
+        return self.maps > 0
 
 
 SPECS = {
@@ -45,6 +65,13 @@ SPECS = {
         size=7,
         description="7x7 for the CPU rehearsal: seeds from 0 up, repeated layouts skipped, 64 distinct",
         distinct_layouts=True,
+    ),
+    "rehearsal-7x7-maps": SetSpec(
+        size=7,
+        description="7x7 for the CPU rehearsal, held out by map: 32 maps x 4 corner pairs, no map of rehearsal-7x7-64",
+        distinct_layouts=True,
+        maps=32,
+        avoid=("rehearsal-7x7-64",),
     ),
 }
 
@@ -84,6 +111,50 @@ def layout_hash(init_state: dict) -> str:
     return digest.hexdigest()
 
 
+def map_hash(init_state: dict) -> str:
+    """A digest of the maze map alone (walls, no corners): equal exactly when two mazes share a map."""
+    grid = np.asarray(init_state["maze_map"], dtype=np.uint8)
+    digest = hashlib.sha256()
+    digest.update(np.asarray(grid.shape, dtype=np.int64).tobytes())
+    digest.update(grid.tobytes())
+    return digest.hexdigest()
+
+
+def corner_index(init_state: dict, size: int) -> int:
+    """Which of the four corner pairs (VisGym's order) the maze starts and ends in."""
+    from workload.maze.generator import corner_pairs
+
+    pair = (tuple(init_state["agent_location"]), tuple(init_state["target_location"]))
+    return corner_pairs(size).index(pair)
+
+
+def whole_maps(
+    maps: int, size: int, *, first_seed: int, accept: Callable[[int], bool] = lambda seed: True
+) -> list[dict]:
+    """``maps`` maps, each with all four corner pairs, from the seeds ``first_seed`` up.
+
+    Maps are taken in the order they first appear among accepted seeds; each corner pair's
+    entry is the first accepted seed that plays it (so every entry is a real VisGym seed).
+    Entries are ordered map by map, corner pair by corner pair.
+    """
+    order: list[str] = []
+    found: dict[str, dict[int, dict]] = {}
+    seed = first_seed
+    while len(order) < maps or any(len(found[m]) < CORNER_PAIRS for m in order[:maps]):
+        if accept(seed):
+            state = generate_from_seed(seed, size)
+            key = map_hash(state)
+            if key not in found:
+                found[key] = {}
+                order.append(key)
+            corners = found[key]
+            corner = corner_index(state, size)
+            if corner not in corners:
+                corners[corner] = {"seed": seed, "shortest_path_len": shortest_path_len(state), "init_state": state}
+        seed += 1
+    return [found[key][c] for key in order[:maps] for c in range(CORNER_PAIRS)]
+
+
 def _check_name(name: str) -> SetSpec:
     if name not in SPECS:
         raise ValueError(f"unknown held-out set {name!r}; known sets: {sorted(SPECS)}")
@@ -114,6 +185,12 @@ def size_mismatch(set_name: str, maze_size: int, *, size_key: str, set_key: str)
 def build_entries(name: str) -> list[dict]:
     """Generate a set's entries from its spec (what ``freeze_set`` writes)."""
     spec = _check_name(name)
+    if spec.by_map:
+        avoided = {map_hash(e["init_state"]) for other in spec.avoid for e in load_set(other).entries}
+        return whole_maps(
+            spec.maps, spec.size, first_seed=0,
+            accept=lambda seed: map_hash(generate_from_seed(seed, spec.size)) not in avoided,
+        )
     entries, seen, seed = [], set(), 0
     while len(entries) < SET_SIZE:
         state = generate_from_seed(seed, spec.size)
@@ -162,22 +239,25 @@ def load_set(name: str, directory: Path = HELDOUT_DIR) -> HeldoutSet:
             f"it with `skymaze maze freeze --heldout {name}` and say so, since scores stop being comparable."
         )
     doc = json.loads(data)
-    if doc.get("size") != spec.size or len(doc.get("entries", ())) != SET_SIZE:
-        raise HeldoutIntegrityError(f"{path} does not hold {SET_SIZE} mazes of size {spec.size}")
+    if doc.get("size") != spec.size or len(doc.get("entries", ())) != spec.count:
+        raise HeldoutIntegrityError(f"{path} does not hold {spec.count} mazes of size {spec.size}")
     return HeldoutSet(name=name, size=spec.size, entries=tuple(doc["entries"]))
 
 
 def training_seed_filter(
     size: int, heldout_names: Iterable[str], directory: Path = HELDOUT_DIR
 ) -> Callable[[int], bool]:
-    """``keep(seed)``: True when the seed's maze (VisGym seeding path) is in none of the named sets."""
-    excluded = set()
+    """``keep(seed)``: True when the seed's maze (VisGym seeding path) is in none of the named sets;
+    for a set held out by map, when its map is in none of them (with any corner pair)."""
+    layouts, maps = set(), set()
     for name in heldout_names:
         held = load_set(name, directory)
         if held.size == size:  # mazes of another size can never collide
-            excluded.update(layout_hash(entry["init_state"]) for entry in held.entries)
+            into, digest = (maps, map_hash) if SPECS[name].by_map else (layouts, layout_hash)
+            into.update(digest(entry["init_state"]) for entry in held.entries)
 
     def keep(seed: int) -> bool:
-        return layout_hash(generate_from_seed(seed, size)) not in excluded
+        state = generate_from_seed(seed, size)
+        return layout_hash(state) not in layouts and map_hash(state) not in maps
 
     return keep

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from workload.deployment.names import HYPERPOD_GPU_GROUP
 from workload.ops.prices import Price, PriceTable
 
 # Amazon Managed Prometheus bills ingestion per 10 million samples (AMP pricing page).
@@ -216,7 +217,7 @@ class GuardSaving:
 
 
 def guard_saving(shape: ClusterShape, prices: PriceTable, *, left_up_hours: float, guard_hours: float,
-                 gpu_group: str = "workers") -> GuardSaving:
+                 gpu_group: str = HYPERPOD_GPU_GROUP) -> GuardSaving:
     """The saving of scaling ``gpu_group`` to zero after ``guard_hours`` of a ``left_up_hours`` deployment."""
     if left_up_hours <= 0 or guard_hours <= 0:
         raise ValueError(f"left-up hours ({left_up_hours}) and guard hours ({guard_hours}) must be > 0")

@@ -70,13 +70,24 @@ def next_steps(target: TeardownTarget, outputs: dict[str, str]) -> list[str]:
     steps = [
         f"aws eks update-kubeconfig --name {cluster} --region {target.region}",
         f"{forward} &   # Ray dashboard and Jobs API on {RAY_DASHBOARD_LOCAL}",
-        f"skymaze submit --recipe blog --address {RAY_DASHBOARD_LOCAL}",
+        f"skymaze submit --size {target.profile} --address {RAY_DASHBOARD_LOCAL}",
         f"open {grafana if grafana.startswith('http') else 'https://' + grafana}  # Grafana: Ray and maze-training dashboards"
         if grafana else "# Grafana URL: see the observability stack's outputs",
-        f"skymaze cost --profile {target.profile} --hours 12",
-        f"skymaze teardown --profile {target.profile}   # when done: stops the billing",
+        f"skymaze cost --size {target.profile} --hours 12",
+        f"skymaze teardown --size {target.profile}   # when done: stops the billing",
     ]
     return steps
+
+
+def context_from_outputs(target: TeardownTarget, outputs: dict[str, str]) -> dict:
+    """What `skymaze deploy` records beside the size: cluster names (the outputs' when present), the namespace,
+    and the Grafana URL."""
+    from workload.ops.plan import HYPERPOD_CLUSTER_SUFFIX
+
+    grafana = _find(outputs, GRAFANA_OUTPUT)
+    return {"eks_cluster": _find(outputs, EKS_CLUSTER_OUTPUT) or target.eks_cluster_name,
+            "hyperpod_cluster": f"{target.app_name}{HYPERPOD_CLUSTER_SUFFIX}", "ray_namespace": target.ray_namespace,
+            "extra": {"grafana": grafana} if grafana else {}}
 
 
 def deploy_context(session, settings) -> list[str]:

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from workload.deployment.names import RAY_NAMESPACE
+
 # Kubernetes kinds (resource.group, as kubectl names them) deleted before the stacks, in order.
 # RayJobs own RayClusters and RayServices create Serve services, so they go first.
 KUBE_KINDS = (
@@ -37,7 +39,7 @@ class TeardownTarget:
     stacks: tuple[str, ...] = ()        # the app's stacks in deploy order; empty: `cdk destroy --all`
     overrides: tuple[tuple[str, str], ...] = ()  # the `-c KEY=VALUE` settings the profile was deployed with
     existing_eks_cluster: str | None = None  # settings eks_cluster_name: a cluster the app did not create
-    ray_namespace: str = "ray"          # settings ray_namespace
+    ray_namespace: str = RAY_NAMESPACE  # settings ray_namespace
 
     @property
     def eks_cluster_name(self) -> str:
@@ -65,7 +67,7 @@ class TeardownTarget:
         """The teardown command for this target, to repeat after a failure."""
         extra = [" --keep-data"] if self.keep_data else []
         extra += [f" -c {key}={value}" for key, value in self.overrides]
-        return f"skymaze teardown --profile {self.profile}{''.join(extra)}"
+        return f"skymaze teardown --size {self.profile}{''.join(extra)}"
 
     @property
     def cdk_context(self) -> tuple[str, ...]:

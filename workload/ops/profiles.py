@@ -8,12 +8,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from workload.config import DEPLOY_FLAG, ConfigError, did_you_mean, split_pair
-from workload.deployment.settings import Settings, SettingsError, load_settings
+from workload.config import DEPLOY_FLAG, ConfigError, did_you_mean, field_paths, split_pair
+from workload.deployment.names import HYPERPOD_GPU_GROUP
+from workload.deployment.settings import HEAD_COUNT, PROFILES, Settings, SettingsError, load_settings
 from workload.ops.cost import ClusterShape, InstanceGroup
 from workload.ops.plan import TeardownTarget
 
-__all__ = ["SettingsError", "parse_overrides", "settings_for", "shape_for", "target_for"]
+__all__ = ["PROFILES", "SettingsError", "parse_overrides", "settings_for", "shape_for", "target_for"]
 
 
 def parse_overrides(pairs: Sequence[str]) -> tuple[tuple[str, str], ...]:
@@ -25,17 +26,18 @@ def parse_overrides(pairs: Sequence[str]) -> tuple[tuple[str, str], ...]:
         except ConfigError as err:
             raise SettingsError(str(err)) from None
         if key == "profile":
-            raise SettingsError(f"{DEPLOY_FLAG} profile=...: use --profile instead")
+            raise SettingsError(f"{DEPLOY_FLAG} profile=...: use --size instead")
         parsed.append((key, value))
     return tuple(parsed)
 
 
 def settings_for(profile: str, overrides: tuple[tuple[str, str], ...] = ()) -> Settings:
     """The validated settings ``cdk deploy -c profile=PROFILE -c KEY=VALUE ...`` would use."""
-    unknown = [key for key, _ in overrides if key not in Settings.model_fields]
+    known = field_paths(Settings)
+    unknown = [key for key, _ in overrides if key not in known and key not in Settings.model_fields]
     if unknown:
         raise SettingsError(f"{DEPLOY_FLAG} {unknown[0]}=...: not a deployment setting"
-                            f"{did_you_mean(unknown[0], Settings.model_fields)} (known: {', '.join(Settings.model_fields)})")
+                            f"{did_you_mean(unknown[0], known)} (known: {', '.join(known)})")
     return load_settings({"profile": profile, **dict(overrides)})
 
 
@@ -52,8 +54,8 @@ def shape_for(settings: Settings) -> ClusterShape:
     return ClusterShape(
         profile=settings.profile,
         instance_groups=(
-            InstanceGroup("head", settings.head_instance_type, settings.head_count, settings.node_volume_gib),
-            InstanceGroup("workers", settings.worker_instance_type, settings.worker_count, settings.node_volume_gib),
+            InstanceGroup("head", settings.head_instance_type, HEAD_COUNT, settings.node_volume_gib),
+            InstanceGroup(HYPERPOD_GPU_GROUP, settings.worker_instance_type, settings.worker_count, settings.node_volume_gib),
         ),
         fsx_tier=f"PERSISTENT_2_{settings.fsx_throughput_mbps_per_tib}",
         fsx_gib=settings.fsx_storage_gib,

@@ -16,7 +16,7 @@ def recipe_profile_problems(recipe, settings) -> list[str]:
     if recipe.cluster.nodes > workers:
         problems.append(
             f"recipe {recipe.name!r} needs {recipe.cluster.nodes} GPU workers (cluster.nodes) but {where}. "
-            f"Fix: deploy with -c worker_count={recipe.cluster.nodes}, choose --profile blog, or use a recipe "
+            f"Fix: deploy with -c worker_count={recipe.cluster.nodes}, choose --size blog, or use a recipe "
             f"written for {workers} worker(s) (--set cluster.nodes={workers} with a matching placement).")
     if recipe.cluster.gpus_per_node > gpus:
         problems.append(

@@ -92,6 +92,33 @@ def load_adapter(run_dir: Path, step: int) -> Adapter:
     return Adapter(directory=directory, config=config, tensor_names=tuple(safetensors_names(directory / ADAPTER_WEIGHTS)))
 
 
+ARTIFACTS_ENV = "SKYMAZE_ARTIFACTS"  # s3://<artifacts bucket>, set on every Ray pod of the cluster (infra/stacks/ray.py)
+
+
+def default_step(run_dir: Path) -> int:
+    """The export a run promotes when no step is named: a rehearsal's step selected on its validation set
+    (``best_step`` of its report.json), else the newest export (the cluster run's last, step 160 for blog)."""
+    report = run_dir / "report.json"
+    if report.is_file():
+        best = json.loads(report.read_text()).get("best_step")
+        if best is not None:
+            return int(best)
+    steps = sorted(int(p.parent.name.split("_")[-1]) for p in run_dir.glob("exports/global_step_*/policy"))
+    if not steps:
+        raise PromoteError(f"{run_dir} has no export (exports/global_step_N/policy); is it a run folder?")
+    return steps[-1]
+
+
+def artifacts_destination(name: str, environ: dict[str, str]) -> str:
+    """``s3://<artifacts bucket>/adapters/NAME`` from the cluster pods' environment."""
+    root = environ.get(ARTIFACTS_ENV, "")
+    if not root.startswith("s3://"):
+        raise PromoteError(f"--name {name} promotes to the cluster's artifacts bucket, named by {ARTIFACTS_ENV} on its "
+                           "Ray pods (run it there: kubectl -n ray exec svc/skymaze-train-head-svc -- skymaze promote "
+                           "...); elsewhere pass --to s3://BUCKET/adapters/NAME or a folder")
+    return f"{root.rstrip('/')}/adapters/{name}"
+
+
 def check_adapter(adapter: Adapter, *, max_lora_rank: int) -> None:
     """Refuse what the endpoint would ignore or reject (the serving rules, then promote's own words)."""
     vision = adapter.vision_tensors()
@@ -159,6 +186,18 @@ def _atomic_copy(source: Path, target: Path) -> None:
             out.write(chunk)
 
 
+def _already_there(existing: bytes | None, files: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
+    """The promoted manifest when it lists exactly ``files`` (same names and sha256s): promoting the same
+    export again is then a no-op, not an error."""
+    if existing is None:
+        return None
+    try:
+        manifest = json.loads(existing)
+    except ValueError:
+        return None
+    return manifest if isinstance(manifest, dict) and manifest.get("files") == files else None
+
+
 def _publish_dir(files: list[Path], manifest: bytes, target: Path, *, overwrite: bool) -> None:
     target.mkdir(parents=True, exist_ok=True)
     if (target / MANIFEST).exists() and not overwrite:
@@ -181,6 +220,21 @@ def _publish_s3(files: list[Path], manifest: bytes, bucket: str, prefix: str, *,
     client.put_object(Bucket=bucket, Key=key, Body=manifest, ContentType="application/json")
 
 
+def _existing_manifest(kind: str, location: str, prefix: str, client: Any) -> bytes | None:
+    """The manifest already at the destination, or None."""
+    if kind != "s3":
+        path = Path(location) / MANIFEST
+        return path.read_bytes() if path.is_file() else None
+    from botocore.exceptions import ClientError
+
+    try:
+        return client.get_object(Bucket=location, Key=f"{prefix}/{MANIFEST}")["Body"].read()
+    except ClientError as exc:
+        if exc.response.get("Error", {}).get("Code") in {"NoSuchKey", "404"}:
+            return None
+        raise
+
+
 def promote(run_dir: Path, step: int, to: str, *, max_lora_rank: int, s3_client: Any = None, overwrite: bool = False) -> dict[str, Any]:
     """Check the step's adapter, copy its files, then write the manifest; returns the manifest."""
     destination = parse_destination(to)
@@ -191,11 +245,15 @@ def promote(run_dir: Path, step: int, to: str, *, max_lora_rank: int, s3_client:
     digests = {p.name: {"sha256": sha256_of(p), "size_bytes": p.stat().st_size} for p in files}
     manifest = build_manifest(adapter, name=adapter_name(destination), run_dir=run_dir, step=step, files=digests)
     body = (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode()
-    if kind == "s3":
-        if s3_client is None:
-            import boto3
+    if kind == "s3" and s3_client is None:
+        import boto3
 
-            s3_client = boto3.client("s3")
+        s3_client = boto3.client("s3")
+    if not overwrite:
+        same = _already_there(_existing_manifest(kind, location, prefix, s3_client), digests)
+        if same is not None:
+            return {**same, "already_promoted": True}
+    if kind == "s3":
         _publish_s3(files, body, location, prefix, client=s3_client, overwrite=overwrite)
     else:
         _publish_dir(files, body, Path(location), overwrite=overwrite)

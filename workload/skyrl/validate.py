@@ -13,10 +13,11 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, PositiveInt, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt, model_validator
 
 from workload.maze.heldout import size_mismatch
 from workload.skyrl.known_keys import load_known_keys
+from workload.skyrl.recipe import Recipe
 from workload.skyrl.tickets import ENV_CLASS
 
 # SkyRL 0.4.0 dataclass defaults (skyrl/train/config/config.py) for the keys the rules read;
@@ -68,19 +69,21 @@ Rule = Callable[["TrainingSettings"], list[str]]
 
 
 class TrainingSettings(BaseModel):
-    """SkyRL overrides plus the cluster they will run on; constructing it runs every rule."""
+    """A cluster recipe and the endpoint that will serve its adapters; constructing it runs every rule."""
 
     model_config = ConfigDict(frozen=True)
 
-    values: dict[str, Any]
-    cluster_nodes: PositiveInt
-    gpus_per_node: PositiveInt
-    shared_root: str
-    # The endpoint's max_lora_rank: the deploy profile's setting (None where no deploy settings are installed).
+    recipe: Recipe
+    # The endpoint's max_lora_rank (the deploy profile's setting); None skips that rule.
     serving_max_lora_rank: PositiveInt | None = None
-    maze_size: PositiveInt = 9
-    eval_set: str = "easy-64"
-    strict_metric: bool = True
+    values: dict[str, Any] = Field(default_factory=dict, description="The recipe's resolved SkyRL overrides.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _resolve(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "values" not in data and isinstance(data.get("recipe"), Recipe):
+            data = {**data, "values": data["recipe"].resolved()}
+        return data
 
     def get(self, key: str) -> Any:
         """The value SkyRL will use: the override, else SkyRL's default."""
@@ -137,15 +140,15 @@ def check_cluster_fits(s: TrainingSettings) -> list[str]:
     nodes = int(s.get("trainer.placement.policy_num_nodes"))
     per_node = int(s.get("trainer.placement.policy_num_gpus_per_node"))
     problems = []
-    if nodes > s.cluster_nodes:
+    if nodes > s.recipe.cluster.nodes:
         problems.append(
-            f"trainer.placement.policy_num_nodes: {nodes} nodes requested, the cluster has {s.cluster_nodes} GPU workers. "
-            f"Fix: set it to {s.cluster_nodes} or grow the worker group."
+            f"trainer.placement.policy_num_nodes: {nodes} nodes requested, the cluster has {s.recipe.cluster.nodes} GPU workers. "
+            f"Fix: set it to {s.recipe.cluster.nodes} or grow the worker group."
         )
-    if per_node > s.gpus_per_node:
+    if per_node > s.recipe.cluster.gpus_per_node:
         problems.append(
-            f"trainer.placement.policy_num_gpus_per_node: {per_node} requested, each worker has {s.gpus_per_node} GPUs. "
-            f"Fix: set it to {s.gpus_per_node}."
+            f"trainer.placement.policy_num_gpus_per_node: {per_node} requested, each worker has {s.recipe.cluster.gpus_per_node} GPUs. "
+            f"Fix: set it to {s.recipe.cluster.gpus_per_node}."
         )
     return problems
 
@@ -199,7 +202,7 @@ def check_shared_paths(s: TrainingSettings) -> list[str]:
     """On several nodes, everything written by one worker and read by another lives on /shared."""
     if int(s.get("trainer.placement.policy_num_nodes")) <= 1:
         return []
-    root = s.shared_root.rstrip("/") + "/"
+    root = s.recipe.shared_root.rstrip("/") + "/"
     paths = {key: s.get(key) for key in SHARED_PATH_KEYS}
     for key in ("data.train_data", "data.val_data"):
         for item in s.get(key) or []:
@@ -250,13 +253,14 @@ def check_checkpoint_retention(s: TrainingSettings) -> list[str]:
 
 def check_eval_set(s: TrainingSettings) -> list[str]:
     """The held-out set must hold mazes of the size the job trains on."""
-    problem = size_mismatch(s.eval_set, s.maze_size, size_key="dataset.maze_size", set_key="dataset.eval_set")
+    dataset = s.recipe.dataset
+    problem = size_mismatch(dataset.eval_set, dataset.maze_size, size_key="dataset.maze_size", set_key="dataset.eval_set")
     return [problem] if problem else []
 
 
 def check_strict_metric(s: TrainingSettings) -> list[str]:
     """The strict rate is solved_sum / episodes from the maze env's counts, one row a trajectory."""
-    if not s.strict_metric:
+    if not s.recipe.fixes.strict_solve_metric:
         return []
     problems = []
     env_class = s.get("environment.env_class")
@@ -288,18 +292,9 @@ RULES: tuple[Rule, ...] = (
 )
 
 
-def validate_recipe(recipe: Any, *, max_lora_rank: int | None = None) -> TrainingSettings:
+def validate_recipe(recipe: Recipe, *, max_lora_rank: int | None = None) -> TrainingSettings:
     """Run every rule on a :class:`workload.skyrl.recipe.Recipe`; raises ``ValidationError``.
 
     ``max_lora_rank`` is the endpoint's (the deploy profile's ``max_lora_rank``); None skips that rule.
     """
-    return TrainingSettings(
-        values=recipe.resolved(),
-        cluster_nodes=recipe.cluster.nodes,
-        gpus_per_node=recipe.cluster.gpus_per_node,
-        shared_root=recipe.shared_root,
-        serving_max_lora_rank=max_lora_rank,
-        maze_size=recipe.dataset.maze_size,
-        eval_set=recipe.dataset.eval_set,
-        strict_metric=recipe.fixes.strict_solve_metric,
-    )
+    return TrainingSettings(recipe=recipe, serving_max_lora_rank=max_lora_rank)

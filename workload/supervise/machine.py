@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 
+from workload.deployment.supervisor import SupervisorLimits
 from workload.supervise.causes import Cause
 
 ACTIVE = frozenset({"PENDING", "RUNNING"})
@@ -46,39 +47,8 @@ class Kind(enum.Enum):
     DONE = "done"
 
 
-@dataclasses.dataclass(frozen=True)
-class Policy:
-    """How hard the supervisor tries, and what it frees at the end (settings: ``supervise.*``)."""
-
-    max_submissions: int = 8
-    """Submissions in all, the first included; a 160-step run that loses a node every two hours needs about five."""
-    max_failures_at_same_step: int = 3
-    """Failures with no new checkpoint between them, for causes the job may own (crash, killed driver,
-    dead worker or actor), before the supervisor calls it a crash loop. Node loss, preemption and
-    head restarts never count; ``max_submissions`` bounds them."""
-    backoff_base_s: float = 30.0
-    backoff_cap_s: float = 900.0
-    node_wait_timeout_s: float = 5400.0
-    """How long to wait for every GPU worker to be Ready again; HyperPod replaces a node in tens of minutes."""
-    release_workers: bool = True
-    """Scale the trainer RayCluster's GPU workers to zero when the run ends (frees nodes for the RayService)."""
-    group_idle_s: float | None = None
-    """Seconds after the run ends before the HyperPod GPU group is scaled down; None never scales it."""
-
-    def __post_init__(self) -> None:
-        if self.max_submissions < 1:
-            raise ValueError(f"supervise.max_submissions={self.max_submissions}: must be >= 1 (the first submission counts)")
-        if self.max_failures_at_same_step < 1:
-            raise ValueError(f"supervise.max_failures_at_same_step={self.max_failures_at_same_step}: must be >= 1")
-        if not 0 < self.backoff_base_s <= self.backoff_cap_s:
-            raise ValueError(
-                f"supervise.backoff_base_s={self.backoff_base_s}, backoff_cap_s={self.backoff_cap_s}: "
-                "need 0 < base <= cap (the delay doubles from base and stops at cap)"
-            )
-        if self.node_wait_timeout_s <= 0:
-            raise ValueError(f"supervise.node_wait_timeout_s={self.node_wait_timeout_s}: must be > 0")
-        if self.group_idle_s is not None and self.group_idle_s < 0:
-            raise ValueError(f"supervise.group_idle_s={self.group_idle_s}: must be >= 0, or null to keep the group")
+Policy = SupervisorLimits
+"""How hard the supervisor tries, and what it frees at the end: the one model of its limits."""
 
 
 @dataclasses.dataclass(frozen=True)

@@ -4,6 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from workload.deployment.names import (
+    RAY_GPU_GROUP,
+    RAY_NAMESPACE,
+    SUPERVISOR_METRICS_PORT,
+    TRAINER_RAYCLUSTER,
+)
 from workload.supervise.machine import Policy
 
 SUPERVISE_KEY = "skymaze_supervise"
@@ -11,16 +17,16 @@ SUPERVISE_KEY = "skymaze_supervise"
 JOB_SPEC_KEY = "skymaze_job_spec"
 """Ray job metadata: the job.json the job was submitted with, so the supervisor can submit it again."""
 ROOT_KEY = "skymaze_supervised_root"
-DEFAULT_METRICS_PORT = 9400  # outside Ray's 8265/8080/6379/10001 on the same pod network
+DEFAULT_METRICS_PORT = SUPERVISOR_METRICS_PORT
 
 
 @dataclass(frozen=True)
 class KubeTarget:
     """The trainer RayCluster whose GPU workers the run needs, and frees at the end."""
 
-    namespace: str = "ray"
-    raycluster: str = "skymaze-train"
-    group: str = "gpu"
+    namespace: str = RAY_NAMESPACE
+    raycluster: str = TRAINER_RAYCLUSTER
+    group: str = RAY_GPU_GROUP
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ from botocore.validate import ParamValidator
 from infra.constructs.budget import CHECK_PERIOD, SpendingGuard
 from infra.constructs.handlers.deploy_guard import index as guard
 from tests.infra.conftest import one, resources
+from tests.service_shapes import filled_output, validation_errors
 from workload.supervise.hyperpod import update_request
 
 ARN = "arn:aws:sagemaker:us-west-2:111111111111:cluster/abc123abc123"
@@ -84,6 +85,14 @@ def test_the_guard_and_the_supervisor_send_the_same_validated_request():
     assert request == update_request(_described(3), "workers", 0)
     model = botocore.session.get_session().get_service_model("sagemaker").operation_model("UpdateCluster")
     assert not ParamValidator().validate(request, model.input_shape).has_errors()
+
+
+def test_the_guard_restates_a_fully_described_group_as_a_valid_request():
+    described = filled_output("sagemaker", "DescribeCluster")  # every field of the output shape filled
+    group = described["InstanceGroups"][0]["InstanceGroupName"]
+    request = guard.scale_request(described, group, 0)
+    assert validation_errors("sagemaker", "UpdateCluster", request) == ""
+    assert request == update_request(described, group, 0)
 
 
 def _clients():

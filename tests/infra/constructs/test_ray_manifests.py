@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
 import jsonschema
 import pytest
 
 from infra.constructs import ray_manifests as rm
+from infra.constructs import supervisor
 from tests.infra import kuberay
 from workload.deployment.fit import PodSize
 from workload.deployment.settings import load_settings
+from workload.skyrl.entrypoint import job_spec, prepare_data
+from workload.skyrl.recipe import load_recipe
 
 
 def _spec(worker_type: str = "ml.g7e.12xlarge", workers: int = 3) -> dict:
@@ -54,3 +63,79 @@ def test_the_crd_check_can_fail(shared_dir):
     broken["spec"]["workerGroupSpecs"][0]["replicas"] = "three"
     with pytest.raises(jsonschema.ValidationError, match="'three' is not of type 'integer'"):
         kuberay.validate(shared_dir, broken)
+
+
+# /shared as a new FSx for Lustre file system has it: root-owned, mode 0755, with the root-owned /runs
+# folder its data repository association creates. The pods prepare it as uid 1000.
+POD_UID, POD_GID = 1000, 100  # the images' `ray` user and its group (containers/*/Dockerfile)
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="makes root-owned folders and switches to uid 1000")
+
+
+@pytest.fixture
+def root_owned_shared():
+    root = Path(tempfile.mkdtemp(prefix="shared-", dir="/tmp"))  # /tmp: uid 1000 may traverse it
+    root.chmod(0o755)
+    (root / "runs").mkdir(mode=0o755)
+    yield root
+    shutil.rmtree(root)
+
+
+def _prepare_as_ray_user(shared: Path) -> str:
+    """The job's /shared preparation in a child process running as uid 1000: '' or the error it hit."""
+    spec = job_spec(load_recipe("blog", sets=[f"shared_root={shared}", "run_id=unit"]))
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # child: drop to the pods' user, then do what the job and the supervisor do first
+        message = "the child process did not finish"
+        try:
+            os.close(read)
+            os.setgroups([])
+            os.setgid(POD_GID)
+            os.setuid(POD_UID)
+            prepare_data(spec)
+            Path(spec.model_path).mkdir(parents=True)  # where the job downloads the checkpoint
+            (shared / "supervisor").mkdir()  # the supervisor's handled-runs file
+            message = ""
+        except BaseException as error:  # reported to the parent, never raised in the child
+            message = repr(error)
+        finally:
+            os.write(write, message.encode())
+            os._exit(0)  # never return into the test runner
+    os.close(write)
+    with os.fdopen(read) as pipe:
+        message = pipe.read()
+    os.waitpid(pid, 0)
+    return message
+
+
+@pytest.fixture(scope="module")
+def imports_done(tmp_path_factory):
+    """Load what the preparation imports before a child drops root (the interpreter lives under /root)."""
+    prepare_data(job_spec(load_recipe("blog", sets=[f"shared_root={tmp_path_factory.mktemp('warm')}", "run_id=w"])))
+
+
+@needs_root
+def test_uid_1000_cannot_prepare_a_root_owned_shared_folder(root_owned_shared, imports_done):
+    assert "PermissionError" in _prepare_as_ray_user(root_owned_shared)
+
+
+@needs_root
+def test_after_the_init_step_uid_1000_prepares_the_job_on_shared(root_owned_shared, imports_done):
+    subprocess.run(rm.shared_owner_command(str(root_owned_shared)), check=True)  # as root, like the init container
+    assert _prepare_as_ray_user(root_owned_shared) == ""
+    written = root_owned_shared / "runs" / "unit" / "data" / "train.parquet"
+    assert (written.stat().st_uid, written.stat().st_gid) == (POD_UID, POD_GID)
+    subprocess.run(rm.shared_owner_command(str(root_owned_shared)), check=True)  # a restarted pod runs it again
+    assert root_owned_shared.stat().st_uid == POD_UID
+
+
+def test_every_pod_that_mounts_shared_runs_the_init_step_first():
+    spec = _spec()
+    templates = [spec["headGroupSpec"]["template"], spec["workerGroupSpecs"][0]["template"],
+                 supervisor.deployment(supervisor.SupervisorConfig(namespace="ray", raycluster="t"), image="img:1",
+                                       node_instance_type="ml.r5d.16xlarge", env=[])["spec"]["template"]]
+    for template in templates:
+        (init,) = template["spec"]["initContainers"]
+        assert init["command"] == rm.shared_owner_command()
+        assert init["securityContext"]["capabilities"] == {"drop": ["ALL"], "add": ["CHOWN"]}
+        assert {"name": "shared", "mountPath": rm.SHARED_MOUNT} in init["volumeMounts"]

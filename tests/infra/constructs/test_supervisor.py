@@ -10,9 +10,11 @@ from typer.testing import CliRunner
 
 from infra.constructs import supervisor as sv
 from tests.infra.conftest import k8s_manifests, resources
+from workload.deployment.supervisor import SupervisorLimits
 
-CONFIG = sv.SupervisorConfig(namespace="ray", raycluster="skymaze-train", expected_workers=3, group_idle_s=1800,
-                             hyperpod_cluster="skymaze-hyperpod", hyperpod_group="workers", hyperpod_idle_count=1)
+CONFIG = sv.SupervisorConfig(namespace="ray", raycluster="skymaze-train", expected_workers=3,
+                             limits=SupervisorLimits(group_idle_s=1800, group_idle_count=1),
+                             hyperpod_cluster="skymaze-hyperpod")
 
 
 def test_the_role_reads_pods_and_patches_only_the_trainer_raycluster():
@@ -47,6 +49,25 @@ def test_the_deployment_command_is_one_the_cli_accepts():
     # --help after all flags: typer parses every flag first and fails on an unknown one.
     result = CliRunner().invoke(app, [*command[1:], "--help"])
     assert result.exit_code == 0, result.output
+
+
+@pytest.mark.parametrize("limits", [
+    SupervisorLimits(group_idle_s=1800, group_idle_count=1),
+    SupervisorLimits(max_submissions=2, max_failures_at_same_step=5, backoff_base_s=2.5, backoff_cap_s=60,
+                     node_wait_timeout_s=600, release_workers=False, group_idle_s=0, group_idle_count=1),
+])
+def test_the_cli_reads_the_deployment_command_back_into_the_same_limits(limits):
+    """The construct renders the limits and `skymaze supervise` parses them with one model: nothing is lost."""
+    import typer
+
+    from workload.cli.main import app
+
+    config = sv.SupervisorConfig(namespace="ray", raycluster="skymaze-train", limits=limits, hyperpod_cluster="hp")
+    command = typer.main.get_command(app).commands["supervise"]
+    params = command.make_context("supervise", config.command()[2:]).params
+    read = {"release_workers": params["release"], "group_idle_count": params["hyperpod_idle_count"],
+            **{name: params[name] for name in SupervisorLimits.model_fields if name in params}}
+    assert SupervisorLimits(**read) == limits
 
 
 def _synth(config: sv.SupervisorConfig) -> dict:

@@ -9,7 +9,7 @@ from workload.deployment.settings import SettingsError, load_settings
 
 def test_blog_profile_is_the_published_topology():
     s = load_settings({"profile": "blog"})
-    assert (s.head_instance_type, s.head_count) == ("ml.r5d.16xlarge", 1)
+    assert s.head_instance_type == "ml.r5d.16xlarge"
     assert (s.worker_instance_type, s.worker_count, s.gpus_per_worker) == ("ml.g7e.12xlarge", 3, 2)
     assert s.fsx_storage_gib == 1200 and s.serving
 
@@ -103,6 +103,13 @@ def test_default_kubernetes_version_is_one_hyperpod_documents():
     assert load_settings({"profile": "blog"}).kubernetes_version == "1.34"
 
 
+@pytest.mark.parametrize("key", ["head_count", "kuberay_chart_version"])
+def test_a_knob_with_one_legal_value_is_a_constant_not_a_setting(key):
+    # One head node (both Ray heads share it); the KubeRay chart whose CRDs the tests validate.
+    with pytest.raises(SettingsError, match=rf"{key}: not a deployment setting"):
+        load_settings({"profile": "blog", key: "1"})
+
+
 def test_lora_rank_vllm_cannot_serve_is_rejected():
     with pytest.raises(SettingsError, match=r"max_lora_rank: Input should be 8, 16, 32, 64, 128 or 256"):
         load_settings({"profile": "blog", "max_lora_rank": "48"})
@@ -182,3 +189,35 @@ def test_serving_loads_the_checkpoint_the_trainer_stages_on_fsx():
     settings = load_settings({"profile": "blog"})
     trainer_model_path = load_recipe("blog").resolved()["trainer.policy.model.path"]
     assert settings.serve_model_source == trainer_model_path
+
+
+def test_supervisor_limits_take_dotted_keys():
+    s = load_settings({"profile": "blog", "supervise.max_submissions": "4", "supervise.group_idle_s": "1800"})
+    assert (s.supervise.max_submissions, s.supervise.group_idle_s, s.supervise.max_failures_at_same_step) == (4, 1800, 3)
+
+
+@pytest.mark.parametrize(("key", "closest"), [("supervise.max_submisions", "supervise.max_submissions"),
+                                              ("supervise_max_submissions", "supervise.max_submissions")])
+def test_a_misspelt_supervisor_limit_names_the_closest(key, closest):
+    with pytest.raises(SettingsError, match=rf"{key}: not a deployment setting; did you mean {closest}\?"):
+        load_settings({"profile": "blog", key: "4"})
+
+
+def test_a_bad_supervisor_limit_names_its_dotted_key():
+    with pytest.raises(SettingsError, match=r"supervise\.max_submissions: Input should be greater than or equal to 1"):
+        load_settings({"profile": "blog", "supervise.max_submissions": "0"})
+
+
+def test_the_operations_commands_take_supervisor_limits_too():
+    from workload.ops.profiles import parse_overrides, settings_for
+
+    assert settings_for("blog", parse_overrides(["supervise.release_workers=false"])).supervise.release_workers is False
+
+
+def test_tool_set_values_are_settings_but_not_in_the_users_table():
+    from workload.deployment.settings import TOOL_SET, settings_table
+
+    rows = "\n".join(settings_table())
+    assert load_settings({"profile": "blog", "account": "123456789012"}).account == "123456789012"
+    assert [key for key in TOOL_SET if f"| `{key}` |" in rows] == []
+    assert "| `supervise.max_submissions` |" in rows

@@ -12,10 +12,8 @@ def test_recipe_local_loads_with_skyrl_key_names():
     assert cfg.generator.n_samples_per_prompt == 8
     assert cfg.generator.max_turns == 15
     assert cfg.generator.image_history == 1
-    assert cfg.trainer.algorithm.advantage_estimator == "grpo"
-    assert cfg.trainer.algorithm.loss_reduction == "token_mean"
     assert cfg.trainer.policy.model.lora.rank == 16
-    assert cfg.environment.heldout_set == "rehearsal-7x7-64"
+    assert cfg.environment.heldout_set == "rehearsal-7x7-maps"
 
 
 def test_overrides_are_parsed_to_the_recipe_types():
@@ -117,14 +115,36 @@ def test_sft_target_above_the_validation_set_is_refused():
         load_config("local", ["sft.target_solved=65"])
 
 
-def test_sft_band_upper_bound_below_the_target_is_refused():
-    with pytest.raises(ValueError, match=r"sft.max_solved \(7\) is below sft.target_solved \(8\)"):
-        load_config("local", ["sft.max_solved=7"])
+def test_validation_of_part_of_a_map_is_refused_when_the_held_out_set_is_by_map():
+    with pytest.raises(ValueError, match=r"sft.validation_size \(62\) must be a multiple of 4"):
+        load_config("local", ["sft.validation_size=62", "sft.target_solved=8"])
 
 
-def test_only_token_mean_reduction_runs_locally():
-    with pytest.raises(ValueError, match=r"trainer.algorithm.loss_reduction=seq_mean: Input should be 'token_mean'"):
-        load_config("local", ["trainer.algorithm.loss_reduction=seq_mean"])
+def test_the_sft_band_is_gone():
+    with pytest.raises(ValueError, match=r"sft.max_solved"):
+        load_config("local", ["sft.max_solved=12"])
+
+
+@pytest.mark.parametrize("key", ["trainer.algorithm.loss_reduction", "trainer.algorithm.advantage_estimator"])
+def test_the_algorithm_values_the_learner_implements_are_constants_not_settings(key):
+    with pytest.raises(ValueError, match=rf"unknown setting '{key}'"):
+        load_config("local", [f"{key}=x"])
+
+
+def test_the_fixed_algorithm_values_are_in_the_fingerprint_and_older_saved_configs_load():
+    import hashlib
+    import json
+
+    from workload.local.config import FIXED_ALGORITHM, UNFINGERPRINTED, config_from_dict
+
+    cfg = load_config("local")
+    saved = cfg.to_dict()
+    saved["trainer"]["algorithm"].update(FIXED_ALGORITHM)  # what a run saved while they were settings
+    assert config_from_dict(saved) == cfg
+    for section, keys in UNFINGERPRINTED.items():
+        for key in keys:
+            (saved[section] if section else saved).pop(key)
+    assert cfg.fingerprint() == hashlib.sha256(json.dumps(saved, sort_keys=True).encode()).hexdigest()[:10]
 
 
 def test_every_setting_has_a_description():

@@ -8,7 +8,7 @@ from workload.local.config import load_config
 
 
 def test_maze_size_that_the_held_out_set_does_not_hold_fails_naming_both_keys():
-    with pytest.raises(ValueError, match=r"environment.heldout_set: 'rehearsal-7x7-64' holds 7x7 mazes but environment.maze.size is 9"):
+    with pytest.raises(ValueError, match=r"environment.heldout_set: 'rehearsal-7x7-maps' holds 7x7 mazes but environment.maze.size is 9"):
         load_config("local", ["environment.maze.size=9"])
 
 

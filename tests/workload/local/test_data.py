@@ -119,3 +119,19 @@ def test_batch_is_a_pure_function_of_seed_and_step(accept):
         "('move', 3)",
         "('stop', 'stop')",
     }
+
+
+def test_validation_by_map_takes_whole_maps_none_held_out_and_training_skips_them():
+    from workload.local.data import draw_seeds, excluding, validation_set
+    from workload.maze.heldout import load_set, map_hash, training_seed_filter
+
+    not_heldout = training_seed_filter(7, ["rehearsal-7x7-maps"])
+    validation = validation_set(64, size=7, accept=not_heldout, by_map=True)
+    maps = [map_hash(e["init_state"]) for e in validation.entries]
+    assert len(validation.entries) == 64 and len(set(maps)) == 16
+    held_maps = {map_hash(e["init_state"]) for e in load_set("rehearsal-7x7-maps").entries}
+    assert not held_maps & set(maps)
+    accept = excluding(not_heldout, validation, by_map=True)
+    drawn = draw_seeds(200, seed=0, phase=1, step=0, accept=accept)
+    trained = {map_hash(generate_from_seed(s, 7)) for s in drawn}
+    assert not trained & (held_maps | set(maps))

@@ -39,13 +39,14 @@ def test_smoke_run_writes_every_output(rehearsal_smoke):
     for key in ("baseline", "selected", "final"):
         point = report[key]
         assert {"solved", "total", "step", "per_maze", "ci95"} <= set(point)
-        assert point["total"] == 64 and len(point["per_maze"]) == 64
+        assert point["total"] == len(held.seeds) == 128 and len(point["per_maze"]) == 128
         assert all(isinstance(flag, bool) for flag in point["per_maze"])
         assert sum(point["per_maze"]) == point["solved"]
         # per_maze is in the set's order: it is the evaluation's episodes looked up by seed
         episodes = {e["seed"]: e["solved"] for e in run.evals()[point["step"]]["episodes"]}
         assert point["per_maze"] == [episodes[seed] for seed in held.seeds]
-        assert point["ci95"] == list(wilson_interval(point["solved"], 64))
+        assert point["ci95"] == list(wilson_interval(point["solved"], 128))
+        assert 0.0 <= point["action_accuracy"] <= 1.0
     assert report["baseline"]["step"] == 0 and report["final"]["step"] == 6
     assert set(run.evals()) == set(run.validation_evals()) == {0, 3, 6}
     # the selected step is the validation choice, and the paired tests recompute from per_maze
@@ -59,10 +60,22 @@ def test_smoke_run_writes_every_output(rehearsal_smoke):
     assert report["bar"]["clears"] == (
         report["bar"]["selected_beats_baseline"] and report["bar"]["final_not_below_baseline"]
     )
-    assert report["served"]["via"] == "endpoint" and report["served"]["total"] == 64
+    assert report["served"]["via"] == "endpoint" and report["served"]["total"] == 128
     assert report["served"]["step"] == report["selected"]["step"]
-    assert set(report["phase_cpu_seconds"]) == {"model", "sft", "grpo", "serve"} and report["cpu_seconds"] > 0
-    assert set(report["phase_seconds"]) == {"model", "sft", "grpo", "serve"}
+    phases = {"model", "sft", "grpo", "serve", "control"}
+    assert set(report["phase_cpu_seconds"]) == phases and report["cpu_seconds"] > 0
+    assert set(report["phase_seconds"]) == phases
+    # the control: SFT continued for the GRPO phase's CPU, as many evaluations, chosen on validation
+    control = report["control"]
+    grpo_cpu = json.loads((run.root / "evals" / "grpo_cpu.json").read_text())
+    assert control["budget_cpu_s"] == grpo_cpu["cpu_s"] > 0 and control["cpu_s"] >= control["budget_cpu_s"]
+    assert len(control["evals"]) == 2 and control["total_sft_steps"] > 0
+    best = max(control["evals"], key=lambda e: (e["validation_solved"], e["cpu_s"]))
+    assert (control["solved"], control["sft_steps"]) == (best["solved"], best["sft_steps"])
+    assert len(control["per_maze"]) == 128 and sum(control["per_maze"]) == control["solved"]
+    assert report["paired"]["selected_vs_control"] == mcnemar_exact(control["per_maze"], report["selected"]["per_maze"])
+    assert report["paired"]["control_vs_baseline"] == mcnemar_exact(report["baseline"]["per_maze"], control["per_maze"])
+    assert report["verdict"]["winner"] in {"grpo", "control", "tie"} and "verdict:" in done.stdout
     assert 0 < report["peak_memory_gib"] < 8 and report["wall_seconds"] > 0
     for step in (3, 6):
         files = {p.name for p in run.export(step).iterdir()}
@@ -70,10 +83,10 @@ def test_smoke_run_writes_every_output(rehearsal_smoke):
     assert run.latest_step() == 6 and (run.ckpt(6) / "state.pt").is_file()
     assert (run.sft_model / "config.json").is_file() and run.sft_state.is_file()
     phases = {json.loads(line)["phase"] for line in (run.root / "metrics.jsonl").read_text().splitlines()}
-    assert phases == {"sft", "grpo", "eval"}
+    assert phases == {"sft", "grpo", "eval", "control"}
     assert list((run.root / "tensorboard" / "grpo").glob("events.out.tfevents.*"))
     assert (run.root / "eval_curve.png").stat().st_size > 1000
-    for phase in ("[model]", "[sft]", "[eval] step 0", "[grpo] step 6/6", "[serve]", "baseline", "selected"):
+    for phase in ("[model]", "[sft]", "[eval] step 0", "[grpo] step 6/6", "[serve]", "[control]", "baseline", "control"):
         assert phase in done.stdout
 
 
@@ -105,7 +118,7 @@ def _wait_for_checkpoint(run_root_glob: Path, proc: subprocess.Popen, at_least: 
 
 def test_sigkill_then_the_same_command_resumes_and_ends_like_an_uninterrupted_run(rehearsal_smoke, tmp_path):
     _, reference_runs = rehearsal_smoke
-    command = rehearse_command(tmp_path, "serve.enabled=false")
+    command = rehearse_command(tmp_path, "serve.enabled=false", "control.enabled=false")
     proc = subprocess.Popen(
         command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
     )
@@ -165,4 +178,18 @@ def test_the_endpoint_is_served_from_the_training_runs_ray_and_nothing_is_left_r
     assert seen["ray_up_after_serving"] and not seen["ray_up_after_the_run"]
     assert seen["processes_left"] == 0
     served = seen["served"]
-    assert (served["total"], served["via"], served["step"]) == (64, "endpoint", 1)
+    assert (served["total"], served["via"], served["step"]) == (128, "endpoint", 1)
+
+
+def test_the_selected_adapter_is_served_under_a_stable_name(rehearsal_smoke):
+    """`runs/latest/served/selected` and `maze-sft:selected`, whatever step was selected: documented commands
+    need no step number; the manifest (as `skymaze promote` writes it) names the step."""
+    _, runs_dir = rehearsal_smoke
+    run = _run(runs_dir)
+    report = json.loads((run.root / "report.json").read_text())
+    assert [p.name for p in (run.root / "served").iterdir()] == ["selected"]
+    manifest = json.loads((run.root / "served" / "selected" / "manifest.json").read_text())
+    assert manifest["source"]["step"] == report["selected"]["step"] == report["served"]["step"]
+    assert report["served"]["model"] == "maze-sft:selected"
+    export = run.export(report["selected"]["step"]) / "adapter_model.safetensors"
+    assert (run.root / "served" / "selected" / "adapter_model.safetensors").read_bytes() == export.read_bytes()

@@ -9,7 +9,9 @@ import pytest
 from PIL import Image
 
 from workload.files import write_json_atomic
+from workload.local.control import select_point
 from workload.local.report import (
+    add_control,
     eval_curve_png,
     format_table,
     select_step,
@@ -95,6 +97,57 @@ def test_table_lists_baseline_selected_final_served_and_the_verdict():
     assert "baseline     12/64" in table and "selected     25/64" in table and "served       25/64" in table
     assert "+13 -0 mazes, p = 0.000244" in table
     assert "9 validation solves" in table and "clears the bar" in table
+
+
+# -- the control: SFT continued for the GRPO phase's CPU, paired with GRPO's selected step ----
+
+
+def _control(points: list[tuple[int, int]], budget: float = 100.0) -> dict:
+    """A control result whose evaluations solve the first ``solved`` mazes, with these validation counts."""
+    made = []
+    for index, (validation_solved, solved) in enumerate(points):
+        made.append({
+            "sft_steps": 10 * (index + 1), "cpu_s": budget * (index + 1) / len(points),
+            "validation_solved": validation_solved, "solved": solved, "total": 64, "action_accuracy": 0.5,
+            "episodes": [{"seed": i, "solved": i < solved} for i in range(64)],
+        })
+    chosen = select_point(made)
+    return {"start_sft_step": 100, "budget_cpu_s": budget, "cpu_s": budget + 1, "sft_steps": 10 * len(points),
+            "selected_index": made.index(chosen), "points": made}
+
+
+def test_the_control_is_chosen_on_validation_and_paired_with_grpo_and_the_start():
+    report = summarize({0: _report(12), 20: _report(25)}, {20: _report(9)}, 20, SEEDS)
+    # validation prefers the second evaluation (later of the tie at 30); held-out 40 at the third is ignored
+    add_control(report, _control([(20, 30), (30, 35), (30, 33), (25, 40)]), SEEDS)
+    control = report["control"]
+    assert (control["solved"], control["validation_solved"], control["sft_steps"]) == (33, 30, 30)
+    assert control["per_maze"] == [i < 33 for i in range(64)] and len(control["evals"]) == 4
+    # GRPO's 25 are all among the control's 33: the control gains 8, loses none
+    assert report["paired"]["selected_vs_control"] == {"gained": 0, "lost": 8, "p_value": 2 / 2**8}
+    assert report["paired"]["control_vs_baseline"] == mcnemar_exact(report["baseline"]["per_maze"], control["per_maze"])
+    assert report["verdict"] == {
+        "winner": "control", "significant": True,
+        "text": "the control (more SFT) won, 33 vs 25 of 64, paired p = 0.00781",
+    }
+    table = format_table(report)
+    assert "control      33/64" in table and "verdict: the control (more SFT) won" in table
+
+
+@pytest.mark.parametrize(
+    ("control_solved", "winner", "significant"), [(25, "tie", False), (23, "grpo", False), (10, "grpo", True)]
+)
+def test_the_verdict_names_the_side_with_more_solves_and_says_when_the_test_separates_them(
+    control_solved, winner, significant
+):
+    report = summarize({0: _report(12), 20: _report(25)}, {20: _report(9)}, 20, SEEDS)
+    add_control(report, _control([(5, control_solved)]), SEEDS)
+    assert (report["verdict"]["winner"], report["verdict"]["significant"]) == (winner, significant)
+
+
+def test_a_control_without_an_evaluation_is_refused():
+    with pytest.raises(ValueError, match="the control made no evaluation"):
+        select_point([])
 
 
 # -- selection: on the validation set, never on the held-out set ----------------------------
@@ -256,3 +309,20 @@ def test_resources_line_gives_wall_and_cpu_per_phase_load_and_peak_memory():
     assert line.startswith("wall 281 s (model 3 s, sft 70 s, grpo 160 s, serve 48 s); ")
     assert "CPU 263 s (model 3 s, sft 68 s, grpo 170 s, serve 22 s); load average 1.2 on " in line
     assert line.endswith("; peak memory 3.04 GiB")
+
+
+def test_rereading_a_finished_run_keeps_the_measurements_of_the_run_that_made_it():
+    from workload.local.report import MEASUREMENTS, keep_measurements
+
+    made = {"fingerprint": "f1", "wall_seconds": 373.0, "cpu_seconds": 467.0, "phase_seconds": {"grpo": 200.0},
+            "phase_cpu_seconds": {"grpo": 300.0}, "peak_memory_gib": 2.85, "load_average_1m": 2.0,
+            "resumed_from_step": 0, "sft": {"stopped_at_step": 155}}
+    reread = {"fingerprint": "f1", "wall_seconds": 1.67, "cpu_seconds": 3.9, "phase_seconds": {"grpo": 0.1},
+              "phase_cpu_seconds": {"grpo": 0.1}, "peak_memory_gib": 0.25, "load_average_1m": 9.0,
+              "resumed_from_step": 60, "sft": {}, "selected": {"step": 40}}
+    kept = keep_measurements(reread, made, reread_only=True)
+    assert {key: kept[key] for key in MEASUREMENTS} == {key: made[key] for key in MEASUREMENTS}
+    assert kept["selected"] == {"step": 40} and kept["reread"] == {"wall_seconds": 1.67, "cpu_seconds": 3.9}
+    assert keep_measurements(reread, made, reread_only=False) == reread  # a run that trained writes its own
+    assert keep_measurements(reread, {**made, "fingerprint": "other"}, reread_only=True) == reread
+    assert keep_measurements(reread, None, reread_only=True) == reread

@@ -14,9 +14,11 @@ from workload.maze.heldout import (
     MANIFEST_NAME,
     SPECS,
     HeldoutIntegrityError,
+    corner_index,
     freeze_set,
     layout_hash,
     load_set,
+    map_hash,
     training_seed_filter,
 )
 from workload.maze.solver import shortest_path_len
@@ -45,6 +47,28 @@ def test_rehearsal_set_is_64_distinct_7x7_layouts():
     for entry in held.entries:
         assert entry["init_state"] == generate_from_seed(entry["seed"], 7)
         assert entry["shortest_path_len"] == shortest_path_len(entry["init_state"])
+
+
+def test_rehearsal_set_holds_out_whole_maps_with_all_four_corner_pairs():
+    held = load_set("rehearsal-7x7-maps")
+    assert held.size == 7 and len(held.entries) == 128
+    by_map = collections.defaultdict(set)
+    for entry in held.entries:
+        assert entry["init_state"] == generate_from_seed(entry["seed"], 7)  # a real VisGym seed
+        by_map[map_hash(entry["init_state"])].add(corner_index(entry["init_state"], 7))
+    assert len(by_map) == 32 and all(corners == {0, 1, 2, 3} for corners in by_map.values())
+    tuned_against = {map_hash(entry["init_state"]) for entry in load_set("rehearsal-7x7-64").entries}
+    assert not tuned_against & set(by_map)
+
+
+def test_training_filter_drops_every_corner_pair_of_a_held_out_map():
+    held = load_set("rehearsal-7x7-maps")
+    keep = training_seed_filter(7, ["rehearsal-7x7-maps"])
+    maps = {map_hash(entry["init_state"]) for entry in held.entries}
+    seeds = range(1_000_000, 1_003_000)
+    on_held_maps = [s for s in seeds if map_hash(generate_from_seed(s, 7)) in maps]
+    assert on_held_maps and not any(keep(s) for s in on_held_maps)
+    assert all(keep(s) for s in seeds if s not in set(on_held_maps))
 
 
 @pytest.mark.parametrize("name", sorted(SPECS))

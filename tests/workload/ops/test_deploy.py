@@ -35,9 +35,18 @@ def test_next_steps_use_the_outputs(tmp_path):
     steps = next_steps(TARGET, read_outputs(path))
     assert steps[0] == "aws eks update-kubeconfig --name skymaze-eks --region us-west-2"
     assert steps[1].startswith("kubectl -n ray port-forward svc/skymaze-train-head-svc 8265:8265 &")
-    assert "skymaze submit --recipe blog --address http://127.0.0.1:8265" in steps
+    assert "skymaze submit --size blog --address http://127.0.0.1:8265" in steps
     assert any("https://g-abc.grafana-workspace.us-west-2.amazonaws.com" in step for step in steps)
-    assert steps[-1].startswith("skymaze teardown --profile blog")
+    assert steps[-1].startswith("skymaze teardown --size blog")
+
+
+def test_next_steps_submit_what_the_deployed_size_runs():
+    """After the default small deploy (one 2-GPU node) the hint submits the small recipe, never blog's 6 GPUs."""
+    from dataclasses import replace
+
+    steps = next_steps(replace(TARGET, profile="small"), {})
+    assert "skymaze submit --size small --address http://127.0.0.1:8265" in steps
+    assert not [step for step in steps if "blog" in step]
 
 
 def test_next_steps_without_outputs_fall_back_to_the_settings(tmp_path):

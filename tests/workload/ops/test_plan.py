@@ -54,4 +54,4 @@ def test_rendered_plan_numbers_every_step_in_order():
 def test_rerun_command_repeats_the_options_that_change_the_target():
     target = TeardownTarget(profile="blog", region="us-west-2", app_name="skymaze", keep_data=True,
                             overrides=(("name", "maze2"),))
-    assert target.rerun_command == "skymaze teardown --profile blog --keep-data -c name=maze2"
+    assert target.rerun_command == "skymaze teardown --size blog --keep-data -c name=maze2"

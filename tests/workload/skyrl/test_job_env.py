@@ -73,7 +73,7 @@ def test_env_secrets_runtime_env_and_tracker_reach_the_ray_job_and_jobs_list_sho
     address = ["--address", skyrl_ray_head.dashboard_url]
     runner = CliRunner()
     result = runner.invoke(app, [
-        "submit", "--recipe", "blog", "--set", f"shared_root={tmp_path}", "--preflight", "--wait-s", "120",
+        "submit", "--recipe", "blog", "--size", "blog", "--set", f"shared_root={tmp_path}", "--preflight", "--wait-s", "120",
         "--env", "HF_HOME=/shared/hf", "--env-from-shell", "WANDB_API_KEY", "--tracker", "wandb",
         "--runtime-env-json", '{"env_vars": {"FROM_JSON": "1"}, "config": {"setup_timeout_seconds": 300}}',
         *address])
@@ -107,7 +107,7 @@ def test_env_secrets_runtime_env_and_tracker_reach_the_ray_job_and_jobs_list_sho
 def test_submit_and_status_json(skyrl_ray_head, tmp_path):
     address = ["--address", skyrl_ray_head.dashboard_url]
     runner = CliRunner()
-    result = runner.invoke(app, ["submit", "--recipe", "blog", "--set", f"shared_root={tmp_path}", "--preflight",
+    result = runner.invoke(app, ["submit", "--recipe", "blog", "--size", "blog", "--set", f"shared_root={tmp_path}", "--preflight",
                                  "--wait-s", "120", "--json", *address])
     assert result.exit_code == 0, result.output
     document = json.loads(result.stdout)
@@ -125,7 +125,7 @@ def test_a_supervised_resubmission_keeps_the_jobs_env_secrets_and_runtime_env(sk
     monkeypatch.setenv("HF_TOKEN", SECRET)
     address = ["--address", skyrl_ray_head.dashboard_url]
     result = CliRunner().invoke(app, [
-        "submit", "--recipe", "blog", "--set", f"shared_root={tmp_path}", "--preflight", "--wait-s", "120",
+        "submit", "--recipe", "blog", "--size", "blog", "--set", f"shared_root={tmp_path}", "--preflight", "--wait-s", "120",
         "--supervise", "--env", "HF_HOME=/shared/hf", "--env-from-shell", "HF_TOKEN",
         "--runtime-env-json", '{"config": {"setup_timeout_seconds": 300}}', *address])
     assert result.exit_code == 0, result.output

@@ -48,7 +48,7 @@ def test_entrypoint_command_is_the_module_with_the_spec_file():
 def test_preflight_job_prepares_the_run_on_shared_storage(skyrl_ray_head, tmp_path):
     address = ["--address", skyrl_ray_head.dashboard_url]
     runner = CliRunner()
-    result = runner.invoke(app, ["submit", "--recipe", "blog", "--set", f"shared_root={tmp_path}", "--preflight", "--wait-s", "120", *address])
+    result = runner.invoke(app, ["submit", "--recipe", "blog", "--size", "blog", "--set", f"shared_root={tmp_path}", "--preflight", "--wait-s", "120", *address])
     assert result.exit_code == 0, result.output
     job_id = result.stdout.split()[1]
     assert f"skymaze status {job_id}" in result.stdout
@@ -73,7 +73,7 @@ def test_preflight_job_prepares_the_run_on_shared_storage(skyrl_ray_head, tmp_pa
 def test_training_job_outside_the_image_fails_saying_why(skyrl_ray_head, tmp_path):
     address = ["--address", skyrl_ray_head.dashboard_url]
     runner = CliRunner()
-    result = runner.invoke(app, ["submit", "--recipe", "blog", "--set", f"shared_root={tmp_path}", "--wait-s", "120", *address])
+    result = runner.invoke(app, ["submit", "--recipe", "blog", "--size", "blog", "--set", f"shared_root={tmp_path}", "--wait-s", "120", *address])
     assert result.exit_code == 1
     job_id = result.stdout.split()[1]
     assert "FAILED" in result.stdout

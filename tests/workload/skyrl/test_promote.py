@@ -70,12 +70,34 @@ def test_missing_step_lists_the_exported_steps(runs, tmp_path):
         promote(runs["good"], 30, str(tmp_path / "x"), max_lora_rank=32)
 
 
-def test_existing_adapter_needs_overwrite(runs, tmp_path):
+def test_promoting_the_same_export_again_is_a_no_op(runs, tmp_path):
+    """A hint run twice works twice: the same files (names and sha256s) are already there, nothing is copied."""
+    target = tmp_path / "maze-grpo"
+    first = promote(runs["good"], 20, str(target), max_lora_rank=32)
+    written = (target / MANIFEST).stat().st_mtime_ns
+    again = promote(runs["good"], 20, str(target), max_lora_rank=32)
+    assert again["already_promoted"] and again["files"] == first["files"]
+    assert (target / MANIFEST).stat().st_mtime_ns == written
+
+
+def test_another_adapter_in_the_place_needs_overwrite(runs, tmp_path):
     target = tmp_path / "maze-grpo"
     promote(runs["good"], 20, str(target), max_lora_rank=32)
+    other = json.loads((target / MANIFEST).read_text())
+    other["files"]["adapter_model.safetensors"]["sha256"] = "0" * 64  # an adapter from another export
+    (target / MANIFEST).write_text(json.dumps(other))
     with pytest.raises(PromoteError, match=r"already holds a promoted adapter; pass --overwrite"):
         promote(runs["good"], 20, str(target), max_lora_rank=32)
     assert promote(runs["good"], 20, str(target), max_lora_rank=32, overwrite=True)["name"] == "maze-grpo"
+
+
+def test_promoting_the_same_export_to_s3_again_is_a_no_op(runs):
+    with mock_aws():
+        client = boto3.client("s3", region_name="us-west-2")
+        client.create_bucket(Bucket=BUCKET, CreateBucketConfiguration={"LocationConstraint": "us-west-2"})
+        promote(runs["good"], 20, f"s3://{BUCKET}/adapters/maze-grpo", max_lora_rank=32, s3_client=client)
+        again = promote(runs["good"], 20, f"s3://{BUCKET}/adapters/maze-grpo", max_lora_rank=32, s3_client=client)
+    assert again["already_promoted"]
 
 
 def test_failed_copy_leaves_no_manifest(runs, tmp_path):

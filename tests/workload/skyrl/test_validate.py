@@ -120,7 +120,7 @@ def test_maze_size_must_match_the_held_out_set():
 
 
 def test_a_held_out_set_of_the_trained_size_is_accepted():
-    assert _check("dataset.maze_size=7", "dataset.eval_set=rehearsal-7x7-64").eval_set == "rehearsal-7x7-64"
+    assert _check("dataset.maze_size=7", "dataset.eval_set=rehearsal-7x7-64").recipe.dataset.eval_set == "rehearsal-7x7-64"
 
 
 def test_unknown_held_out_set_is_named():
@@ -140,4 +140,4 @@ def test_strict_metric_rejects_step_wise_rows():
 
 def test_exact_replication_has_no_strict_metric_to_protect():
     recipe = load_recipe("blog-exact", sets=["environment.env_class=gsm8k"])
-    assert validate_recipe(recipe).strict_metric is False
+    assert validate_recipe(recipe).recipe.fixes.strict_solve_metric is False

@@ -12,7 +12,8 @@ import pytest
 from botocore.stub import Stubber
 from botocore.validate import ParamValidator
 
-from workload.supervise.hyperpod import HyperPodError, scale_group, update_request
+from tests.service_shapes import filled_output, service_model, validation_errors
+from workload.supervise.hyperpod import CARRIED, HyperPodError, scale_group, update_request
 
 CLUSTER = "skymaze"
 ROLE = "arn:aws:iam::123456789012:role/hyperpod-exec"
@@ -57,6 +58,49 @@ def test_update_request_changes_only_the_gpu_group_count_and_validates(described
     assert group["InstanceGroupName"] == "gpu" and group["InstanceCount"] == 0
     assert group["InstanceType"] == "ml.g7e.12xlarge" and group["ExecutionRole"] == ROLE
     assert group["LifeCycleConfig"] == LIFECYCLE and group["ThreadsPerCore"] == 1
+
+
+@pytest.fixture
+def described_in_full():
+    """DescribeCluster's answer with every field of its output shape filled, checked by the Stubber."""
+    answer = filled_output("sagemaker", "DescribeCluster")
+    client = _client()
+    with Stubber(client) as stub:
+        stub.add_response("describe_cluster", answer, {"ClusterName": CLUSTER})
+        return client.describe_cluster(ClusterName=CLUSTER)
+
+
+def test_a_request_from_a_fully_described_group_validates(described_in_full):
+    (group,) = described_in_full["InstanceGroups"]
+    request = update_request(described_in_full, group["InstanceGroupName"], 0)
+    assert validation_errors("sagemaker", "UpdateCluster", request) == ""
+    (spec,) = request["InstanceGroups"]
+    kubernetes = group["KubernetesConfig"]  # declared labels and taints go back as Labels/Taints
+    assert spec["KubernetesConfig"] == {"Labels": kubernetes["DesiredLabels"], "Taints": kubernetes["DesiredTaints"]}
+    assert spec["InstanceRequirements"] == {"InstanceTypes": group["InstanceRequirements"]["DesiredInstanceTypes"]}
+
+
+def test_current_labels_stand_for_the_declaration_when_none_is_desired(described):
+    described["InstanceGroups"][1]["KubernetesConfig"] = {"CurrentLabels": {"role": "gpu"}}
+    (spec,) = update_request(described, "gpu", 0)["InstanceGroups"]
+    assert spec["KubernetesConfig"] == {"Labels": {"role": "gpu"}}
+
+
+# UpdateCluster's group members the request does not take from DescribeCluster, and why.
+NOT_CARRIED = {
+    "InstanceCount": "the new count",
+    "MinInstanceCount": "set only when the group's floor is above the new count",
+    "ImageId": "AMI changes belong to UpdateClusterSoftware",
+    "ImageReleaseVersion": "AMI changes belong to UpdateClusterSoftware",
+}
+
+
+def test_every_updatable_group_field_is_carried_or_left_out_with_a_reason():
+    model = service_model("sagemaker")
+    spec = model.operation_model("UpdateCluster").input_shape.members["InstanceGroups"].member
+    details = model.operation_model("DescribeCluster").output_shape.members["InstanceGroups"].member
+    assert set(CARRIED) | set(NOT_CARRIED) == set(spec.members)
+    assert set(CARRIED) <= set(details.members)
 
 
 def test_a_negative_count_or_unknown_group_is_refused(described):

@@ -2,8 +2,9 @@
 
 The deployment's age is the HyperPod cluster's ``CreationTime``. Scaling a group to zero keeps
 the group, the cluster, FSx and S3: nothing is deleted, and ``UpdateCluster`` with the old count
-brings the nodes back. The request copies the group as DescribeCluster reports it (UpdateCluster
-requires InstanceGroupName, InstanceCount and ExecutionRole) and changes only the count, as
+brings the nodes back. The request restates the group as DescribeCluster reports it (UpdateCluster
+requires InstanceGroupName, InstanceCount and ExecutionRole; described ``Desired<X>`` settings go back
+as ``<X>``) and changes only the count, as
 ``workload/supervise/hyperpod.py`` does; a test holds the two to the same request.
 """
 
@@ -12,9 +13,12 @@ from __future__ import annotations
 import os
 from datetime import UTC, datetime
 
-CARRIED = ("InstanceGroupName", "InstanceType", "LifeCycleConfig", "ExecutionRole", "ThreadsPerCore",
-           "InstanceStorageConfigs", "OnStartDeepHealthChecks", "OverrideVpcConfig", "TrainingPlanArn",
-           "KubernetesConfig")
+# The group fields UpdateCluster takes back, as in workload/supervise/hyperpod.py (this handler is
+# bundled alone, so it keeps its own copy; a test holds the two to the same request).
+CARRIED = ("InstanceGroupName", "InstanceType", "InstanceRequirements", "LifeCycleConfig", "ExecutionRole",
+           "ThreadsPerCore", "InstanceStorageConfigs", "OnStartDeepHealthChecks", "TrainingPlanArn",
+           "OverrideVpcConfig", "ScheduledUpdateConfig", "AutoPatchConfig", "KubernetesConfig", "SlurmConfig",
+           "CapacityRequirements", "NetworkInterface")
 WARN = "warn"
 SCALE_DOWN = "scale_down"
 
@@ -29,10 +33,28 @@ def decide(age_h: float, *, max_h: float, warn_h: float, period_h: float) -> str
     return None
 
 
+def declared(value):
+    """``Desired<X>`` as ``<X>`` (its ``Current<X>`` dropped): DescribeCluster's pairs, UpdateCluster's names."""
+    if isinstance(value, list):
+        return [declared(item) for item in value]
+    if not isinstance(value, dict):
+        return value
+    out = {}
+    for key, item in value.items():
+        if key.startswith("Desired") and len(key) > len("Desired"):
+            out[key[len("Desired"):]] = declared(item)
+        elif key.startswith("Current") and len(key) > len("Current"):
+            if "Desired" + key[len("Current"):] not in value:
+                out[key[len("Current"):]] = declared(item)
+        else:
+            out[key] = declared(item)
+    return out
+
+
 def scale_request(described: dict, group: str, count: int) -> dict:
     """UpdateCluster parameters that set ``group`` to ``count`` instances."""
     (found,) = [g for g in described["InstanceGroups"] if g["InstanceGroupName"] == group]
-    spec = {key: found[key] for key in CARRIED if found.get(key) not in (None, [], {})}
+    spec = {key: declared(found[key]) for key in CARRIED if found.get(key) not in (None, [], {})}
     spec["InstanceCount"] = count
     if found.get("MinCount") is not None and found["MinCount"] > count:
         spec["MinInstanceCount"] = count

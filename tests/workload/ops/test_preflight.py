@@ -1,0 +1,216 @@
+"""The preflight against stubbed accounts: both profiles pass; each deliberately failing answer gives one line."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.workload.ops.aws_account import (
+    ACCOUNT,
+    CALLER_ARN,
+    DEPLOYER_ROLE,
+    RECORDED,
+    Answers,
+    StubbedAccount,
+    passing_account,
+    schema_without,
+)
+from workload.ops import preflight
+from workload.ops.preflight import Caller, failed, run_preflight
+from workload.ops.profiles import settings_for
+
+CALLER = Caller(ACCOUNT, CALLER_ARN)
+GRAFANA_USER = "90676d5f-1234-5678-9abc-0123456789ab"
+
+
+def _run(settings, answers=None, **kwargs):
+    account = passing_account(settings, answers, bootstrap_pending=kwargs.get("bootstrap_pending", False))
+    progress: list[str] = []
+    findings = run_preflight(account, settings, CALLER, progress=progress.append, **kwargs)
+    account.assert_all_answered()
+    return findings, progress
+
+
+@pytest.mark.parametrize("profile", ["small", "blog"])
+def test_each_profile_passes_against_an_account_that_can_take_it(profile):
+    settings = settings_for(profile)
+    findings, progress = _run(settings)
+    assert {f.status for f in findings} == {"ok"}, [f.line() for f in findings]
+    checks = {f.check for f in findings}
+    assert checks == {"quota", "zone", "kubernetes", "addon", "hyperpod", "identity-center", "bootstrap", "permissions"}
+    assert len(progress) == 7 and all(line.startswith("checking ") for line in progress)
+    quota_lines = [f.message for f in findings if f.check == "quota"]
+    assert f"{settings.worker_instance_type} for cluster usage: 8 >= {settings.worker_count} (worker_count)" in quota_lines
+    assert any("configuration valid against its schema" in f.message for f in findings if f.check == "addon")
+
+
+def test_grafana_users_and_the_ray_endpoint_are_checked_too():
+    settings = settings_for("blog", (("grafana_admin_user_ids", GRAFANA_USER), ("ray_endpoint", "true"),
+                                     ("ray_endpoint_domain", "ray.example.com"),
+                                     ("ray_endpoint_hosted_zone_id", "Z0123456789ABC")))
+    findings, _ = _run(settings)
+    assert failed(findings) == []
+    assert "Identity Center store d-1234567890 holds the 1 Grafana admin(s) named" in [f.message for f in findings]
+    assert any(f.message.startswith("amazon-sagemaker-spaces ") for f in findings)
+
+
+# One deliberately failing answer each: one FAIL line naming what to change.
+FAILING = {
+    "no quota": (Answers(quota_values={"ml.g7e.12xlarge": 0}), {}, "quota",
+                 "ml.g7e.12xlarge for cluster usage is 0 in us-west-2, the settings need 3 (worker_count): request 3 "
+                 "for quota L-11111111"),
+    "quota held by another cluster": (Answers(other_cluster_nodes={"ml.g7e.12xlarge": 6}), {}, "quota",
+                                      "ml.g7e.12xlarge for cluster usage is 8 in us-west-2, other HyperPod clusters "
+                                      "hold 6, the settings need 3 (worker_count): request 9 for quota L-11111111"),
+    "zone without the type": (Answers(offered_in_for={"ml.g7e.12xlarge": ("us-west-2c",)}), {}, "zone",
+                              "us-west-2a (the first available zone of us-west-2, where the created VPC puts the nodes) "
+                              "does not offer g7e.12xlarge"),
+    "unsupported version": (Answers(version_status="UNSUPPORTED"), {}, "kubernetes",
+                            "EKS in us-west-2: Kubernetes 1.34 is UNSUPPORTED; set kubernetes_version"),
+    "schema-invalid add-on config": (Answers(observability_schema=schema_without("customMetrics")), {}, "addon",
+                                     "amazon-sagemaker-hyperpod-observability v1.0.0-eksbuild.1 rejects the "
+                                     "configuration the deploy gives it at metricsProvider: Additional properties are "
+                                     "not allowed ('customMetrics' was unexpected)"),
+    "missing Identity Center": (Answers(identity_center=False), {"grafana": True}, "identity-center",
+                                "grafana_admin_user_ids/grafana_admin_group_ids name IAM Identity Center users, but no "
+                                "Identity Center instance answers in us-west-2"),
+    "not bootstrapped": (Answers(bootstrapped=False), {}, "bootstrap",
+                         "the account is not bootstrapped for the CDK in us-west-2"),
+    "denied action": (Answers(denied=("fsx:CreateFileSystem",)), {}, "permissions",
+                      "CloudFormation's execution role arn:aws:iam::123456789012:role/cdk-hnb659fds-cfn-exec-role-"
+                      "123456789012-us-west-2 may not fsx:CreateFileSystem (implicitDeny)"),
+}
+
+
+@pytest.mark.parametrize("case", list(FAILING))
+def test_a_failing_account_gives_one_line_that_says_what_to_change(case):
+    answers, options, check, expected = FAILING[case]
+    overrides = (("grafana_admin_user_ids", GRAFANA_USER),) if options.get("grafana") else ()
+    settings = settings_for("blog", overrides)
+    findings, _ = _run(settings, answers)
+    (failure,) = failed(findings)
+    assert failure.check == check
+    assert expected in failure.message, failure.message
+    assert "\n" not in failure.line()
+
+
+def test_the_former_network_metrics_level_is_refused_by_a_schema_without_it(monkeypatch):
+    from workload import addons
+
+    monkeypatch.setitem(addons.METRIC_LEVELS, "networkMetrics", "BASIC")
+    (failure,) = failed(_run(settings_for("small"))[0])
+    assert failure.message.endswith("rejects the configuration the deploy gives it at metricsProvider.networkMetrics."
+                                    "level: 'BASIC' is not one of ['DISABLED', 'ADVANCED']; change the observability "
+                                    "configuration in workload/addons.py (METRIC_LEVELS)")
+
+
+def test_an_addon_without_a_version_for_the_kubernetes_version_fails_hyperpod_and_the_addons():
+    findings, _ = _run(settings_for("small"), Answers(addon_kubernetes_version="1.29"))
+    lines = [f.message for f in failed(findings)]
+    assert any(line.startswith("HyperPod's add-on amazon-sagemaker-hyperpod-observability lists no version for "
+                               "Kubernetes 1.34") for line in lines)
+    assert "EKS add-on vpc-cni has no version for Kubernetes 1.34 in us-west-2: set kubernetes_version to one it " \
+           "supports" in lines
+
+
+def test_an_existing_vpc_names_private_subnet_azs_when_its_first_zone_lacks_the_type():
+    settings = settings_for("small", (("vpc_id", "vpc-0123456789abcdef0"),
+                                      ("private_subnet_ids", "subnet-0123456789abcdef0,subnet-0123456789abcdef1"),
+                                      ("private_subnet_azs", "us-west-2c,us-west-2a")))
+    messages = [f.message for f in failed(_run(settings)[0])]
+    assert ("us-west-2c (the first of private_subnet_azs) does not offer g7e.12xlarge (ml.g7e.12xlarge); us-west-2 "
+            "offers it in us-west-2a, us-west-2b: set private_subnet_azs (and private_subnet_ids) so that the first "
+            "subnet is in one of them") in messages
+
+
+def test_with_bootstrap_pending_the_execution_role_and_bootstrap_are_not_asked():
+    findings, progress = _run(settings_for("small"), bootstrap_pending=True)
+    assert failed(findings) == [] and not any(f.check == "bootstrap" for f in findings)
+    assert not any("bootstrap" in line for line in progress)
+
+
+def test_a_denied_read_is_a_warning_naming_the_call_not_a_failure():
+    settings = settings_for("small")
+    account = passing_account(settings)
+    account.stubber("service-quotas").__init__(account.client("service-quotas"))  # drop the queued answer
+    account.stubber("service-quotas").activate()
+    account.error("service-quotas", "list_service_quotas", "AccessDeniedException")
+    findings = run_preflight(account, settings, CALLER)
+    (quota,) = [f for f in findings if f.check == "quota"]
+    assert quota.status == "warn"
+    assert quota.message.startswith("not checked: ListServiceQuotas answered AccessDeniedException")
+    assert "allow it to the deploying identity" in quota.message
+
+
+# ---------------------------------------------------------------- AWS's own example answers
+
+def _recorded(operation: str) -> dict:
+    return next(r["response"] for r in RECORDED if r["operation"] == operation)
+
+
+def _account_answering(service: str, method: str, response: dict) -> StubbedAccount:
+    account = StubbedAccount()
+    account.add(service, method, response)  # the Stubber checks it against the output shape
+    return account
+
+
+def test_recorded_quota_answers_without_sagemaker_quotas_warn_for_each_type():
+    settings = settings_for("small")
+    account = _account_answering("service-quotas", "list_service_quotas", _recorded("ListServiceQuotas"))
+    account.add("service-quotas", "list_aws_default_service_quotas", _recorded("ListServiceQuotas"))
+    account.add("sagemaker", "list_clusters", {"ClusterSummaries": []})
+    findings = preflight.check_quotas(account, settings, CALLER)
+    assert [f.status for f in findings] == ["warn", "warn"]
+    assert findings[0].message.startswith("no SageMaker quota named 'ml.m5.4xlarge for cluster usage' in us-west-2")
+
+
+def test_recorded_zones_answer_puts_a_created_vpc_in_the_first_zone():
+    account = _account_answering("ec2", "describe_availability_zones", _recorded("DescribeAvailabilityZones"))
+    zones = account.client("ec2").describe_availability_zones()["AvailabilityZones"]
+    assert preflight.node_zone(settings_for("small"), zones)[0] == "us-west-2a"
+
+
+def test_recorded_offerings_answer_without_the_types_fails_the_region():
+    settings = settings_for("small")
+    account = _account_answering("ec2", "describe_instance_type_offerings", _recorded("DescribeInstanceTypeOfferings"))
+    offers = account.client("ec2").describe_instance_type_offerings()["InstanceTypeOfferings"]
+    findings = preflight.zone_findings(settings, "us-east-2a", "test", offers)
+    assert [f.status for f in findings] == ["fail", "fail"]
+    assert findings[1].message.startswith("us-west-2 offers no g7e.12xlarge (EC2 type of ml.g7e.12xlarge) in any zone")
+
+
+def test_recorded_addon_schema_validates_configuration_values():
+    account = _account_answering("eks", "describe_addon_configuration", _recorded("DescribeAddonConfiguration"))
+    schema = account.client("eks").describe_addon_configuration(
+        addonName="coredns", addonVersion="v1.8.7-eksbuild.4")["configurationSchema"]
+    assert preflight.schema_problem(schema, {"replicaCount": 3, "resources": {"limits": {"cpu": "1"}}}) is None
+    assert preflight.schema_problem(schema, {"replicaCount": "three"}) == "at replicaCount: 'three' is not of type 'integer'"
+    assert "('replicas' was unexpected)" in preflight.schema_problem(schema, {"replicas": 3})
+
+
+def test_recorded_simulation_answer_with_an_implicit_deny_fails():
+    account = _account_answering("iam", "simulate_principal_policy", _recorded("SimulatePrincipalPolicy"))
+    results = account.client("iam").simulate_principal_policy(
+        PolicySourceArn="arn:aws:iam::123456789012:user/alejandro", ActionNames=["dynamodb:CreateBackup"])
+    finding = preflight.simulation_finding("alejandro", results["EvaluationResults"], "grant it")
+    assert finding.line() == "FAIL  permissions: alejandro may not dynamodb:CreateBackup (implicitDeny): grant it"
+
+
+def test_recorded_get_role_answer_gives_the_role_behind_an_assumed_role_session():
+    from workload.ops.aws import iam_principal_arn
+
+    account = _account_answering("iam", "get_role", _recorded("GetRole"))
+    principal = iam_principal_arn("arn:aws:sts::123456789012:assumed-role/Test-Role/me", account.client("iam"))
+    assert principal == "arn:aws:iam::123456789012:role/Test-Role"
+
+
+def test_recorded_parameter_answer_reads_as_a_bootstrap_version():
+    account = _account_answering("ssm", "get_parameter", _recorded("GetParameter"))
+    (finding,) = preflight.check_bootstrap(account, settings_for("small"), CALLER)
+    assert finding.line() == "OK    bootstrap: CDK bootstrap version Veni in us-west-2"
+
+
+def test_the_recorded_answers_say_where_they_come_from():
+    assert all(r["source"] and r["service"] and r["operation"] for r in RECORDED)
+    assert DEPLOYER_ROLE.endswith(":role/deployer") and json.dumps(RECORDED)

@@ -1,0 +1,16 @@
+"""Names the deployment, the operations commands and the supervisor share: each written once here."""
+
+from __future__ import annotations
+
+DEFAULT_APP_NAME = "skymaze"  # Settings.name: the prefix of stack, cluster and bucket names
+TRAINER_SUFFIX = "-train"  # the trainer RayCluster is NAME-train
+TRAINER_RAYCLUSTER = f"{DEFAULT_APP_NAME}{TRAINER_SUFFIX}"
+RAY_GPU_GROUP = "gpu"  # the trainer RayCluster's GPU worker group
+HYPERPOD_GPU_GROUP = "workers"  # the HyperPod instance group of the GPU nodes
+RAY_NAMESPACE = "ray"  # Settings.ray_namespace's default
+SUPERVISOR_METRICS_PORT = 9400  # outside Ray's 8265/8080/6379/10001 on the same pod network
+
+
+def trainer_raycluster(app_name: str) -> str:
+    """The trainer RayCluster's name for deploy setting ``name``."""
+    return f"{app_name}{TRAINER_SUFFIX}"

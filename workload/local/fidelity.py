@@ -1,0 +1,89 @@
+"""Where the rehearsal recipe (``local``) differs from the cluster recipe (``blog``), and why.
+
+The two recipes share SkyRL's key names. Every shared key either has the same value in both,
+or has its reason below; ``undocumented`` lists the shared keys that differ without one, and a
+test keeps that list empty (and every reason here attached to a key that really differs), so a
+change to either recipe that breaks the correspondence fails until it is explained.
+``BEHAVIOUR`` lists the differences that are not one key (a loss, a schedule, an average).
+docs/rehearsal.md prints both tables (``markdown``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+CLUSTER_RECIPE = "blog"
+LOCAL_RECIPE = "local"
+
+# Shared keys whose values differ, with the reason the rehearsal keeps its own value.
+REASONS: dict[str, str] = {
+    "generator.inference_engine.num_engines": "6 vLLM engines on 6 GPUs there; 2 Ray rollout actors on 2 CPU cores here.",
+    "generator.sampling_params.max_generate_length": "The cluster model writes free text around its action; the "
+    "tiny model's action is one added token plus the end-of-turn token.",
+    "generator.sampling_params.temperature": "Kept at 1.0 from the feasibility runs (0.7 was never measured here); "
+    "sampled rollouts at 1.0 escape the greedy policy's loops.",
+    "trainer.algorithm.loss_reduction": "token_mean_legacy averages per micro-batch of 4 sequences (whole "
+    "trajectories); the rehearsal trains on turns, merged when identical, and only token_mean over the mini-batch "
+    "keeps that merge exact (the merged-vs-unmerged gradient test).",
+    "trainer.hf_save_interval": "An adapter at every evaluation, so the step chosen on validation can be served.",
+    "trainer.policy.model.lora.rank": "Rank 16 on a 128-wide model is already an eighth of the width; 32 on "
+    "Qwen3-VL-8B is under 1 %.",
+    "trainer.policy.optimizer_config.lr": "3e-5 is SkyRL's rate for an 8B model's LoRA; the tiny model from a "
+    "0.1-std init needs a larger one. 7e-4 was chosen in earlier runs on held-out scores of rehearsal-7x7-64 "
+    "(2e-3 collapsed greedy solves), not on validation; none of that set's maps is in today's held-out set.",
+    "trainer.train_batch_size": "30 mazes a step do not fit a 2-core budget; 8 mazes x 8 rollouts x 60 steps.",
+    "trainer.policy_mini_batch_size": "One optimizer step per GRPO step here (8/8), two there (30/15): with one, "
+    "the PPO ratio is 1 and the clip never acts, so the update is REINFORCE with group-normalised advantages.",
+    "trainer.run_name": "The cluster names its run; a rehearsal is named by its settings' fingerprint.",
+}
+
+# Differences that are not one shared key.
+BEHAVIOUR: dict[str, str] = {
+    "reward": "Strict success (1 for stop on the goal, else 0); the cluster's env_sft adds format_bonus 0.2 for "
+    "well-formatted turns, which the tiny model's one-token actions always are.",
+    "learning-rate schedule": "Warm-up then cosine to 0.1 x lr (trainer.policy.optimizer_config.scheduler); the "
+    "cluster runs SkyRL's default, constant_with_warmup with no warm-up.",
+    "weight averaging": "Evaluated, exported and served weights are a running average (trainer.policy.ema_decay "
+    "0.9); SkyRL has none.",
+    "model and task": "A 0.7 M-parameter Qwen3-VL from random init on 7x7 mazes with 64 px frames and the latest "
+    "frame only, SFT-started in the same run; the cluster fine-tunes Qwen3-VL-8B from the VisGym SFT checkpoint "
+    "on 9x9 mazes.",
+}
+
+
+def shared(local: dict[str, Any], cluster: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
+    """``{key: (local value, cluster value)}`` for every key both recipes set."""
+    return {key: (local[key], cluster[key]) for key in sorted(set(local) & set(cluster))}
+
+
+def differing(local: dict[str, Any], cluster: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
+    return {key: pair for key, pair in shared(local, cluster).items() if pair[0] != pair[1]}
+
+
+def undocumented(local: dict[str, Any], cluster: dict[str, Any]) -> list[str]:
+    """Shared keys whose values differ with no reason in ``REASONS``."""
+    return [key for key in differing(local, cluster) if key not in REASONS]
+
+
+def recipes() -> tuple[dict[str, Any], dict[str, Any]]:
+    """The shipped ``local`` recipe flattened (with the algorithm values it fixes) and the ``blog`` recipe's SkyRL keys."""
+    from workload import config
+    from workload.local.config import FIXED_ALGORITHM, load_config
+    from workload.skyrl.recipe import load_recipe
+
+    local = config.flatten(load_config(LOCAL_RECIPE).model_dump())
+    local |= {f"trainer.algorithm.{key}": value for key, value in FIXED_ALGORITHM.items()}
+    return local, dict(load_recipe(CLUSTER_RECIPE).skyrl)
+
+
+def markdown() -> str:
+    """The two tables docs/rehearsal.md carries: differing shared keys, then behaviour."""
+    local, cluster = recipes()
+    lines = [f"| key | rehearsal (`{LOCAL_RECIPE}`) | cluster (`{CLUSTER_RECIPE}`) | why |", "|---|---|---|---|"]
+    for key, (mine, theirs) in differing(local, cluster).items():
+        lines.append(f"| `{key}` | `{mine}` | `{theirs}` | {REASONS.get(key, '(no reason given)')} |")
+    same = [key for key, (mine, theirs) in shared(local, cluster).items() if mine == theirs]
+    lines += ["", "Same value in both: " + ", ".join(f"`{key}`" for key in same) + ".", ""]
+    lines += ["| difference | why |", "|---|---|"]
+    lines += [f"| {name} | {reason} |" for name, reason in BEHAVIOUR.items()]
+    return "\n".join(lines)

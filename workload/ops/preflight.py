@@ -1,0 +1,532 @@
+"""`skymaze preflight`: what only the user's account can answer, asked read-only before a deploy spends money.
+
+Synth, cfn-lint, cdk-nag and the fit model settle what can be settled offline. What they cannot is
+a property of the account and region: its SageMaker quotas, which zones offer the instance types,
+which Kubernetes and add-on versions EKS offers there, whether the add-on configuration still
+matches each add-on's own schema, whether IAM Identity Center exists for Grafana's users, whether
+the deploying identity may do what `cdk deploy` does. Each check here makes describe/list/simulate
+calls only (nothing is created or changed) and returns findings; one failed finding names the
+setting to change. ``run_preflight`` runs them all; each ``*_findings`` function is a pure
+function of the answers, so tests feed it answers shaped like the real service models.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from workload.addons import (
+    CORE_ADDONS,
+    FSX_CSI_ADDON,
+    OBSERVABILITY_ADDON,
+    RAY_ENDPOINT_ADDONS,
+    SPACES_ADDON,
+    observability_configuration,
+    spaces_configuration,
+)
+from workload.deployment.settings import HEAD_COUNT
+
+Status = Literal["ok", "warn", "fail"]
+
+# Service Quotas names one HyperPod quota per instance type "ml.TYPE for cluster usage" under the
+# service code "sagemaker" (HyperPod prerequisites, "Quotas":
+# https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-prerequisites.html).
+SAGEMAKER_SERVICE_CODE = "sagemaker"
+CLUSTER_QUOTA_NAME = "{instance_type} for cluster usage"
+QUOTAS_PAGE_SIZE = 100  # the largest MaxResults ListServiceQuotas takes (botocore service-quotas model)
+# HyperPod instance types are EC2 types with an "ml." prefix (ml.g7e.12xlarge runs on g7e.12xlarge).
+HYPERPOD_TYPE_PREFIX = "ml."
+# CDK's default bootstrap qualifier and the roles `cdk bootstrap` creates with it (CDK developer guide,
+# "Bootstrapping": https://docs.aws.amazon.com/cdk/v2/guide/bootstrapping-env.html).
+CDK_QUALIFIER = "hnb659fds"
+CDK_CLI_ROLES = ("deploy", "file-publishing", "image-publishing", "lookup")
+CDK_BOOTSTRAP_PARAMETER = "/cdk-bootstrap/{qualifier}/version"
+# EKS DescribeClusterVersions versionStatus values under which a new cluster can be created.
+EKS_SUPPORTED_STATUSES = ("STANDARD_SUPPORT", "EXTENDED_SUPPORT")
+# Placeholders for ids that exist only after the deploy (the schema sees their form, not the id).
+PLACEHOLDER_PROMETHEUS_ID = "ws-00000000-0000-0000-0000-000000000000"
+PLACEHOLDER_GRAFANA_ID = "g-0000000000"
+PLACEHOLDER_CERTIFICATE_ID = "00000000-0000-0000-0000-000000000000"
+PLACEHOLDER_KEY_ID = "00000000-0000-0000-0000-000000000000"
+# What CloudFormation does with the CDK's execution role for these stacks: one action per kind of
+# resource that a restricted execution role (a custom `cdk bootstrap --cloudformation-execution-policies`)
+# is most likely to leave out. The default execution role has AdministratorAccess.
+EXECUTION_ROLE_ACTIONS = (
+    "sagemaker:CreateCluster", "eks:CreateCluster", "eks:CreateAddon", "eks:CreatePodIdentityAssociation",
+    "fsx:CreateFileSystem", "iam:CreateRole", "iam:PassRole", "lambda:CreateFunction", "aps:CreateWorkspace",
+    "grafana:CreateWorkspace", "s3:CreateBucket", "kms:CreateKey", "ecr:CreateRepository",
+    "ec2:CreateSecurityGroup", "logs:CreateLogGroup", "states:CreateStateMachine",
+)
+VPC_ACTIONS = ("ec2:CreateVpc", "ec2:CreateNatGateway")
+# What `skymaze deploy` calls itself with the caller's credentials, besides assuming the CDK roles.
+DEPLOY_CALLER_ACTIONS = ("cloudformation:DescribeStacks", "cloudformation:DescribeStackResources",
+                         "cloudformation:ListStacks", "s3:ListBucket")
+ACCESS_DENIED = re.compile(r"AccessDenied|UnauthorizedOperation|UnrecognizedClient|AuthFailure")
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One answer: ``fail`` blocks the deploy and ``message`` names the setting to change; ``warn``
+    is worth reading (or could not be checked) and does not block."""
+
+    check: str
+    status: Status
+    message: str
+
+    def line(self) -> str:
+        return f"{self.status.upper():4}  {self.check}: {self.message}"
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who deploys: the account, the partition and the IAM principal (role or user ARN, or root)."""
+
+    account: str
+    arn: str
+    partition: str = "aws"
+
+
+def failed(findings: Iterable[Finding]) -> list[Finding]:
+    return [f for f in findings if f.status == "fail"]
+
+
+def ec2_type(instance_type: str) -> str:
+    """The EC2 instance type behind a HyperPod ``ml.*`` type."""
+    return instance_type.removeprefix(HYPERPOD_TYPE_PREFIX)
+
+
+def instance_needs(settings) -> dict[str, tuple[int, str]]:
+    """HyperPod instance type -> (instances the deploy asks for, the settings that set the number)."""
+    needs: Counter[str] = Counter()
+    keys: dict[str, list[str]] = {}
+    for instance_type, count, key in ((settings.head_instance_type, HEAD_COUNT, "head_instance_type"),
+                                      (settings.worker_instance_type, settings.worker_count, "worker_count")):
+        needs[instance_type] += count
+        keys.setdefault(instance_type, []).append(key)
+    return {name: (needs[name], "+".join(keys[name])) for name in needs}
+
+
+# ---------------------------------------------------------------- quotas
+
+def quota_findings(settings, applied: dict[str, dict], defaults: dict[str, dict],
+                   used: Counter[str] | None = None) -> list[Finding]:
+    """Each instance type's "for cluster usage" quota against the count the settings ask for.
+
+    ``applied``/``defaults``: quota name -> Service Quotas ``ServiceQuota`` (ListServiceQuotas,
+    ListAWSDefaultServiceQuotas); the applied value wins, the default stands for quotas never changed.
+    ``used``: instances of each type the account's other HyperPod clusters hold (the quota is the
+    account's, per region, across clusters).
+    """
+    used = used or Counter()
+    findings = []
+    for instance_type, (needed, keys) in instance_needs(settings).items():
+        name = CLUSTER_QUOTA_NAME.format(instance_type=instance_type)
+        quota = applied.get(name) or defaults.get(name)
+        type_key = "worker_instance_type" if instance_type == settings.worker_instance_type else "head_instance_type"
+        if quota is None:
+            findings.append(Finding("quota", "warn", f"no SageMaker quota named {name!r} in {settings.region}: "
+                                    f"HyperPod may not offer {instance_type} here; check the Service Quotas console "
+                                    f"or choose another {type_key} or region"))
+            continue
+        value = int(quota.get("Value", 0))
+        code = quota.get("QuotaCode", "?")
+        taken = used[instance_type]
+        others = f", other HyperPod clusters hold {taken}" if taken else ""
+        if value - taken < needed:
+            findings.append(Finding("quota", "fail", f"{name} is {value} in {settings.region}{others}, the settings "
+                                    f"need {needed} ({keys}): request {needed + taken} for quota {code} (Service "
+                                    f"Quotas > Amazon SageMaker), or lower {keys} or choose another {type_key}"))
+        else:
+            free = f"{value - taken} free of {value}" if taken else f"{value}"
+            findings.append(Finding("quota", "ok", f"{name}: {free} >= {needed} ({keys})"))
+    return findings
+
+
+def _quotas_by_name(session, operation: str) -> dict[str, dict]:
+    client = session.client("service-quotas")
+    found: dict[str, dict] = {}
+    pages = client.get_paginator(operation).paginate(ServiceCode=SAGEMAKER_SERVICE_CODE,
+                                                     PaginationConfig={"PageSize": QUOTAS_PAGE_SIZE})
+    for page in pages:
+        found.update({quota["QuotaName"]: quota for quota in page.get("Quotas", []) if "QuotaName" in quota})
+    return found
+
+
+def other_clusters_usage(session, own_cluster: str) -> Counter[str]:
+    """Instances of each type the account's HyperPod clusters other than ``own_cluster`` hold or are
+    scaling to (SageMaker ListClusters, DescribeCluster): a redeploy does not count its own nodes twice."""
+    sagemaker = session.client("sagemaker")
+    used: Counter[str] = Counter()
+    for page in sagemaker.get_paginator("list_clusters").paginate():
+        for summary in page["ClusterSummaries"]:
+            if summary["ClusterName"] == own_cluster:
+                continue
+            for group in sagemaker.describe_cluster(ClusterName=summary["ClusterName"]).get("InstanceGroups", []):
+                if group.get("InstanceType"):
+                    used[group["InstanceType"]] += max(group.get("CurrentCount", 0), group.get("TargetCount", 0))
+    return used
+
+
+def check_quotas(session, settings, caller: Caller) -> list[Finding]:
+    from workload.ops.plan import HYPERPOD_CLUSTER_SUFFIX
+
+    applied = _quotas_by_name(session, "list_service_quotas")
+    wanted = {CLUSTER_QUOTA_NAME.format(instance_type=name) for name in instance_needs(settings)}
+    defaults = _quotas_by_name(session, "list_aws_default_service_quotas") if wanted - set(applied) else {}
+    used = other_clusters_usage(session, f"{settings.name}{HYPERPOD_CLUSTER_SUFFIX}")
+    return quota_findings(settings, applied, defaults, used)
+
+
+# ---------------------------------------------------------------- zones
+
+def node_zone(settings, zones: Sequence[dict]) -> tuple[str | None, str]:
+    """(zone of the HyperPod nodes and FSx, how it is chosen) for ``zones`` (EC2 DescribeAvailabilityZones).
+
+    In an existing VPC it is the first of ``private_subnet_azs``; a created VPC takes the region's
+    first available zones in the order EC2 lists them, as the CDK's zone lookup does, and puts the
+    nodes in the first.
+    """
+    if not settings.creates_vpc:
+        return settings.private_subnet_azs[0], "the first of private_subnet_azs"
+    available = [z["ZoneName"] for z in zones if z.get("State") == "available"]
+    return (available[0] if available else None), f"the first available zone of {settings.region}, where the created VPC puts the nodes"
+
+
+def zone_findings(settings, zone: str | None, how: str, offerings: Sequence[dict]) -> list[Finding]:
+    """Each instance type offered in the region and in the nodes' zone (EC2 DescribeInstanceTypeOfferings
+    by availability-zone)."""
+    offered: dict[str, set[str]] = {}
+    for offer in offerings:
+        offered.setdefault(offer["InstanceType"], set()).add(offer["Location"])
+    findings = []
+    for instance_type in instance_needs(settings):
+        key = "worker_instance_type" if instance_type == settings.worker_instance_type else "head_instance_type"
+        zones = sorted(offered.get(ec2_type(instance_type), ()))
+        if not zones:
+            findings.append(Finding("zone", "fail", f"{settings.region} offers no {ec2_type(instance_type)} (EC2 type "
+                                    f"of {instance_type}) in any zone: choose another region or {key}"))
+        elif zone is None:
+            findings.append(Finding("zone", "warn", f"{settings.region} lists no available zone for the created VPC"))
+        elif zone not in zones:
+            fix = ("set private_subnet_azs (and private_subnet_ids) so that the first subnet is in one of them"
+                   if not settings.creates_vpc else
+                   "deploy into an existing VPC whose first private subnet is in one of them (vpc_id, "
+                   "private_subnet_ids, private_subnet_azs), or choose another region")
+            findings.append(Finding("zone", "fail", f"{zone} ({how}) does not offer {ec2_type(instance_type)} "
+                                    f"({instance_type}); {settings.region} offers it in {', '.join(zones)}: {fix}"))
+        else:
+            findings.append(Finding("zone", "ok", f"{zone} offers {ec2_type(instance_type)} ({instance_type})"))
+    return findings
+
+
+def check_zones(session, settings, caller: Caller) -> list[Finding]:
+    ec2 = session.client("ec2")
+    zones = ec2.describe_availability_zones()["AvailabilityZones"] if settings.creates_vpc else []
+    zone, how = node_zone(settings, zones)
+    offerings: list[dict] = []
+    filters = [{"Name": "instance-type", "Values": sorted({ec2_type(t) for t in instance_needs(settings)})}]
+    for page in ec2.get_paginator("describe_instance_type_offerings").paginate(
+            LocationType="availability-zone", Filters=filters):
+        offerings += page["InstanceTypeOfferings"]
+    return zone_findings(settings, zone, how, offerings)
+
+
+# ---------------------------------------------------------------- Kubernetes and add-ons
+
+def kubernetes_findings(settings, versions: Sequence[dict]) -> list[Finding]:
+    """EKS offers ``kubernetes_version`` for new clusters (EKS DescribeClusterVersions)."""
+    wanted = settings.kubernetes_version
+    entry = next((v for v in versions if v.get("clusterVersion") == wanted), None)
+    offered = sorted({v["clusterVersion"] for v in versions if v.get("versionStatus") in EKS_SUPPORTED_STATUSES})
+    if entry is None or entry.get("versionStatus") not in EKS_SUPPORTED_STATUSES:
+        status = entry.get("versionStatus", "UNSUPPORTED") if entry else "not offered"
+        return [Finding("kubernetes", "fail", f"EKS in {settings.region}: Kubernetes {wanted} is {status}; set "
+                        f"kubernetes_version to a supported version{' (' + ', '.join(offered) + ')' if offered else ''}")]
+    if entry["versionStatus"] == "EXTENDED_SUPPORT":
+        return [Finding("kubernetes", "warn", f"EKS {wanted} is in extended support (billed at the extended-support "
+                        f"hourly rate, ends {_day(entry.get('endOfExtendedSupportDate'))}); a newer "
+                        "kubernetes_version costs less")]
+    return [Finding("kubernetes", "ok", f"EKS offers Kubernetes {wanted} in {settings.region} (standard support "
+                    f"until {_day(entry.get('endOfStandardSupportDate'))})")]
+
+
+def _day(value) -> str:
+    return value.date().isoformat() if hasattr(value, "date") else str(value or "?")
+
+
+def check_kubernetes(session, settings, caller: Caller) -> list[Finding]:
+    if not settings.creates_eks:
+        return [Finding("kubernetes", "ok", f"existing cluster {settings.eks_cluster_name}: its version is checked "
+                        "against kubernetes_version before the deploy")]
+    answer = session.client("eks").describe_cluster_versions(clusterVersions=[settings.kubernetes_version])
+    return kubernetes_findings(settings, answer.get("clusterVersions", []))
+
+
+def planned_addons(settings, caller: Caller) -> dict[str, dict | None]:
+    """EKS add-on -> the configuration values the stacks give it (None: none), for these settings.
+
+    Ids that exist only after the deploy (workspaces, certificate, key) are placeholders of the
+    same form; the schema checks the structure and values around them.
+    """
+    arn = f"arn:{caller.partition}"
+    region, account = settings.region, caller.account
+    addons: dict[str, dict | None] = {name: None for name in CORE_ADDONS} if settings.creates_eks else {}
+    addons[FSX_CSI_ADDON] = None
+    addons[OBSERVABILITY_ADDON] = observability_configuration(
+        region=region, prometheus_workspace_id=PLACEHOLDER_PROMETHEUS_ID,
+        prometheus_arn=f"{arn}:aps:{region}:{account}:workspace/{PLACEHOLDER_PROMETHEUS_ID}",
+        grafana_workspace_name=f"{settings.name}-grafana",
+        grafana_arn=f"{arn}:grafana:{region}:{account}:/workspaces/{PLACEHOLDER_GRAFANA_ID}")
+    if settings.ray_endpoint:
+        addons.update({name: None for name in RAY_ENDPOINT_ADDONS})
+        addons[SPACES_ADDON] = spaces_configuration(
+            domain=settings.ray_endpoint_domain,
+            certificate_arn=f"{arn}:acm:{region}:{account}:certificate/{PLACEHOLDER_CERTIFICATE_ID}",
+            key_arn=f"{arn}:kms:{region}:{account}:key/{PLACEHOLDER_KEY_ID}")
+    return addons
+
+
+def default_addon_version(addon_versions: Sequence[dict], kubernetes_version: str) -> str | None:
+    """The version EKS installs when none is given (compatibility ``defaultVersion``), else the newest listed."""
+    compatible = [v for v in addon_versions
+                  if any(c.get("clusterVersion") == kubernetes_version for c in v.get("compatibilities", []))]
+    for version in compatible:
+        if any(c.get("clusterVersion") == kubernetes_version and c.get("defaultVersion")
+               for c in version.get("compatibilities", [])):
+            return version["addonVersion"]
+    return compatible[0]["addonVersion"] if compatible else None
+
+
+def schema_problem(schema_text: str, configuration: dict) -> str | None:
+    """The first way ``configuration`` breaks the add-on's JSON schema (DescribeAddonConfiguration), or None."""
+    import jsonschema
+
+    schema = json.loads(schema_text)
+    validator = jsonschema.validators.validator_for(schema)(schema)
+    errors = sorted(validator.iter_errors(configuration), key=lambda e: [str(p) for p in e.absolute_path])
+    if not errors:
+        return None
+    error = errors[0]
+    where = ".".join(str(p) for p in error.absolute_path) or "(top level)"
+    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+    return f"at {where}: {error.message}{more}"
+
+
+def addon_findings(settings, name: str, versions: Sequence[dict], configuration: dict | None,
+                   schema_text: str | None) -> list[Finding]:
+    """One add-on: a version for ``kubernetes_version`` (DescribeAddonVersions ``addons``) and, when the
+    stacks configure it, the configuration valid against that version's schema."""
+    wanted = settings.kubernetes_version
+    addon_versions = next((a.get("addonVersions", []) for a in versions if a.get("addonName") == name), [])
+    version = default_addon_version(addon_versions, wanted)
+    if version is None:
+        return [Finding("addon", "fail", f"EKS add-on {name} has no version for Kubernetes {wanted} in "
+                        f"{settings.region}: set kubernetes_version to one it supports"
+                        + (" or ray_endpoint=false" if name in RAY_ENDPOINT_ADDONS else ""))]
+    if configuration is None:
+        return [Finding("addon", "ok", f"{name} {version} for Kubernetes {wanted}")]
+    problem = schema_problem(schema_text or "{}", configuration)
+    if problem:
+        owner = ("ray_endpoint_domain, or the Spaces configuration in workload/addons.py" if name == SPACES_ADDON
+                 else "the observability configuration in workload/addons.py (METRIC_LEVELS)")
+        return [Finding("addon", "fail", f"{name} {version} rejects the configuration the deploy gives it {problem}; "
+                        f"change {owner}")]
+    return [Finding("addon", "ok", f"{name} {version} for Kubernetes {wanted}; configuration valid against its schema")]
+
+
+def hyperpod_kubernetes_finding(settings, observability_versions: Sequence[dict]) -> Finding:
+    """HyperPod on ``kubernetes_version``: AWS documents the supported versions (settings.KUBERNETES_VERSIONS
+    cites the page) and no API answers it; HyperPod's own add-on publishing a version for it in this
+    region is the account's answer."""
+    addon_versions = next((a.get("addonVersions", []) for a in observability_versions
+                           if a.get("addonName") == OBSERVABILITY_ADDON), [])
+    if default_addon_version(addon_versions, settings.kubernetes_version) is None:
+        return Finding("hyperpod", "fail", f"HyperPod's add-on {OBSERVABILITY_ADDON} lists no version for Kubernetes "
+                       f"{settings.kubernetes_version} in {settings.region}: HyperPod does not support it here yet; "
+                       "set kubernetes_version to one the HyperPod EKS prerequisites list")
+    return Finding("hyperpod", "ok", f"HyperPod supports Kubernetes {settings.kubernetes_version} (AWS's HyperPod EKS "
+                   f"prerequisites; its add-on {OBSERVABILITY_ADDON} has a version for it in {settings.region})")
+
+
+def check_addons(session, settings, caller: Caller) -> list[Finding]:
+    eks = session.client("eks")
+    findings = []
+    for name, configuration in planned_addons(settings, caller).items():
+        versions = eks.describe_addon_versions(addonName=name, kubernetesVersion=settings.kubernetes_version)["addons"]
+        if name == OBSERVABILITY_ADDON:
+            findings.append(hyperpod_kubernetes_finding(settings, versions))
+        schema = None
+        listed = next((a.get("addonVersions", []) for a in versions if a.get("addonName") == name), [])
+        version = default_addon_version(listed, settings.kubernetes_version)
+        if configuration is not None and version is not None:
+            schema = eks.describe_addon_configuration(addonName=name, addonVersion=version)["configurationSchema"]
+        findings += addon_findings(settings, name, versions, configuration, schema)
+    return findings
+
+
+# ---------------------------------------------------------------- Identity Center
+
+def identity_center_findings(settings, instances: Sequence[dict], missing_users: Sequence[str],
+                             missing_groups: Sequence[str]) -> list[Finding]:
+    """Grafana signs in through IAM Identity Center (sso-admin ListInstances; identitystore DescribeUser/Group)."""
+    named = bool(settings.grafana_admin_user_ids or settings.grafana_admin_group_ids)
+    if not instances:
+        if named:
+            return [Finding("identity-center", "fail", f"grafana_admin_user_ids/grafana_admin_group_ids name IAM "
+                            f"Identity Center users, but no Identity Center instance answers in {settings.region}: "
+                            "enable IAM Identity Center in this region, or unset grafana_admin_user_ids and "
+                            "grafana_admin_group_ids")]
+        return [Finding("identity-center", "warn", f"no IAM Identity Center instance in {settings.region}: the Grafana "
+                        "workspace signs in only through it; enable it before naming grafana_admin_user_ids")]
+    store = instances[0].get("IdentityStoreId", "?")
+    findings = [Finding("identity-center", "fail", f"grafana_admin_user_ids: {user} is not a user of Identity Center "
+                        f"store {store}; `aws identitystore list-users --identity-store-id {store}` lists them")
+                for user in missing_users]
+    findings += [Finding("identity-center", "fail", f"grafana_admin_group_ids: {group} is not a group of Identity "
+                         f"Center store {store}; `aws identitystore list-groups --identity-store-id {store}` lists them")
+                 for group in missing_groups]
+    if not findings:
+        who = len(settings.grafana_admin_user_ids) + len(settings.grafana_admin_group_ids)
+        findings.append(Finding("identity-center", "ok", f"Identity Center store {store}"
+                                + (f" holds the {who} Grafana admin(s) named" if who else "")))
+    return findings
+
+
+def _absent(call: Callable[[], Any]) -> bool:
+    try:
+        call()
+    except ClientError as exc:
+        if exc.response["Error"]["Code"] == "ResourceNotFoundException":
+            return True
+        raise
+    return False
+
+
+def check_identity_center(session, settings, caller: Caller) -> list[Finding]:
+    instances = session.client("sso-admin").list_instances()["Instances"]
+    missing_users: list[str] = []
+    missing_groups: list[str] = []
+    if instances:
+        store_id = instances[0]["IdentityStoreId"]
+        store = session.client("identitystore")
+        missing_users = [u for u in settings.grafana_admin_user_ids
+                         if _absent(lambda u=u: store.describe_user(IdentityStoreId=store_id, UserId=u))]
+        missing_groups = [g for g in settings.grafana_admin_group_ids
+                          if _absent(lambda g=g: store.describe_group(IdentityStoreId=store_id, GroupId=g))]
+    return identity_center_findings(settings, instances, missing_users, missing_groups)
+
+
+# ---------------------------------------------------------------- permissions
+
+def cdk_role_arn(caller: Caller, region: str, kind: str) -> str:
+    return f"arn:{caller.partition}:iam::{caller.account}:role/cdk-{CDK_QUALIFIER}-{kind}-role-{caller.account}-{region}"
+
+
+def simulation_finding(who: str, results: Sequence[dict], fix: str) -> Finding:
+    """One line for one principal's SimulatePrincipalPolicy ``EvaluationResults``."""
+    denied = [f"{r['EvalActionName']} ({r['EvalDecision']})" for r in results if r.get("EvalDecision") != "allowed"]
+    if denied:
+        return Finding("permissions", "fail", f"{who} may not {', '.join(denied)}: {fix}")
+    return Finding("permissions", "ok", f"{who} may do the {len(results)} actions simulated")
+
+
+def _simulate(iam, principal: str, actions: Sequence[str], resources: Sequence[str] = ("*",)) -> list[dict]:
+    results: list[dict] = []
+    for page in iam.get_paginator("simulate_principal_policy").paginate(
+            PolicySourceArn=principal, ActionNames=list(actions), ResourceArns=list(resources)):
+        results += page["EvaluationResults"]
+    return results
+
+
+def check_permissions(session, settings, caller: Caller, *, bootstrap_pending: bool = False) -> list[Finding]:
+    """IAM policy simulation for the caller (CDK roles, deploy's own reads) and the CDK execution role."""
+    from workload.ops.aws import iam_principal_arn
+
+    iam = session.client("iam")
+    findings: list[Finding] = []
+    if re.fullmatch(r"arn:aws[a-z-]*:iam::\d{12}:root", caller.arn):
+        findings.append(Finding("permissions", "warn", "the account's root user deploys: everything is allowed; "
+                                "deploy with an IAM role instead"))
+    else:
+        try:
+            principal = iam_principal_arn(caller.arn, iam)
+        except ValueError as exc:
+            return [Finding("permissions", "warn", f"cannot simulate {caller.arn}'s policies: {exc}")]
+        roles = [cdk_role_arn(caller, settings.region, kind) for kind in CDK_CLI_ROLES]
+        results = _simulate(iam, principal, ["sts:AssumeRole"], roles) + _simulate(iam, principal, DEPLOY_CALLER_ACTIONS)
+        findings.append(simulation_finding(f"the deploying identity {principal}", results,
+                                           "grant them (the CDK roles are assumed by whoever deploys), or deploy "
+                                           "with a role that has them"))
+    if bootstrap_pending:
+        return findings
+    actions = EXECUTION_ROLE_ACTIONS + (VPC_ACTIONS if settings.creates_vpc else ())
+    execution_role = cdk_role_arn(caller, settings.region, "cfn-exec")
+    try:
+        results = _simulate(iam, execution_role, actions)
+    except ClientError as exc:
+        if exc.response["Error"]["Code"] != "NoSuchEntity":
+            raise
+        return [*findings, Finding("permissions", "warn", f"no role {execution_role} to simulate: bootstrapped with "
+                                   "another qualifier or role names? (the bootstrap check says whether it exists)")]
+    findings.append(simulation_finding(f"CloudFormation's execution role {execution_role}", results,
+                                       "rerun `cdk bootstrap` with --cloudformation-execution-policies that allow "
+                                       "them (the default is AdministratorAccess)"))
+    return findings
+
+
+def check_bootstrap(session, settings, caller: Caller) -> list[Finding]:
+    name = CDK_BOOTSTRAP_PARAMETER.format(qualifier=CDK_QUALIFIER)
+    try:
+        version = session.client("ssm").get_parameter(Name=name)["Parameter"]["Value"]
+    except ClientError as exc:
+        if exc.response["Error"]["Code"] != "ParameterNotFound":
+            raise
+        return [Finding("bootstrap", "fail", f"the account is not bootstrapped for the CDK in {settings.region} "
+                        f"(no SSM parameter {name}): deploy once with --bootstrap")]
+    return [Finding("bootstrap", "ok", f"CDK bootstrap version {version} in {settings.region}")]
+
+
+# ---------------------------------------------------------------- all together
+
+def _guarded(name: str, check: Callable[[], list[Finding]]) -> list[Finding]:
+    """Run one check; an AWS error becomes a warning that says which call could not be made."""
+    try:
+        return check()
+    except ClientError as exc:
+        error = exc.response.get("Error", {})
+        code = error.get("Code", "error")
+        operation = getattr(exc, "operation_name", "a call")
+        hint = "allow it to the deploying identity to check this" if ACCESS_DENIED.search(code) else "rerun later"
+        return [Finding(name, "warn", f"not checked: {operation} answered {code} ({error.get('Message', '')}); {hint}")]
+    except BotoCoreError as exc:
+        return [Finding(name, "warn", f"not checked: {exc}")]
+
+
+def run_preflight(session, settings, caller: Caller, *, progress: Callable[[str], None] = lambda _: None,
+                  bootstrap_pending: bool = False) -> list[Finding]:
+    """Every check, in order, each announced through ``progress``; read-only AWS calls only."""
+    types = ", ".join(instance_needs(settings))
+    steps: list[tuple[str, str, Callable[[], list[Finding]]]] = [
+        ("quota", f"Service Quotas: SageMaker HyperPod quotas for {types}",
+         lambda: check_quotas(session, settings, caller)),
+        ("zone", f"EC2: zones of {settings.region} offering {types}", lambda: check_zones(session, settings, caller)),
+        ("kubernetes", f"EKS: Kubernetes {settings.kubernetes_version} in {settings.region}",
+         lambda: check_kubernetes(session, settings, caller)),
+        ("addon", "EKS: add-on versions and configuration schemas", lambda: check_addons(session, settings, caller)),
+        ("identity-center", "IAM Identity Center for Grafana", lambda: check_identity_center(session, settings, caller)),
+    ]
+    if not bootstrap_pending:
+        steps.append(("bootstrap", "CDK bootstrap", lambda: check_bootstrap(session, settings, caller)))
+    steps.append(("permissions", "IAM policy simulation for the deploy",
+                  lambda: check_permissions(session, settings, caller, bootstrap_pending=bootstrap_pending)))
+    findings: list[Finding] = []
+    for name, what, check in steps:
+        progress(f"checking {what} ...")
+        findings += _guarded(name, check)
+    return findings
