@@ -24,7 +24,7 @@ from typer.testing import CliRunner
 from tests.workload.skyrl.ray_head import _pids_naming, local_ray_head
 from workload.cli.main import app
 from workload.localhost import RAY_LOOPBACK_ENV
-from workload.skyrl.entrypoint import FAILED_MARKER, STAGE_MARKER, STARTUP_STAGES
+from workload.skyrl.entrypoint import FAILED_MARKER, REACHED_MARKER, STAGE_MARKER, STARTUP_STAGES
 
 # The blog recipe's colocated placement group: 6 bundles of {GPU: 1, CPU: 1}; one more CPU for
 # SkyRL's experiment task (skyrl_entrypoint is num_cpus=1) and two for the job's own actors.
@@ -100,10 +100,13 @@ def _submit(head: dict, *args: str, shell: dict[str, str] | None = None) -> tupl
 
 
 def _reached_and_stopped_at_the_inference_engine(outcome: dict, log: str) -> None:
-    # the task's lines reach the driver's log prefixed "(_experiment pid=...) "
-    stages = re.findall(rf"{re.escape(STAGE_MARKER)} ([a-z-]+)$", log, flags=re.MULTILINE)
+    # The driver's summary: the task's own marker lines reach the driver's log late (prefixed
+    # "(_experiment pid=...) "), after its error, or not at all once it disconnects.
+    (reached,) = re.findall(rf"^{re.escape(REACHED_MARKER)} (.*)$", log, flags=re.MULTILINE)
     last = STARTUP_STAGES.index(FIRST_STAGE_NEEDING_VLLM)
-    assert stages == list(STARTUP_STAGES[: last + 1]), log[-6000:]
+    assert reached.split() == list(STARTUP_STAGES[: last + 1]), log[-6000:]
+    live = re.findall(rf"{re.escape(STAGE_MARKER)} ([a-z-]+)$", log, flags=re.MULTILINE)
+    assert live and live == list(STARTUP_STAGES[: len(live)])  # the live markers, in order, as far as they came
     assert outcome["status"] == "FAILED", outcome
     failed = [line for line in outcome["message"].splitlines() if line.startswith(FAILED_MARKER)]
     assert failed and failed[-1].startswith(f"{FAILED_MARKER} {FIRST_STAGE_NEEDING_VLLM}: "), outcome["message"][-3000:]

@@ -37,6 +37,9 @@ the stages up to ``experiment-task`` run on the job's driver (which then waits o
 rest in the experiment's Ray task."""
 FAILED_MARKER = "skymaze-failed-at:"
 """The driver's last stderr line when the job stops: ``skymaze-failed-at: <stage>: <error>``."""
+REACHED_MARKER = "skymaze-reached:"
+"""The driver's line before it: every stage begun, the task's included (``skymaze-reached: a b c``);
+the task's own marker lines can reach the job log after the driver's error, or not at all."""
 OVERRIDE_JOB_RUNTIME_ENV = "RAY_OVERRIDE_JOB_RUNTIME_ENV"
 """Lets ``ray.init(runtime_env=...)`` inside a Ray job name env vars the job's runtime_env names too
 (ray/_private/worker.py ``init`` -> ``_merge_runtime_env``). SkyRL's ``initialize_ray`` copies
@@ -173,13 +176,13 @@ min of the job's start on a 2-core head (measured), for nothing."""
 class StageFailed(RuntimeError):
     """A start-up stage raised; ``stage`` names it (survives Ray's task-error wrapping and pickling)."""
 
-    def __init__(self, stage: str, detail: str) -> None:
-        super().__init__(stage, detail)
-        self.stage, self.detail = stage, detail
+    def __init__(self, stage: str, detail: str, reached: tuple[str, ...] = ()) -> None:
+        super().__init__(stage, detail, reached)
+        self.stage, self.detail, self.reached = stage, detail, tuple(reached)
 
     @classmethod
-    def of(cls, stage: str, error: BaseException) -> StageFailed:
-        return cls(stage, f"{type(error).__name__}: {error}")
+    def of(cls, stage: str, error: BaseException, reached: tuple[str, ...] = ()) -> StageFailed:
+        return cls(stage, f"{type(error).__name__}: {error}", reached)
 
     def __str__(self) -> str:
         return f"{self.stage}: {self.detail}"
@@ -190,10 +193,12 @@ class Stages:
 
     def __init__(self) -> None:
         self.current = ""
+        self.reached: list[str] = []
 
     def enter(self, stage: str) -> None:
         assert stage in STARTUP_STAGES, stage
         self.current = stage
+        self.reached.append(stage)
         print(f"{STAGE_MARKER} {stage}", flush=True)
 
     @contextmanager
@@ -204,20 +209,19 @@ class Stages:
         except StageFailed:
             raise
         except Exception as error:
-            raise StageFailed.of(stage, error) from error
+            raise StageFailed.of(stage, error, tuple(self.reached)) from error
 
 
-def failed_stage(error: BaseException | None) -> tuple[str, str] | None:
-    """``(stage, detail)`` of the :class:`StageFailed` behind ``error``, if any.
+def failed_stage(error: BaseException | None) -> StageFailed | None:
+    """The :class:`StageFailed` behind ``error``, if any (its fields: ``stage``, ``detail``, ``reached``).
 
     Ray hands the task's error to the driver as a ``RayTaskError`` whose ``cause`` is the
     remote exception; matched by its fields, not its class, because the driver runs this
     module as ``__main__`` while the task raised ``workload.skyrl.entrypoint.StageFailed``.
     """
     while error is not None:
-        stage, detail = getattr(error, "stage", None), getattr(error, "detail", None)
-        if isinstance(stage, str) and isinstance(detail, str):
-            return stage, detail
+        if isinstance(getattr(error, "stage", None), str) and isinstance(getattr(error, "detail", None), str):
+            return error  # type: ignore[return-value]
         error = getattr(error, "cause", None) or error.__cause__
     return None
 
@@ -341,7 +345,7 @@ def _experiment(cfg: Any, spec: JobSpec) -> None:
     except StageFailed:
         raise
     except Exception as error:
-        raise StageFailed.of(stages.current, error) from error
+        raise StageFailed.of(stages.current, error, tuple(stages.reached)) from error
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -367,9 +371,12 @@ def main(argv: list[str] | None = None) -> int:
         run_skyrl(spec, stages)
     except Exception as error:
         traceback.print_exc()
-        stage, detail = failed_stage(error) or (stages.current, f"{type(error).__name__}: {error}")
+        failed = failed_stage(error)
+        stage, detail = (failed.stage, failed.detail) if failed else (stages.current, f"{type(error).__name__}: {error}")
+        reached = [*stages.reached, *(s for s in (failed.reached if failed else ()) if s not in stages.reached)]
         _stop_log_forwarding()
-        # The job log's last line: Ray's job message (the log's last lines) names the stage.
+        # The job log's last lines: Ray's job message (the log's last lines) names the stage.
+        print(f"{REACHED_MARKER} {' '.join(reached)}", file=sys.stderr, flush=True)
         print(f"{FAILED_MARKER} {stage}: {detail}", file=sys.stderr, flush=True)
         return 1
     return 0

@@ -74,8 +74,9 @@ def test_a_failing_stage_is_named_on_the_jobs_last_line(spec_file, monkeypatch, 
     captured = capsys.readouterr()
     assert [line for line in captured.out.splitlines() if line.startswith(entrypoint.STAGE_MARKER)] == [
         "skymaze-stage: config", "skymaze-stage: placement-group"]
-    assert captured.err.splitlines()[-1] == (
-        "skymaze-failed-at: placement-group: TimeoutError: 6 GPU bundles not ready in 60 s")
+    assert captured.err.splitlines()[-2:] == [
+        "skymaze-reached: config placement-group",
+        "skymaze-failed-at: placement-group: TimeoutError: 6 GPU bundles not ready in 60 s"]
 
 
 def test_the_stage_survives_rays_task_error_wrapping():
@@ -87,11 +88,13 @@ def test_the_stage_survives_rays_task_error_wrapping():
             self.cause = cause
 
     inner = StageFailed.of("inference-client", ModuleNotFoundError("No module named 'vllm'"))
-    assert failed_stage(TaskError(inner)) == ("inference-client", "ModuleNotFoundError: No module named 'vllm'")
+    found = failed_stage(TaskError(inner))
+    assert (found.stage, found.detail) == ("inference-client", "ModuleNotFoundError: No module named 'vllm'")
     assert str(inner) == "inference-client: ModuleNotFoundError: No module named 'vllm'"
     # Ray pickles the task's exception to the driver: the stage must survive the round trip
+    inner = StageFailed.of("inference-client", ModuleNotFoundError("vllm"), ("env-registry", "inference-client"))
     copy = pickle.loads(pickle.dumps(inner))
-    assert (copy.stage, str(copy)) == ("inference-client", str(inner))
+    assert (copy.stage, copy.detail, copy.reached) == (inner.stage, inner.detail, inner.reached)
     assert failed_stage(TaskError(ValueError("x"))) is None
 
 
