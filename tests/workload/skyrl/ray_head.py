@@ -116,7 +116,8 @@ def _start(temp_dir: Path, num_cpus: int, extra_env: dict[str, str], num_gpus: i
     for name, port in ports.items():
         command += [f"--{name}", str(port)]
     auth = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": token} if token else {"RAY_AUTH_MODE": "disabled"}
-    env = {**os.environ, **auth, "RAY_USAGE_STATS_ENABLED": "0",
+    # unbuffered: `ray start`'s log (a file) must show STARTED_LINE as soon as it is printed
+    env = {**os.environ, **auth, "RAY_USAGE_STATS_ENABLED": "0", "PYTHONUNBUFFERED": "1",
            "RAY_metrics_report_interval_ms": str(METRICS_REPORT_INTERVAL_MS),
            "PATH": f"{ray_bin.parent}{os.pathsep}{os.environ.get('PATH', '')}", **extra_env}
     with (temp_dir / "ray-start.log").open("wb") as log:
