@@ -102,7 +102,7 @@ lock-images: $(CONTRACT_STAMP) ## re-resolve containers/trainer/requirements.loc
 	PYTHONPATH=$(CURDIR) $(CONTRACT_PY) containers/lock.py
 
 pin-bases: ## pin the images' base images by digest (needs Docker with buildx and the registry)
-	$(PYTHON) containers/pin_bases.py serve
+	$(PYTHON) containers/pin_bases.py serve trainer
 	$(PYTHON) containers/pin_bases.py --check || true
 
 synth: $(STAMP) ## offline `cdk synth` of every stack into cdk.out/ (no credentials, network or Docker)
