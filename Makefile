@@ -35,7 +35,7 @@ export RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER := 0
 export RAY_USAGE_STATS_ENABLED := 0
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install test test-fast contract synth lint bench rehearse deploy destroy lock lock-images clean help
+.PHONY: install test test-fast contract synth lint bench rehearse deploy destroy lock lock-images pin-bases clean help
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -54,7 +54,17 @@ $(STAMP): requirements.txt constraints.txt pyproject.toml package.json package-l
 
 install: $(STAMP) ## create .venv and node_modules from the pins
 
-test: $(STAMP) ## the whole test suite (what CI runs)
+# checkov (templates, Kubernetes manifests, Dockerfiles) in its own venv: its pins clash with the app's.
+CHECKOV_VENV := .venv-checkov
+CHECKOV_STAMP := $(CHECKOV_VENV)/.stamp
+
+$(CHECKOV_STAMP): tests/infra/checkov-requirements.txt
+	@test -x $(CHECKOV_VENV)/bin/python || $(PYTHON) -m venv $(CHECKOV_VENV)
+	@echo "install: checkov into $(CHECKOV_VENV)"
+	$(CHECKOV_VENV)/bin/python -m pip install -q --no-deps -r tests/infra/checkov-requirements.txt
+	@touch $@
+
+test: $(STAMP) $(CHECKOV_STAMP) ## the whole test suite (what CI runs)
 	$(PY) -m pytest
 
 test-fast: $(STAMP) ## the suite without tests marked slow
@@ -87,6 +97,10 @@ contract: $(CONTRACT_STAMP) ## the plugin against the real SkyRL 0.4.0 (Python 3
 
 lock-images: $(CONTRACT_STAMP) ## re-resolve containers/trainer/requirements.lock (uv, linux x86_64 / Python 3.12)
 	PYTHONPATH=$(CURDIR) $(CONTRACT_PY) containers/lock.py
+
+pin-bases: ## pin the images' base images by digest (needs Docker with buildx and the registry)
+	$(PYTHON) containers/pin_bases.py serve
+	$(PYTHON) containers/pin_bases.py --check || true
 
 synth: $(STAMP) ## offline `cdk synth` of every stack into cdk.out/ (no credentials, network or Docker)
 	$(CDK) synth -q -c profile=$(or $(SIZE),$(DEFAULT_SIZE))

@@ -750,8 +750,8 @@ CHECKS: dict[str, Callable[[Walk, Ran], None]] = {
     "skymaze promote --run /shared/runs/maze-blog --name maze-grpo": _promoted_to_s3(ARTIFACTS_BUCKET),
     "skymaze promote --run runs/latest --to adapters/maze-rehearsal": _promoted_to_folder,
     "skymaze serve --model runs/latest/models/sft --model-id maze-sft --adapters runs/latest/served --port 8000": _served,
-    "skymaze evaluate --endpoint http://127.0.0.1:8000 --model maze-sft:selected "
-    "--adapter runs/latest/served/selected --wait-s 300 --out evals/selected": _evaluated_as_in_process,
+    "skymaze evaluate --endpoint http://127.0.0.1:8000 --model maze-sft:selected --wait-s 300 --out evals/selected":
+    _evaluated_as_in_process,
     "skymaze evaluate --endpoint http://127.0.0.1:8000 --model Qwen/Qwen3-VL-8B-Instruct:maze-grpo "
     "--heldout easy-64 --out evals/maze-grpo": _cluster_evaluate_refused,
     "skymaze use": _nothing_recorded,

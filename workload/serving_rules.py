@@ -466,3 +466,8 @@ def check_servable(directory: Path, *, served_model: Path, max_lora_rank: int = 
     """The checks a server can make without loading its base: the rules, and the recorded base (startup, listing)."""
     summary = inspect_adapter(directory, max_lora_rank=max_lora_rank)
     check_base(summary.config, directory, served_model)
+
+
+# GET /v1/models states, beside each adapter that has one, the recipe it was trained with (its
+# trainer_config.json) under this field; `skymaze evaluate` plays the adapter with those settings.
+TRAINER_CONFIG_FIELD = "skymaze_trainer_config"

@@ -185,17 +185,12 @@ def evaluate(
 
     Example:  skymaze evaluate --endpoint http://127.0.0.1:8000 --model maze-sft:selected --adapter runs/latest/served/selected --wait-s 300 --out evals/selected
     """
-    from workload.evaluate.adapter_facts import AdapterFacts, read_adapter_facts, settle
+    from workload.evaluate.adapter_facts import AdapterFacts, endpoint_facts, read_adapter_facts, settle
     from workload.evaluate.endpoint import EndpointError, evaluate_endpoint, wait_for_model
     from workload.evaluate.report import format_report
 
     given = {"style": style, "max_turns": max_turns, "image_history": image_history, "cell_px": cell_px,
              "max_tokens": max_tokens, "set_name": set_name}
-    try:
-        facts = read_adapter_facts(adapter) if adapter is not None else AdapterFacts(Path("."), None, {})
-        settings = settle(facts, given, EVALUATE_DEFAULTS)
-    except ValueError as error:  # a bad --adapter folder, or an option the adapter contradicts
-        fail(str(error), code=EXIT_USAGE)
     if wait_s > 0:
         typer.echo(f"waiting up to {wait_s:g} s for {endpoint} to serve {model}", err=True)
         try:
@@ -203,6 +198,17 @@ def evaluate(
         except EndpointError as error:
             fail(str(error))
         typer.echo(f"{endpoint} serves {model} (waited {waited_s:.0f} s)", err=True)
+    try:
+        if adapter is not None:
+            facts = read_adapter_facts(adapter)
+        else:  # a skymaze endpoint states how each adapter was trained (GET /v1/models)
+            facts = endpoint_facts(endpoint, model) or AdapterFacts(Path("."), None, {})
+            if facts.settings:
+                shown = ", ".join(f"{key} {value}" for key, value in sorted(facts.settings.items()))
+                typer.echo(f"{model} is played as it was trained, as {endpoint} states: {shown}", err=True)
+        settings = settle(facts, given, EVALUATE_DEFAULTS)
+    except ValueError as error:  # a bad --adapter folder, or an option the adapter contradicts
+        fail(str(error), code=EXIT_USAGE)
     try:
         with _progress(f"{model} on {settings['set_name']}", quiet=as_json) as on_episode:
             report = evaluate_endpoint(endpoint=endpoint, model=model, concurrency=concurrency, limit=limit,

@@ -48,7 +48,7 @@ from workload.serve.protocol import (
     parse_chat_request,
 )
 from workload.serve.settings import ServeSettings
-from workload.serving_rules import AdapterRuleError, check_servable
+from workload.serving_rules import TRAINER_CONFIG_FIELD, AdapterRuleError, check_servable
 
 MODEL_DEPLOYMENT = "model"
 INGRESS_DEPLOYMENT = "ingress"
@@ -359,6 +359,14 @@ class OpenAIIngress:
             servable.append(name)
         return servable
 
+    def _trainer_config(self, name: str) -> dict[str, Any] | None:
+        """Adapter ``name``'s training recipe, or None (also when it cannot be read: the listing still answers)."""
+        try:
+            return self._store.trainer_config(name)
+        except Exception as exc:  # an unreadable recipe must not take the model list down
+            logger.warning("reading the training recipe of adapter %s failed: %r", name, exc)
+            return None
+
     @api.get("/v1/models")
     async def models(self, request: Request) -> JSONResponse:
         try:
@@ -377,7 +385,13 @@ class OpenAIIngress:
                     type="server_error",
                 )
             )
-        return JSONResponse(models_body([base, *(f"{base}:{n}" for n in names)]))
+        body = models_body([base, *(f"{base}:{n}" for n in names)])
+        # Each adapter's training recipe, so a client plays it as it was trained (skymaze evaluate reads it).
+        configs = await asyncio.to_thread(lambda: {n: self._trainer_config(n) for n in names})
+        for entry, name in zip(body["data"][1:], names, strict=True):
+            if configs[name]:
+                entry[TRAINER_CONFIG_FIELD] = configs[name]
+        return JSONResponse(body)
 
     @api.post("/v1/chat/completions")
     async def chat_completions(self, request: Request) -> JSONResponse:

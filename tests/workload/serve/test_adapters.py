@@ -105,3 +105,27 @@ def test_s3_unknown_adapter_and_unsafe_keys(moto_s3, tmp_path):
     finally:
         client.delete_object(Bucket=bucket, Key=f"{prefix}/evil/adapter_config.json")
         client.delete_object(Bucket=bucket, Key=f"{prefix}/evil/../../escape.txt")
+
+
+def test_the_store_reads_each_adapters_training_recipe_locally_and_from_s3(serve_adapters_dir, moto_s3, tmp_path):
+    """What GET /v1/models states beside each adapter: its trainer_config.json, or nothing."""
+    import json
+    import shutil
+
+    local = tmp_path / "adapters"
+    shutil.copytree(serve_adapters_dir, local)
+    name = sorted(p.name for p in local.iterdir() if p.is_dir())[0]
+    (local / name / "trainer_config.json").write_text(json.dumps({"environment": {"maze": {"cell_px": 8}}}))
+    store = AdapterStore(str(local), str(tmp_path / "cache"))
+    assert store.trainer_config(name) == {"environment": {"maze": {"cell_px": 8}}}
+    assert all(store.trainer_config(other) is None for other in store.names() if other != name)
+
+    remote = AdapterStore(moto_s3.uri, str(tmp_path / "s3-cache"), s3_endpoint_url=moto_s3.endpoint_url)
+    bucket, prefix = parse_s3_uri(moto_s3.uri)
+    client = _s3(moto_s3)
+    client.put_object(Bucket=bucket, Key=f"{prefix}/a2/trainer_config.json", Body=b'{"generator": {"max_turns": 9}}')
+    try:
+        assert remote.trainer_config("a2") == {"generator": {"max_turns": 9}}
+        assert remote.trainer_config("a0") is None
+    finally:
+        client.delete_object(Bucket=bucket, Key=f"{prefix}/a2/trainer_config.json")
