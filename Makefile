@@ -78,7 +78,10 @@ CONTRACT_PY := $(CONTRACT_VENV)/bin/python
 CONTRACT_STAMP := $(CONTRACT_VENV)/.stamp
 TRAINER_LOCK := containers/trainer/requirements.lock
 # uv installs the environment (parallel downloads: 3 min against pip's 13 min from cold caches) and
-# resolves the trainer lock; the same pin is in tests/contract/requirements.txt.
+# resolves the trainer lock; the same pin is in tests/contract/requirements.txt. --compile-bytecode:
+# uv writes no .pyc by default, and with PYTHONDONTWRITEBYTECODE set every process would compile
+# Ray, torch and SkyRL from source at each import (Ray's dashboard agent then misses the raylet's
+# fixed 15 s start-up window on a busy machine).
 UV_VERSION := 0.13.9
 CONTRACT_UV := $(CONTRACT_VENV)/bin/uv
 
@@ -88,7 +91,7 @@ $(CONTRACT_STAMP): tests/contract/requirements.txt $(TRAINER_LOCK)
 	@echo "contract: SkyRL 0.4.0 environment into $(CONTRACT_VENV) (first time: ~3 min, 5 GB)"
 	sed -n 's/^\([A-Za-z0-9][^ ]*==[^ ]*\).*/\1/p' $(TRAINER_LOCK) > $(CONTRACT_VENV)/image-pins.txt
 	$(CONTRACT_PY) -m pip install -q uv==$(UV_VERSION)
-	$(CONTRACT_UV) pip install --python $(CONTRACT_PY) -q -r tests/contract/requirements.txt -c $(CONTRACT_VENV)/image-pins.txt
+	$(CONTRACT_UV) pip install --python $(CONTRACT_PY) -q --compile-bytecode -r tests/contract/requirements.txt -c $(CONTRACT_VENV)/image-pins.txt
 	FLASH_ATTENTION_SKIP_CUDA_BUILD=TRUE $(CONTRACT_UV) pip install --python $(CONTRACT_PY) -q --no-deps --no-build-isolation flash-attn==2.8.3
 	@touch $@
 
@@ -99,7 +102,7 @@ lock-images: $(CONTRACT_STAMP) ## re-resolve containers/trainer/requirements.loc
 	PYTHONPATH=$(CURDIR) $(CONTRACT_PY) containers/lock.py
 
 pin-bases: ## pin the images' base images by digest (needs Docker with buildx and the registry)
-	$(PYTHON) containers/pin_bases.py serve
+	$(PYTHON) containers/pin_bases.py serve trainer
 	$(PYTHON) containers/pin_bases.py --check || true
 
 synth: $(STAMP) ## offline `cdk synth` of every stack into cdk.out/ (no credentials, network or Docker)

@@ -17,7 +17,7 @@ DIGEST = "sha256:" + "ab" * 32
 # test machines cannot reach: `make pin-bases` on a machine with Docker writes them.
 AWAITING_DIGEST = {
     "serve": "rayproject/ray-llm:2.60.0-py311-cu128: a version tag; its digest needs the registry",
-    "trainer": "novaskyai/skyrl-train base: pinned with the trainer image's own lock",
+    "trainer": "anyscale/ray:2.57.0-py312-cu130: the version tag SkyRL's own Dockerfile builds on; its digest needs the registry",
 }
 
 
