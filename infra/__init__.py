@@ -1,1 +1,1 @@
-"""AWS CDK app: settings, stacks, constructs, lifecycle scripts and dashboards."""
+"""AWS CDK app: stacks, constructs, lifecycle scripts and dashboards (settings: workload.deployment)."""

@@ -56,6 +56,23 @@ def test_benchmarks_help_lists_the_benchmarks():
     assert done.returncode == 0 and "usage: python -m benchmarks" in done.stdout and "rehearse" in done.stdout
 
 
+def _torch_install(**make_vars: str) -> str:
+    """The line `make install` would run to install torch, printed by `make -n` (nothing is run or fetched)."""
+    done = subprocess.run(["make", "-n", "-B", ".venv/.stamp", *(f"{k}={v}" for k, v in make_vars.items())],
+                          cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    (line,) = [line for line in done.stdout.splitlines() if "pip install" in line and " torch==" in line]
+    return line
+
+
+def test_on_linux_torch_comes_from_pytorchs_cpu_index_not_pypis_cuda_build():
+    pinned = next(line for line in (ROOT / "requirements.txt").read_text().splitlines() if line.startswith("torch=="))
+    linux = _torch_install(UNAME_S="Linux")
+    assert linux.endswith(f"--index-url https://download.pytorch.org/whl/cpu {pinned}+cpu"), linux
+    assert _torch_install(UNAME_S="Darwin").endswith(f"pip install -q {pinned}")  # PyPI's macOS wheels are CPU builds
+    assert _torch_install(UNAME_S="Linux", TORCH_INDEX="").endswith(f"pip install -q {pinned}+cpu")  # pip's own config
+
+
 def test_readme_quickstart_commands_are_makefile_targets():
     readme = (ROOT / "README.md").read_text()
     quickstart = readme.split("## Quickstart", 1)[1].split("\n## ", 1)[0]

@@ -662,6 +662,10 @@ def _rehearsal_resumed(walk: Walk, ran: Ran) -> None:
     for key in ("baseline", "selected", "final"):
         assert resumed[key]["per_maze"] == original[key]["per_maze"], key
     assert resumed["served"]["per_maze"] == original["served"]["per_maze"] == original["selected"]["per_maze"]
+    # The rerun only read the run back: the report keeps what the run that made it measured.
+    for key in ("wall_seconds", "cpu_seconds", "phase_seconds", "peak_memory_gib", "sft"):
+        assert resumed[key] == original[key], key
+    assert resumed["reread"]["wall_seconds"] < original["wall_seconds"]
 
 
 def _nothing_recorded(walk: Walk, ran: Ran) -> None:
@@ -746,8 +750,8 @@ CHECKS: dict[str, Callable[[Walk, Ran], None]] = {
     "skymaze promote --run /shared/runs/maze-blog --name maze-grpo": _promoted_to_s3(ARTIFACTS_BUCKET),
     "skymaze promote --run runs/latest --to adapters/maze-rehearsal": _promoted_to_folder,
     "skymaze serve --model runs/latest/models/sft --model-id maze-sft --adapters runs/latest/served --port 8000": _served,
-    "skymaze evaluate --endpoint http://127.0.0.1:8000 --model maze-sft:selected "
-    "--adapter runs/latest/served/selected --wait-s 300 --out evals/selected": _evaluated_as_in_process,
+    "skymaze evaluate --endpoint http://127.0.0.1:8000 --model maze-sft:selected --wait-s 300 --out evals/selected":
+    _evaluated_as_in_process,
     "skymaze evaluate --endpoint http://127.0.0.1:8000 --model Qwen/Qwen3-VL-8B-Instruct:maze-grpo "
     "--heldout easy-64 --out evals/maze-grpo": _cluster_evaluate_refused,
     "skymaze use": _nothing_recorded,

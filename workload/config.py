@@ -82,7 +82,8 @@ def did_you_mean(key: str, known: Iterable[str]) -> str:
 
 
 def apply_overrides(model: type[BaseModel], data: Mapping[str, Any], pairs: Iterable[str], *,
-                    flag: str = RECIPE_FLAG, free_form: str | None = None) -> dict[str, Any]:
+                    flag: str = RECIPE_FLAG, free_form: str | None = None,
+                    lists: str = "skymaze recipe show NAME --fields") -> dict[str, Any]:
     """A copy of ``data`` with ``KEY=VALUE`` pairs applied, each key checked against ``model``.
 
     ``free_form`` names a ``dict`` field that takes, whole, every key whose first part is not
@@ -90,7 +91,7 @@ def apply_overrides(model: type[BaseModel], data: Mapping[str, Any], pairs: Iter
     (numbers, booleans, strings); lists take ``a,b`` or ``[a, b]``; ``null`` clears an optional.
     """
     items = (split_pair(item, flag=flag) for item in pairs)
-    return set_values(model, data, items, free_form=free_form, hint=" (`skymaze recipe show` lists every setting)")
+    return set_values(model, data, items, free_form=free_form, hint=f" (`{lists}` lists every setting)")
 
 
 def set_values(model: type[BaseModel], data: Mapping[str, Any], items: Iterable[tuple[str, Any]], *,

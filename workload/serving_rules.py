@@ -57,6 +57,14 @@ LANGUAGE_MODEL_SEGMENT = re.compile(r"(^|\.)language_model\.")
 VISION_SEGMENT = re.compile(r"(^|\.)(visual|vision_tower|vision_model)\.")
 # peft saves LoRA tensors as base_model.model.<module>.lora_A.weight / lora_B.weight.
 _LORA_TENSOR = re.compile(r"^base_model\.model\.(?P<module>.+)\.lora_(?P<kind>[AB])\.weight$")
+# A module name as a LoRA config may name it: dot-separated identifiers, no regular-expression syntax.
+# peft reads a string `target_modules` and the keys of `rank_pattern`/`alpha_pattern` as regular
+# expressions (peft/tuners/tuners_utils.py, peft/utils/other.py `get_pattern_key`), which a hostile
+# pattern can make backtrack for seconds holding the GIL.
+PLAIN_MODULE_NAME = re.compile(r"^[A-Za-z0-9_]+(\.[A-Za-z0-9_]+)*$", re.ASCII)
+# peft's keyword for "every linear layer"; not a regular expression.
+ALL_LINEAR = "all-linear"
+MAX_MODULE_NAME_CHARS = 512
 # safetensors refuses headers above 100 MB (safetensors' MAX_HEADER_SIZE); an adapter's is KBs.
 MAX_SAFETENSORS_HEADER_BYTES = 100_000_000
 MAX_ADAPTER_CONFIG_BYTES = 1 << 20
@@ -174,10 +182,24 @@ def read_safetensors_header(path: Path) -> dict[str, Any]:
     if not isinstance(header, dict):
         raise AdapterRuleError(ADAPTER_WEIGHTS, "header is not a JSON object")
     data_bytes = size - 8 - length
+    spans = []
     for name, entry in header.items():
         if name == "__metadata__":
             continue
         _check_tensor_entry(name, entry, data_bytes)
+        spans.append((entry["data_offsets"][0], entry["data_offsets"][1], name))
+    # safetensors reads a file only when its tensors tile the data exactly: no overlap, no gap, no tail.
+    end = 0
+    for start, stop, name in sorted(spans):
+        if start != end:
+            why = "overlaps the tensor before it" if start < end else f"leaves {start - end} unused bytes before it"
+            raise AdapterRuleError(name, f"data_offsets {[start, stop]} {why}; re-save the adapter with safetensors")
+        end = stop
+    if end != data_bytes:
+        raise AdapterRuleError(
+            ADAPTER_WEIGHTS,
+            f"holds {data_bytes - end} bytes after its last tensor; re-save the adapter with safetensors",
+        )
     return header
 
 
@@ -203,10 +225,13 @@ def _check_tensor_entry(name: str, entry: Any, data_bytes: int) -> None:
 def _check_config(config: Any, *, max_lora_rank: int) -> dict[str, Any]:
     if not isinstance(config, dict):
         raise AdapterRuleError(ADAPTER_CONFIG, "is not a JSON object")
-    if config.get("peft_type", "LORA") != "LORA":
+    if "peft_type" not in config:
+        raise AdapterRuleError("peft_type", "is missing; a LoRA adapter's config says \"peft_type\": \"LORA\"")
+    if config["peft_type"] != "LORA":
         raise AdapterRuleError(
             "peft_type", f"{config.get('peft_type')!r} is not LORA: only LoRA adapters are served"
         )
+    _check_module_names(config)
     init = config.get("init_lora_weights", True)
     if not any(init is safe or (isinstance(safe, str) and init == safe) for safe in SAFE_INIT_LORA_WEIGHTS):
         raise AdapterRuleError(
@@ -234,10 +259,61 @@ def _check_config(config: Any, *, max_lora_rank: int) -> dict[str, Any]:
                 f"adapter rank {rank} exceeds the endpoint's max_lora_rank {max_lora_rank}; raise max_lora_rank in "
                 "the serving settings or train with a lower rank",
             )
-    alpha = config.get("lora_alpha", 8)
-    if isinstance(alpha, bool) or not isinstance(alpha, int | float) or not math.isfinite(alpha):
-        raise AdapterRuleError("lora_alpha", f"must be a finite number, got {alpha!r}")
+    alphas = {"lora_alpha": config.get("lora_alpha", 8)}
+    alphas.update({f"alpha_pattern.{k}": v for k, v in (config.get("alpha_pattern") or {}).items()})
+    for key, alpha in alphas.items():
+        if isinstance(alpha, bool) or not isinstance(alpha, int | float) or not math.isfinite(alpha):
+            raise AdapterRuleError(key, f"must be a finite number, got {alpha!r}")
+    if not isinstance(config.get("use_rslora", False), bool):
+        raise AdapterRuleError("use_rslora", f"must be true or false, got {config.get('use_rslora')!r}")
     return config
+
+
+def _plain(name: Any) -> bool:
+    return isinstance(name, str) and len(name) <= MAX_MODULE_NAME_CHARS and bool(PLAIN_MODULE_NAME.match(name))
+
+
+def _check_module_names(config: dict[str, Any]) -> None:
+    """`target_modules` and the pattern keys name modules plainly (peft would run them as regexes)."""
+    targets = config.get("target_modules")
+    if not (targets is None or targets == ALL_LINEAR or _plain(targets)
+            or (isinstance(targets, list) and all(_plain(t) for t in targets))):
+        raise AdapterRuleError(
+            "target_modules",
+            f"must be a list of module names such as [\"q_proj\", \"v_proj\"] (or {ALL_LINEAR!r}); got "
+            f"{str(targets)[:80]!r}, which peft would evaluate as a regular expression",
+        )
+    for field in ("rank_pattern", "alpha_pattern"):
+        patterns = config.get(field) or {}
+        if not isinstance(patterns, dict):
+            raise AdapterRuleError(field, "must map module names to numbers")
+        for key in patterns:
+            if not _plain(key):
+                raise AdapterRuleError(
+                    f"{field}.{str(key)[:80]}",
+                    "must be a plain module name such as \"q_proj\" or \"layers.0.self_attn.q_proj\" "
+                    "(peft evaluates these keys as regular expressions)",
+                )
+
+
+def _pattern_value(patterns: Mapping[str, Any], module: str) -> tuple[str, Any] | None:
+    """The ``(key, value)`` of the first plain-name key that names ``module`` (itself or a dotted suffix)."""
+    for key, value in patterns.items():
+        if module == key or module.endswith("." + key):
+            return key, value
+    return None
+
+
+def configured_rank(config: Mapping[str, Any], module: str) -> tuple[str, int]:
+    """The config field that sets ``module``'s rank and that rank (``rank_pattern`` over ``r``)."""
+    found = _pattern_value(config.get("rank_pattern") or {}, module)
+    return (f"rank_pattern.{found[0]}", found[1]) if found else ("r", config.get("r", 8))
+
+
+def configured_alpha(config: Mapping[str, Any], module: str) -> float:
+    """``module``'s LoRA alpha (``alpha_pattern`` over ``lora_alpha``)."""
+    found = _pattern_value(config.get("alpha_pattern") or {}, module)
+    return found[1] if found else config.get("lora_alpha", 8)
 
 
 def _lora_tensors(header: Mapping[str, Any], *, max_lora_rank: int) -> list[LoraTensor]:
@@ -265,7 +341,9 @@ def _lora_tensors(header: Mapping[str, Any], *, max_lora_rank: int) -> list[Lora
     return tensors
 
 
-def _check_pairs(tensors: list[LoraTensor], base_shapes: Mapping[str, tuple[int, int]] | None) -> None:
+def _check_pairs(
+    tensors: list[LoraTensor], base_shapes: Mapping[str, tuple[int, int]] | None, config: Mapping[str, Any]
+) -> None:
     by_module: dict[str, dict[str, tuple[int, ...]]] = {}
     for tensor in tensors:
         by_module.setdefault(tensor.module, {})[tensor.kind] = tensor.shape
@@ -275,6 +353,13 @@ def _check_pairs(tensors: list[LoraTensor], base_shapes: Mapping[str, tuple[int,
         (rank, fan_in), (fan_out, rank_b) = pair["A"], pair["B"]
         if rank != rank_b:
             raise AdapterRuleError(module, f"lora_A has rank {rank} but lora_B has rank {rank_b}")
+        field, configured = configured_rank(config, module)
+        if rank != configured:
+            raise AdapterRuleError(
+                field,
+                f"is {configured} but the LoRA tensors of {module} have rank {rank}; save the config with the "
+                "adapter it belongs to",
+            )
         if base_shapes is None:
             continue
         if module not in base_shapes:
@@ -317,9 +402,72 @@ def inspect_adapter(
     tensors = _lora_tensors(read_safetensors_header(weights_path), max_lora_rank=max_lora_rank)
     if not tensors:
         raise AdapterRuleError(ADAPTER_WEIGHTS, "holds no LoRA tensors")
-    _check_pairs(tensors, base_shapes)
+    _check_pairs(tensors, base_shapes, config)
     return AdapterSummary(config=config, tensors=tuple(tensors))
+
+
+def served_lora_config(summary: AdapterSummary) -> dict[str, Any]:
+    """The LoRA config the server hands to peft: the checked adapter's, naming exactly its tensors' modules.
+
+    peft never sees the author's `target_modules`, `exclude_modules` or pattern keys, only the full
+    names of the modules the safetensors file holds A and B for: no regular expression of the author's
+    runs, and no module gets a LoRA layer without weights (``init_lora_weights=False`` would make it random).
+    """
+    config, modules = summary.config, summary.modules
+    rank, alpha = config.get("r", 8), config.get("lora_alpha", 8)
+    return {
+        "r": rank,
+        "lora_alpha": alpha,
+        "target_modules": modules,
+        "rank_pattern": {m: r for m in modules if (r := configured_rank(config, m)[1]) != rank},
+        "alpha_pattern": {m: a for m in modules if (a := configured_alpha(config, m)) != alpha},
+        "use_rslora": config.get("use_rslora", False),
+        "lora_dropout": 0.0,
+        "bias": "none",
+        "init_lora_weights": True,
+        "inference_mode": True,
+    }
 
 
 def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON number")
+
+
+def recorded_base_folder(base: Any, adapter_dir: Path) -> Path | None:
+    """The folder an adapter's ``base_model_name_or_path`` names on this machine, or None (a hub id, or a
+    folder not here). A relative path is tried against the working directory, then against each folder
+    above the adapter: the rehearsal records its base relative to the project that holds the run."""
+    if not isinstance(base, str) or not base:
+        return None
+    path = Path(base)
+    roots = [Path()] if path.is_absolute() else [Path.cwd(), *Path(adapter_dir).resolve().parents]
+    for root in roots:
+        candidate = root / path
+        if (candidate / "config.json").is_file():
+            return candidate.resolve()
+    return None
+
+
+def check_base(config: Mapping[str, Any], adapter_dir: Path, served_model: Path) -> None:
+    """Raise `AdapterRuleError` when the adapter's recorded base is a model folder here other than ``served_model``.
+
+    A base that is not a folder here (a hub id, another machine's path) passes: the layer shapes decide.
+    """
+    found = recorded_base_folder(config.get("base_model_name_or_path"), adapter_dir)
+    if found is not None and found != Path(served_model).resolve():
+        raise AdapterRuleError(
+            "base_model_name_or_path",
+            f"the adapter was trained on the model folder {found.name!r}, not on the one served here "
+            f"({Path(served_model).name!r}); serve it with that model",
+        )
+
+
+def check_servable(directory: Path, *, served_model: Path, max_lora_rank: int = DEFAULT_MAX_LORA_RANK) -> None:
+    """The checks a server can make without loading its base: the rules, and the recorded base (startup, listing)."""
+    summary = inspect_adapter(directory, max_lora_rank=max_lora_rank)
+    check_base(summary.config, directory, served_model)
+
+
+# GET /v1/models states, beside each adapter that has one, the recipe it was trained with (its
+# trainer_config.json) under this field; `skymaze evaluate` plays the adapter with those settings.
+TRAINER_CONFIG_FIELD = "skymaze_trainer_config"

@@ -48,7 +48,7 @@ def test_identity_is_the_first_line_and_a_failed_deploy_that_created_nothing_doe
         tmp_path, monkeypatch):
     tools = install_fakes(tmp_path, monkeypatch, server=None, kinds={})
     monkeypatch.setenv("FAKE_FAIL_ONCE", "cdk deploy")
-    result = runner.invoke(app, ["deploy", "--size", "small", "--cdk-bin", tools.cdk,
+    result = runner.invoke(app, ["deploy", "--size", "small", "--skip-preflight", "--cdk-bin", tools.cdk,
                                  "--outputs-file", str(tmp_path / "o.json")])
     assert result.output.splitlines()[0] == (
         "AWS account 123456789012, region us-west-2, as arn:aws:sts::123456789012:assumed-role/deployer/me")
@@ -65,7 +65,7 @@ def test_a_failed_deploy_that_left_stacks_names_them_and_suggests_teardown(tmp_p
     monkeypatch.setenv("FAKE_FAIL_ONCE", "cdk deploy")
     boto3.client("cloudformation", region_name="us-west-2").create_stack(
         StackName="SkymazeNetwork", TemplateBody='{"Resources": {"T": {"Type": "AWS::SNS::Topic"}}}')
-    result = runner.invoke(app, ["deploy", "--size", "small", "--cdk-bin", tools.cdk,
+    result = runner.invoke(app, ["deploy", "--size", "small", "--skip-preflight", "--cdk-bin", tools.cdk,
                                  "--outputs-file", str(tmp_path / "o.json")])
     assert result.exit_code == 1
     assert "CloudFormation resumes SkymazeNetwork" in result.output
@@ -76,7 +76,7 @@ def test_a_failed_deploy_that_left_stacks_names_them_and_suggests_teardown(tmp_p
 def test_a_failed_bootstrap_says_nothing_was_deployed(tmp_path, monkeypatch):
     tools = install_fakes(tmp_path, monkeypatch, server=None, kinds={})
     monkeypatch.setenv("FAKE_FAIL_ONCE", "cdk bootstrap")
-    result = runner.invoke(app, ["deploy", "--size", "small", "--bootstrap", "--cdk-bin", tools.cdk])
+    result = runner.invoke(app, ["deploy", "--size", "small", "--skip-preflight", "--bootstrap", "--cdk-bin", tools.cdk])
     assert result.exit_code == 1
     assert [call.split()[1] for call in tools.calls()] == ["bootstrap"]
     assert "(nothing was deployed)" in result.output and "skymaze teardown" not in result.output

@@ -49,7 +49,7 @@ def test_diff_fail_passes_cdk_fail_and_exits_1_when_cdk_does(tmp_path, monkeypat
 @pytest.mark.usefixtures("deployer")
 def test_deploy_asks_like_cdk_unless_told_not_to(tmp_path, monkeypatch, flags, level):
     tools = install_fakes(tmp_path, monkeypatch, server=None, kinds={})
-    result = runner.invoke(app, ["deploy", "--size", "small", *flags, "--cdk-bin", tools.cdk,
+    result = runner.invoke(app, ["deploy", "--size", "small", "--skip-preflight", *flags, "--cdk-bin", tools.cdk,
                                  "--outputs-file", str(tmp_path / "o.json")])
     assert result.exit_code == 0, result.output
     (call,) = tools.calls()

@@ -57,14 +57,50 @@ def test_json_report(solver_endpoint, tmp_path):  # noqa: F811
     assert report["total"] == 3 and report["set"] == "rehearsal-7x7-64" and report["model"] == "scripted"
 
 
-def test_serve_refuses_an_adapter_trained_on_another_base(tiny_model_dir, tmp_path):
-    _adapter(tmp_path / "adapters" / "foreign", str(tmp_path / "models" / "sft"))
-    (tmp_path / "models" / "sft").mkdir(parents=True)
-    result = runner.invoke(app, ["serve", "--model", str(tiny_model_dir), "--adapters", str(tmp_path / "adapters"),
-                                 "--once", "--port", "0"])
-    assert result.exit_code == 2
-    assert f"adapter 'foreign' was trained on {tmp_path / 'models' / 'sft'}" in result.stderr
-    assert f"not on --model {tiny_model_dir}" in result.stderr
+def _copy_with_base(good, folder, base: str):
+    import shutil
+
+    shutil.copytree(good, folder)
+    config = json.loads((folder / "adapter_config.json").read_text())
+    (folder / "adapter_config.json").write_text(json.dumps({**config, "base_model_name_or_path": base}))
+    return folder
+
+
+def test_serve_lists_the_adapters_it_will_not_serve_and_serves_the_rest(tiny_model_dir, serve_adapters_dir, tmp_path):
+    import shutil
+
+    from workload.cli.serve import unserved_adapters
+    from workload.serve.settings import ServeSettings
+
+    other = tmp_path / "models" / "sft"
+    shutil.copytree(tiny_model_dir, other)
+    adapters = tmp_path / "adapters"
+    shutil.copytree(serve_adapters_dir / "a0", adapters / "good")
+    _copy_with_base(serve_adapters_dir / "a0", adapters / "foreign", str(other))
+    (adapters / "broken").mkdir()
+    (adapters / "broken" / "adapter_config.json").write_text("{'r': 8")
+    settings = ServeSettings(model=tiny_model_dir, adapters=str(adapters))
+    refused = dict(unserved_adapters(settings))
+    assert sorted(refused) == ["broken", "foreign"]  # listed, not fatal: `serve` starts with "good"
+    assert refused["foreign"].startswith("base_model_name_or_path: the adapter was trained on the model folder 'sft'")
+    assert refused["broken"].startswith("adapter_model.safetensors: is missing")
+
+
+def test_a_relative_base_is_found_from_the_adapters_run_wherever_serve_runs(tiny_model_dir, serve_adapters_dir, tmp_path):
+    """The rehearsal records its base relative to the project folder (runs/<id>/models/sft)."""
+    import shutil
+
+    from workload.cli.serve import unserved_adapters
+    from workload.serve.settings import ServeSettings
+
+    project = tmp_path / "project"
+    base = project / "runs" / "r1" / "models" / "sft"
+    shutil.copytree(tiny_model_dir, base)
+    exports = project / "runs" / "r1" / "exports" / "global_step_1"
+    _copy_with_base(serve_adapters_dir / "a0", exports / "policy", "runs/r1/models/sft")
+    assert unserved_adapters(ServeSettings(model=base, adapters=str(exports))) == []  # the cwd is not the project
+    foreign = ServeSettings(model=tiny_model_dir, adapters=str(exports))
+    assert [name for name, _ in unserved_adapters(foreign)] == ["policy"]
 
 
 @pytest.mark.parametrize("once", [[], ["--once"]])

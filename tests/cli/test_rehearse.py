@@ -59,3 +59,28 @@ def test_library_progress_bars_and_deprecation_notices_stay_out_of_the_output(re
     assert done.returncode == 0, done.stderr[-3000:]
     for noise in ("Loading weights", "Writing model shards", "is_gradient_checkpointing"):
         assert noise not in done.stdout + done.stderr, noise
+
+
+def test_a_cluster_recipe_given_to_rehearse_says_where_it_runs():
+    result = CliRunner().invoke(app, ["rehearse", "--recipe", "blog"])
+    assert result.exit_code == 2
+    assert "'blog' is a cluster recipe (it runs on HyperPod: skymaze submit --recipe blog)" in result.stderr
+
+
+def test_an_unknown_setting_points_at_the_recipes_own_table():
+    result = CliRunner().invoke(app, ["rehearse", "--set", "trainer.eval_intervall=5"])
+    assert result.exit_code == 2
+    assert "did you mean trainer.eval_interval?" in result.stderr
+    assert "`skymaze recipe show local --fields` lists every setting" in result.stderr
+
+
+def test_the_set_example_in_help_is_a_setting_every_recipe_takes():
+    import re
+
+    from workload.cli._common import RECIPE_SET_HELP
+    from workload.local.config import load_config
+    from workload.skyrl.recipe import load_recipe
+
+    (example,) = re.findall(r"e\.g\. (\S+=\S+)", RECIPE_SET_HELP)
+    assert load_config("local", [example]).trainer.eval_interval == 5
+    load_recipe("blog", sets=[example])

@@ -61,7 +61,8 @@ def test_serve_once_lists_base_and_adapters(tiny_model_dir, serve_adapters_dir, 
         (["--adapters", "/nonexistent"], "neither a folder nor an s3://"),
         (["--max-adapters", "0"], "max_adapters=0: Input should be greater than 0"),
         (["--port", "70000"], "port=70000: Input should be less than or equal to 65535"),
-        (["--api-key", "has space"], "api_key: must be a non-empty string without spaces"),
+        (["--api-key", "sk-visible-in-ps"], "No such option: --api-key"),
+        (["--api-key-file", "/nonexistent"], "--api-key-file /nonexistent: cannot read it"),
     ],
 )
 def test_serve_bad_input_exits_2(tiny_model_dir, serve_adapters_dir, args, message):
@@ -69,6 +70,19 @@ def test_serve_bad_input_exits_2(tiny_model_dir, serve_adapters_dir, args, messa
     result = runner.invoke(app, ["serve", *defaults, *args])
     assert result.exit_code == 2, result.output
     assert message in result.output
+
+
+@pytest.mark.parametrize("source", ["file", "env"])
+def test_the_api_key_comes_from_a_file_or_the_environment_and_is_checked(tiny_model_dir, serve_adapters_dir, tmp_path,
+                                                                          source):
+    key_file = tmp_path / "key"
+    key_file.write_text("has space\n")
+    args = ["--api-key-file", str(key_file)] if source == "file" else []
+    env = {"SKYMAZE_API_KEY": "has space"} if source == "env" else {}
+    result = runner.invoke(app, ["serve", "--model", str(tiny_model_dir), "--adapters", str(serve_adapters_dir), *args],
+                           env=env)
+    assert result.exit_code == 2, result.output
+    assert "api_key: must be a non-empty string without spaces" in result.output
 
 
 REHEARSAL_ARGS = ["--heldout", "rehearsal-7x7-64", "--style", "compact", "--cell-px", "8", "--max-tokens", "4"]
@@ -151,11 +165,13 @@ def test_serve_listens_on_loopback_only_and_stops_cleanly_on_a_signal(
 ):
     """`skymaze serve` as a user runs it: every port of it and of its Ray on 127.0.0.1; a signal to
     the whole process group (a process manager, or Ctrl-C in a terminal) exits 0, Ray's temp folder gone."""
+    key_file = tmp_path / "key"
+    key_file.write_text("sk-local\n")
     log = (tmp_path / "serve.log").open("w")
     process = subprocess.Popen(
         [sys.executable, "-m", "workload.cli.main", "serve", "--model", str(tiny_model_dir),
          "--adapters", str(serve_adapters_dir), "--port", "0", "--cache-dir", str(tmp_path / "cache"),
-         "--api-key", "sk-local"],
+         "--api-key-file", str(key_file)],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=log, text=True, start_new_session=True,
     )  # fmt: skip
     try:
@@ -207,7 +223,9 @@ def test_option_help_and_defaults_come_from_the_settings_models(command, models)
         else:
             assert option.default == default, key
         checked.add(key)
-    assert checked == set(fields)  # nested ones (limits.*) are app_builder arguments only
+    # Nested ones (limits.*) are app_builder arguments only; the API key comes from --api-key-file or the
+    # environment, never from the command line (where `ps` shows it).
+    assert checked == set(fields) - {"api_key"}
 
 
 def test_the_evaluate_hint_passes_a_local_adapter_so_it_brings_its_own_settings():

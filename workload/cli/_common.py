@@ -12,8 +12,8 @@ from workload.config import DEFAULT_PROFILE, DEPLOY_FLAG, RECIPE_FLAG
 # The command line's one grammar: `--set KEY=VALUE` edits a recipe (cluster or rehearsal),
 # `--deploy-set KEY=VALUE` (short `-c`, as `cdk -c`) a deploy setting, `--size` picks the cluster size
 # (deploy profile) with one default everywhere (the Makefile's SIZE too). tests/cli/test_grammar.py holds it.
-RECIPE_SET_HELP = ("Change one recipe setting, KEY=VALUE (repeatable): a field such as fixes.seeded_groups=false "
-                   "or trainer.eval_interval=5; `skymaze recipe show NAME --fields` lists them.")
+RECIPE_SET_HELP = ("Change one recipe setting, KEY=VALUE (repeatable), e.g. trainer.eval_interval=5 (a key every "
+                   "recipe has); `skymaze recipe show NAME --fields` lists a recipe's settings.")
 DEPLOY_SET_HELP = "Change one deploy setting, KEY=VALUE (repeatable), as `cdk -c`: e.g. -c worker_count=2; docs/settings.md lists them."
 SIZE_FLAG = "--size"
 OLD_SIZE_FLAG = "--profile"  # the size's old name; `aws` and `cdk` use --profile for credentials profiles
@@ -187,8 +187,10 @@ def print_json(value) -> None:
 def port_taken(host: str, port: int) -> bool:
     """Whether something already listens on ``host:port`` (port 0 never is).
 
-    A plain bind without SO_REUSEPORT fails on any listener, including servers that set
+    A bind without SO_REUSEPORT fails on any listener, including servers that set
     SO_REUSEPORT themselves and would otherwise silently share the port with a second server.
+    SO_REUSEADDR (which Serve's proxy sets too) lets it past the connections of a server that just
+    stopped (TIME_WAIT, ~60 s), which hold the port for nobody.
     """
     import socket
 
@@ -196,6 +198,7 @@ def port_taken(host: str, port: int) -> bool:
         return False
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             probe.bind((host, port))
         except OSError:

@@ -33,6 +33,11 @@ def rehearse(
     """
     _quiet_library_noise()
     from workload.local.config import load_config
+    from workload.skyrl.recipe import available_recipes as cluster_recipes
+
+    if recipe in cluster_recipes():
+        fail(f"--recipe {recipe}: {recipe!r} is a cluster recipe (it runs on HyperPod: skymaze submit --recipe "
+             f"{recipe}); `skymaze recipe list` names the rehearsal recipes", code=EXIT_USAGE)
 
     try:
         cfg = load_config(recipe, [*(sets or []), *(overrides or [])])

@@ -34,7 +34,10 @@ def serve(
     max_queued_requests: int = setting_option(ServeSettings, "max_queued_requests"),
     torch_threads: int = setting_option(ServeSettings, "torch_threads"),
     max_lora_rank: int = setting_option(ServeSettings, "max_lora_rank"),
-    api_key: str | None = setting_option(ServeSettings, "api_key", envvar=API_KEY_ENV, show_default=False),
+    api_key_file: Path | None = typer.Option(
+        None, "--api-key-file", dir_okay=False,
+        help=f"Require 'Authorization: Bearer KEY' on every request, KEY being this file's first line (or the "
+             f"{API_KEY_ENV} environment variable). Never taken on the command line, where `ps` shows it."),
     once: bool = typer.Option(False, "--once", help="start, list the models, stop (a smoke test)"),
 ) -> None:
     """Serve a base model and its LoRA adapters with the OpenAI API on a local Ray Serve.
@@ -43,10 +46,11 @@ def serve(
     on 127.0.0.1 behind Ray's token auth. Stop with Ctrl-C or SIGTERM (exits 0). Every option is
     also an argument of `serve run workload.serve.app:app_builder KEY=VALUE` (docs/settings.md lists them).
 
-    Example:  skymaze serve --model runs/latest/models/sft --adapters adapters --port 8000
+    Example:  skymaze serve --model runs/latest/models/sft --adapters adapters --port 8000 --api-key-file ~/.skymaze-key
     """
     from workload.serve.local import LocalServer
 
+    api_key = _api_key(api_key_file)
     try:
         server = LocalServer(
             model, adapters, host=host, port=port, num_cpus=num_cpus, cache_dir=cache_dir, model_id=model_id,
@@ -57,7 +61,8 @@ def serve(
     except ConfigError as error:
         fail(f"{error} (each setting KEY is the option --KEY, e.g. max_adapters is --max-adapters)", code=EXIT_USAGE)
     _refuse_taken_port(host, port)
-    _refuse_foreign_adapters(model, adapters)
+    for name, reason in unserved_adapters(server.settings):
+        typer.echo(f"not serving adapter {name!r}: {reason}", err=True)
     stop, previous = _stop_on_signals()  # before Ray starts: a signal during start-up also stops cleanly
     from workload.localhost import RayStartError
 
@@ -68,6 +73,19 @@ def serve(
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+
+
+def _api_key(path: Path | None) -> str | None:
+    """The key from ``path``'s first line, else from the environment; None when neither is set."""
+    import os
+
+    if path is None:
+        return os.environ.get(API_KEY_ENV) or None
+    try:
+        lines = path.read_text().splitlines()
+    except OSError as error:
+        fail(f"--api-key-file {path}: cannot read it ({error.strerror}); pass a file holding the key", code=EXIT_USAGE)
+    return lines[0].strip() if lines else ""
 
 
 def _evaluate_hint(url: str, model_id: str, adapters: str) -> str:
@@ -119,18 +137,20 @@ def _refuse_taken_port(host: str, port: int) -> None:
              "(0 picks a free one)")
 
 
-def _refuse_foreign_adapters(model: Path, adapters: str) -> None:
-    """Exit 2 when a local adapter was trained on another base model than --model (it would score ~0)."""
-    from workload.evaluate.adapter_facts import ADAPTER_CONFIG, read_adapter_facts, same_base
+def unserved_adapters(settings: ServeSettings) -> list[tuple[str, str]]:
+    """``(name, why)`` of each adapter in a local --adapters folder the server refuses (it is not listed and
+    answers 400): broken files, a rule it breaks, or a recorded base that is another model folder here."""
+    from workload.serving_rules import ADAPTER_CONFIG, AdapterRuleError, check_servable
 
-    folder = Path(adapters)
-    if adapters.startswith("s3://") or not folder.is_dir():
-        return
-    for config_file in sorted(folder.glob(f"*/{ADAPTER_CONFIG}")):
-        facts = read_adapter_facts(config_file.parent)
-        if not same_base(facts.base_model, model):
-            fail(f"adapter {config_file.parent.name!r} was trained on {facts.base_model} ({config_file}), not on --model "
-                 f"{model}; serve it with --model {facts.base_model}", code=EXIT_USAGE)
+    if settings.adapters.startswith("s3://"):
+        return []
+    refused = []
+    for config_file in sorted(Path(settings.adapters).glob(f"*/{ADAPTER_CONFIG}")):
+        try:
+            check_servable(config_file.parent, served_model=settings.model_dir, max_lora_rank=settings.max_lora_rank)
+        except (AdapterRuleError, OSError) as error:
+            refused.append((config_file.parent.name, str(error)))
+    return refused
 
 
 # The settings an adapter's trainer_config.json sets (workload/evaluate/adapter_facts.py), with the model's defaults.
@@ -165,17 +185,12 @@ def evaluate(
 
     Example:  skymaze evaluate --endpoint http://127.0.0.1:8000 --model maze-sft:selected --adapter runs/latest/served/selected --wait-s 300 --out evals/selected
     """
-    from workload.evaluate.adapter_facts import AdapterFacts, read_adapter_facts, settle
+    from workload.evaluate.adapter_facts import AdapterFacts, endpoint_facts, read_adapter_facts, settle
     from workload.evaluate.endpoint import EndpointError, evaluate_endpoint, wait_for_model
     from workload.evaluate.report import format_report
 
     given = {"style": style, "max_turns": max_turns, "image_history": image_history, "cell_px": cell_px,
              "max_tokens": max_tokens, "set_name": set_name}
-    try:
-        facts = read_adapter_facts(adapter) if adapter is not None else AdapterFacts(Path("."), None, {})
-        settings = settle(facts, given, EVALUATE_DEFAULTS)
-    except ValueError as error:  # a bad --adapter folder, or an option the adapter contradicts
-        fail(str(error), code=EXIT_USAGE)
     if wait_s > 0:
         typer.echo(f"waiting up to {wait_s:g} s for {endpoint} to serve {model}", err=True)
         try:
@@ -183,6 +198,17 @@ def evaluate(
         except EndpointError as error:
             fail(str(error))
         typer.echo(f"{endpoint} serves {model} (waited {waited_s:.0f} s)", err=True)
+    try:
+        if adapter is not None:
+            facts = read_adapter_facts(adapter)
+        else:  # a skymaze endpoint states how each adapter was trained (GET /v1/models)
+            facts = endpoint_facts(endpoint, model) or AdapterFacts(Path("."), None, {})
+            if facts.settings:
+                shown = ", ".join(f"{key} {value}" for key, value in sorted(facts.settings.items()))
+                typer.echo(f"{model} is played as it was trained, as {endpoint} states: {shown}", err=True)
+        settings = settle(facts, given, EVALUATE_DEFAULTS)
+    except ValueError as error:  # a bad --adapter folder, or an option the adapter contradicts
+        fail(str(error), code=EXIT_USAGE)
     try:
         with _progress(f"{model} on {settings['set_name']}", quiet=as_json) as on_episode:
             report = evaluate_endpoint(endpoint=endpoint, model=model, concurrency=concurrency, limit=limit,

@@ -59,16 +59,46 @@ def read_adapter_facts(folder: str | Path) -> AdapterFacts:
         raise ValueError(f"--adapter {path}: no {ADAPTER_CONFIG} there; pass the folder of a PEFT adapter "
                          "(exports/global_step_N/policy or a promoted adapter)")
     base = json.loads(config_path.read_text()).get("base_model_name_or_path")
-    settings: dict[str, Any] = {}
     trainer_path = path / TRAINER_CONFIG
-    if trainer_path.is_file():
-        trainer = json.loads(trainer_path.read_text())
-        settings["style"] = REHEARSAL_STYLE
-        for option, (key, _) in _SOURCES.items():
-            value = _dig(trainer, key)
-            if value is not None and option != "style":
-                settings[option] = value
-    return AdapterFacts(folder=path, base_model=base, settings=settings)
+    trainer = json.loads(trainer_path.read_text()) if trainer_path.is_file() else None
+    return AdapterFacts(folder=path, base_model=base, settings=settings_of(trainer))
+
+
+def settings_of(trainer: dict | None) -> dict[str, Any]:
+    """The evaluation settings a rehearsal adapter's trainer_config.json fixes (none without one)."""
+    if not trainer:
+        return {}
+    settings: dict[str, Any] = {"style": REHEARSAL_STYLE}
+    for option, (key, _) in _SOURCES.items():
+        value = _dig(trainer, key)
+        if value is not None and option != "style":
+            settings[option] = value
+    return settings
+
+
+def endpoint_facts(endpoint: str, model: str, *, api_key: str = "EMPTY", timeout_s: float = 30.0) -> AdapterFacts | None:
+    """What ``endpoint``'s ``GET /v1/models`` states about ``model``'s training (its recipe), or None.
+
+    A skymaze endpoint lists each adapter's trainer_config.json (``TRAINER_CONFIG_FIELD``); another
+    endpoint (vLLM's) states nothing, and the defaults, the cluster recipe's, apply.
+    """
+    import urllib.request
+
+    from workload.serving_rules import TRAINER_CONFIG_FIELD
+
+    root = endpoint.rstrip("/")
+    url = (root if root.endswith("/v1") else root + "/v1") + "/models"
+    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {api_key}"})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout_s) as answer:
+            listed = json.loads(answer.read()).get("data", [])
+    except (OSError, ValueError):
+        return None  # unreachable or not JSON: the evaluation's own check says so in one line
+    entry = next((m for m in listed if isinstance(m, dict) and m.get("id") == model), None)
+    trainer = entry.get(TRAINER_CONFIG_FIELD) if entry else None
+    if not isinstance(trainer, dict):
+        return None
+    return AdapterFacts(folder=Path(url), base_model=None, settings=settings_of(trainer))
 
 
 def settle(facts: AdapterFacts, given: dict[str, Any], defaults: dict[str, Any]) -> dict[str, Any]:

@@ -280,7 +280,8 @@ def available_recipes() -> tuple[str, ...]:
 
 def load_config(name: str = "local", overrides: list[str] | None = None) -> RehearsalConfig:
     """Read recipe ``name`` (following ``extends``), apply ``KEY=VALUE`` overrides, validate and freeze."""
-    raw = config.apply_overrides(RehearsalConfig, config.read_recipe(RECIPES_DIR, name), list(overrides or []))
+    raw = config.apply_overrides(RehearsalConfig, config.read_recipe(RECIPES_DIR, name), list(overrides or []),
+                                 lists=f"skymaze recipe show {name} --fields")
     return config.validate(RehearsalConfig, {**raw, "name": name}, what=f"rehearsal recipe {name!r}")
 
 

@@ -24,7 +24,7 @@ from workload.files import write_dir_atomic, write_json_atomic
 from workload.local.config import RehearsalConfig
 from workload.local.rundir import RunDir, point_latest
 from workload.local.tracking import MetricsLog, PeakMemory, PhaseTimer
-from workload.maze.heldout import load_set
+from workload.maze.heldout import HeldoutSet, load_set
 
 # The base model's name on the rehearsal's endpoint; the adapter chosen on the validation set is served
 # from runs/<id>/served/selected as SERVED_BASE_ID:selected, whatever step it is (its manifest names the step).
@@ -35,6 +35,21 @@ PROGRESS_KEYS = {
     "sft": ("sft/loss", "sft/validation_solved"),
     "grpo": ("reward/avg_raw_reward", "policy/loss", "rollout/mean_turns", "timing/step_s"),
 }
+
+
+@dataclasses.dataclass(frozen=True)
+class PhaseContext:
+    """What the SFT, GRPO and control phases share: the mazes they may train and evaluate on, and the logs."""
+
+    accept: Callable[[int], bool]
+    """Training seeds: neither a held-out nor a validation layout."""
+    heldout: HeldoutSet
+    validation: Any
+    """The validation mazes (a set like the held-out ones): they stop SFT and choose the served step."""
+    log: Callable[[str, int, dict], None]
+    """Metrics of a phase's step: to metrics.jsonl and the progress line."""
+    on_eval: Callable[[int, dict, list], None]
+    """A held-out evaluation's report: to metrics.jsonl and the [eval] line."""
 
 
 def _progress(echo: Callable[[str], None], total_steps: int) -> Callable[[str, int, dict], None]:
@@ -72,7 +87,7 @@ def _phase_model(cfg: RehearsalConfig, run: RunDir, echo: Callable[[str], None])
     echo(f"[model] built tiny Qwen3-VL ({preset}, seed {cfg.trainer.seed}): {run.base_model}")
 
 
-def _phase_sft(cfg: RehearsalConfig, run: RunDir, ctx: dict, echo: Callable[[str], None]) -> dict:
+def _phase_sft(cfg: RehearsalConfig, run: RunDir, ctx: PhaseContext, echo: Callable[[str], None]) -> dict:
     from workload.local.policy import Encoder
     from workload.local.sft import run_sft
     from workload.model.tiny import load_tiny
@@ -81,7 +96,7 @@ def _phase_sft(cfg: RehearsalConfig, run: RunDir, ctx: dict, echo: Callable[[str
         echo(f"[sft] warm start present: {run.sft_model}")
         return {}
     model, processor = load_tiny(run.base_model, device=_device())
-    validation = ctx["validation"]
+    validation = ctx.validation
     total = len(validation.entries)
     echo(
         f"[sft] BFS demonstrations, batch {cfg.sft.batch_size}; stop at the first check with at least "
@@ -93,9 +108,9 @@ def _phase_sft(cfg: RehearsalConfig, run: RunDir, ctx: dict, echo: Callable[[str
         encoder=Encoder(processor),
         cfg=cfg,
         run=run,
-        accept=ctx["accept"],
+        accept=ctx.accept,
         validation=validation,
-        log=ctx["log"],
+        log=ctx.log,
     )
 
     def fill(tmp: Path) -> None:
@@ -107,7 +122,7 @@ def _phase_sft(cfg: RehearsalConfig, run: RunDir, ctx: dict, echo: Callable[[str
     return {"steps": result.steps, "validation_solved": result.validation_solved, "history": result.history}
 
 
-def _phase_grpo(cfg: RehearsalConfig, run: RunDir, ctx: dict, echo: Callable[[str], None], ray: Any) -> dict:
+def _phase_grpo(cfg: RehearsalConfig, run: RunDir, ctx: PhaseContext, echo: Callable[[str], None], ray: Any) -> dict:
     from workload.local.evaluator import eval_settings
     from workload.local.grpo_trainer import GrpoLearner
     from workload.local.policy import Encoder
@@ -143,11 +158,11 @@ def _phase_grpo(cfg: RehearsalConfig, run: RunDir, ctx: dict, echo: Callable[[st
             encoder=Encoder(processor),
             workers=workers,
             ray=ray,
-            heldout=ctx["heldout"],
-            accept=ctx["accept"],
-            log=ctx["log"],
-            on_eval=ctx["on_eval"],
-            validation=ctx["validation"],
+            heldout=ctx.heldout,
+            accept=ctx.accept,
+            log=ctx.log,
+            on_eval=ctx.on_eval,
+            validation=ctx.validation,
         )
         if start:
             learner.load_checkpoint(start)
@@ -174,7 +189,7 @@ def _record_grpo_cpu(run: RunDir, cpu_s: float, resumed_from_step: int) -> None:
                                            "resumed_from_step": resumed_from_step})
 
 
-def _phase_control(cfg: RehearsalConfig, run: RunDir, ctx: dict, echo: Callable[[str], None],
+def _phase_control(cfg: RehearsalConfig, run: RunDir, ctx: PhaseContext, echo: Callable[[str], None],
                    cpu_clock: Callable[[], float]) -> dict:
     from workload.local.control import control_path, grpo_cpu_path, run_control
 
@@ -193,13 +208,13 @@ def _phase_control(cfg: RehearsalConfig, run: RunDir, ctx: dict, echo: Callable[
     result = run_control(
         cfg=cfg,
         run=run,
-        validation=ctx["validation"],
-        heldout=ctx["heldout"],
-        accept=ctx["accept"],
+        validation=ctx.validation,
+        heldout=ctx.heldout,
+        accept=ctx.accept,
         budget_cpu_s=budget["cpu_s"],
         evaluations=evaluations,
         cpu_clock=cpu_clock,
-        log=ctx["log"],
+        log=ctx.log,
         device=_device(),
     )
     result["budget_complete"] = budget["complete"]
@@ -284,28 +299,11 @@ def _served_step(folder) -> int | None:
     return json.loads(manifest.read_text())["source"]["step"] if manifest.is_file() else None
 
 
-def rehearse(cfg: RehearsalConfig, *, echo: Callable[[str], None] = print) -> dict[str, Any]:
-    """Run (or resume) the rehearsal described by ``cfg``; return the report dict."""
-    import torch
-
+def _phase_context(cfg: RehearsalConfig, run: RunDir, metrics: MetricsLog, log: Callable[[str, int, dict], None],
+                   echo: Callable[[str], None]) -> PhaseContext:
+    """The mazes the phases may use (training seeds exclude held-out and validation layouts) and their logs."""
     from workload.local.data import excluding, validation_set
-    from workload.local.report import finish_report, selected_export_step
     from workload.maze.heldout import SPECS, training_seed_filter
-
-    torch.set_num_threads(cfg.trainer.num_threads)
-    started = time.perf_counter()
-    runs_dir = Path(cfg.trainer.runs_dir)
-    run = RunDir(runs_dir / cfg.run_id)
-    if cfg.trainer.resume_mode == "none" and run.root.exists():
-        shutil.rmtree(run.root)
-    run.root.mkdir(parents=True, exist_ok=True)
-    write_json_atomic(run.root / "config.json", cfg.to_dict())
-    point_latest(runs_dir, cfg.run_id)
-    echo(f"run {run.root}  (recipe {cfg.name}, fingerprint {cfg.fingerprint()})")
-    # GRPO resumes from its latest checkpoint (step 0: before the first one), SFT from its own.
-    resume_step = (run.latest_step() or 0) if (run.sft_model / "config.json").is_file() else None
-    metrics = MetricsLog(run.root, resume_step=resume_step)
-    log = _progress(echo, cfg.trainer.max_training_steps)
 
     def log_both(phase: str, step: int, values: dict) -> None:
         metrics(phase, step, values)
@@ -331,13 +329,32 @@ def rehearse(cfg: RehearsalConfig, *, echo: Callable[[str], None] = print) -> di
     not_heldout = training_seed_filter(size, [cfg.environment.heldout_set])
     by_map = SPECS[cfg.environment.heldout_set].by_map
     validation = validation_set(cfg.sft.validation_size, size=size, accept=not_heldout, by_map=by_map)
-    ctx = {
-        "accept": excluding(not_heldout, validation, by_map=by_map),
-        "heldout": heldout,
-        "validation": validation,
-        "log": log_both,
-        "on_eval": on_eval,
-    }
+    accept = excluding(not_heldout, validation, by_map=by_map)
+    return PhaseContext(accept=accept, heldout=heldout, validation=validation, log=log_both, on_eval=on_eval)
+
+
+def rehearse(cfg: RehearsalConfig, *, echo: Callable[[str], None] = print) -> dict[str, Any]:
+    """Run (or resume) the rehearsal described by ``cfg``; return the report dict."""
+    import torch
+
+    from workload.local.report import finish_report, selected_export_step
+
+    torch.set_num_threads(cfg.trainer.num_threads)
+    started = time.perf_counter()
+    runs_dir = Path(cfg.trainer.runs_dir)
+    run = RunDir(runs_dir / cfg.run_id)
+    if cfg.trainer.resume_mode == "none" and run.root.exists():
+        shutil.rmtree(run.root)
+    # A finished run read back from disk: its report keeps the measurements of the run that made it.
+    reread_only = (run.root / "report.json").is_file() and _grpo_finished(cfg, run)
+    run.root.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(run.root / "config.json", cfg.to_dict())
+    point_latest(runs_dir, cfg.run_id)
+    echo(f"run {run.root}  (recipe {cfg.name}, fingerprint {cfg.fingerprint()})")
+    # GRPO resumes from its latest checkpoint (step 0: before the first one), SFT from its own.
+    resume_step = (run.latest_step() or 0) if (run.sft_model / "config.json").is_file() else None
+    metrics = MetricsLog(run.root, resume_step=resume_step)
+    ctx = _phase_context(cfg, run, metrics, _progress(echo, cfg.trainer.max_training_steps), echo)
     with PeakMemory() as memory:
         timer = PhaseTimer(cpu=lambda: memory.cpu_s)
         with timer.run("model"):
@@ -385,4 +402,5 @@ def rehearse(cfg: RehearsalConfig, *, echo: Callable[[str], None] = print) -> di
         echo=echo,
         cpu_s=cpu_s,
         phase_cpu_seconds=timer.cpu_seconds,
+        reread_only=reread_only,
     )

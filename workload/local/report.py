@@ -12,6 +12,7 @@ side with more held-out solves and whether the paired test separates them.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable
 from typing import Any
@@ -284,6 +285,20 @@ def resources_line(
     )
 
 
+# What a run's own invocation measured: a later invocation that only reads the finished run back keeps these.
+MEASUREMENTS = ("wall_seconds", "cpu_seconds", "phase_seconds", "phase_cpu_seconds", "peak_memory_gib",
+                "load_average_1m", "resumed_from_step", "sft")
+
+
+def keep_measurements(report: dict, previous: dict | None, *, reread_only: bool) -> dict:
+    """``report`` with the measurements of ``previous`` (the report on disk) when this invocation only read
+    the finished run back; its own go under ``reread``. A report of other settings is never mixed in."""
+    if not reread_only or not previous or previous.get("fingerprint") != report.get("fingerprint"):
+        return report
+    kept = {key: previous[key] for key in MEASUREMENTS if key in previous}
+    return {**report, **kept, "reread": {key: report.get(key) for key in ("wall_seconds", "cpu_seconds")}}
+
+
 def finish_report(
     *,
     cfg: RehearsalConfig,
@@ -299,8 +314,12 @@ def finish_report(
     control: dict | None = None,
     cpu_s: float | None = None,
     phase_cpu_seconds: dict | None = None,
+    reread_only: bool = False,
 ) -> dict:
-    """Write report.json and the pictures, print the table; return the report."""
+    """Write report.json and the pictures, print the table; return the report.
+
+    ``reread_only``: this invocation found the run finished and only read it back; the measurements of the
+    invocation that made it stay (:func:`keep_measurements`)."""
     from workload.maze.heldout import load_set
 
     heldout = load_set(cfg.environment.heldout_set)
@@ -341,10 +360,16 @@ def finish_report(
     report["episode_picture_seed"] = solved_episode_png(
         run, shown, heldout, cfg.environment.maze.cell_px, run.root / "episode.png"
     )
+    previous_path = run.root / "report.json"
+    previous = json.loads(previous_path.read_text()) if previous_path.is_file() else None
+    report = keep_measurements(report, previous, reread_only=reread_only)
     write_json_atomic(run.root / "report.json", report)
     echo("")
     echo(format_table(report))
-    echo(resources_line(wall_s, phases, cpu_s, phase_cpu_seconds or {}, peak_gib, report["load_average_1m"]))
+    echo(resources_line(report["wall_seconds"], report["phase_seconds"], report["cpu_seconds"],
+                        report["phase_cpu_seconds"], report["peak_memory_gib"], report["load_average_1m"]))
+    if "reread" in report:
+        echo(f"(measured when the run was made; this rerun read it back in {wall_s:.1f} s)")
     echo(
         f"report: {run.root / 'report.json'}  curve: {run.root / 'eval_curve.png'}  "
         f"episode: {run.root / 'episode.png'}"

@@ -21,6 +21,7 @@ from workload.serve.errors import AdapterNotFoundError
 from workload.serving_rules import ADAPTER_CONFIG, parse_s3_uri, validate_adapter_name
 
 CACHE_MARKER = ".skymaze-source.json"  # the S3 keys + ETags a cached copy was made from
+TRAINER_CONFIG = "trainer_config.json"  # the recipe a rehearsal adapter was trained with (its exports carry it)
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,24 @@ class AdapterStore:
             cp["Prefix"][len(base) :].strip("/") for page in pages for cp in page.get("CommonPrefixes", [])
         ]
         return sorted(name for name in folders if _safe(name) and self._s3_objects(name))
+
+    def trainer_config(self, name: str) -> dict[str, Any] | None:
+        """The recipe adapter ``name`` was trained with (its trainer_config.json), or None when it has none.
+
+        ``GET /v1/models`` states it per adapter, so a client can play the way the adapter was trained.
+        """
+        validate_adapter_name(name)
+        if not self.is_s3:
+            path = Path(self.source) / name / TRAINER_CONFIG
+            return json.loads(path.read_text()) if path.is_file() else None
+        bucket, prefix = parse_s3_uri(self.source)
+        key = f"{prefix}/{name}/{TRAINER_CONFIG}" if prefix else f"{name}/{TRAINER_CONFIG}"
+        try:
+            return json.loads(self._s3().get_object(Bucket=bucket, Key=key)["Body"].read())
+        except Exception as exc:  # botocore's NoSuchKey is generated per client: test the code
+            if getattr(exc, "response", {}).get("Error", {}).get("Code") in {"NoSuchKey", "404"}:
+                return None
+            raise
 
     def fetch(self, name: str) -> Path:
         """A local folder holding adapter ``name``; raise AdapterNotFoundError if the source has none."""
@@ -89,7 +108,8 @@ class AdapterStore:
             raise AdapterNotFoundError(f"adapter {name!r} is gone from the source") from exc
         if ADAPTER_CONFIG not in {n for n, _ in stats}:
             raise AdapterNotFoundError(f"adapter {name!r} is gone from the source")
-        return tuple((n, st.st_size, st.st_mtime_ns, st.st_ino) for n, st in stats)
+        # ctime too: a rewrite in place that keeps size and mtime (os.utime can set it back) still moves it.
+        return tuple((n, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino) for n, st in stats)
 
     def _s3_objects(self, name: str) -> dict[str, str]:
         """``{relative key: ETag}`` of the adapter's objects; empty when it has no adapter_config.json."""

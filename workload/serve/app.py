@@ -7,6 +7,7 @@ each adapter's requests to a replica that already holds it. Each model replica k
 """
 
 import asyncio
+import collections
 import hmac
 import logging
 import os
@@ -14,6 +15,7 @@ import threading
 import time
 import uuid
 from http import HTTPStatus
+from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -32,6 +34,7 @@ from workload.serve.errors import (
     model_not_found,
     overloaded,
     parse_model_id,
+    request_timeout,
     too_large,
     unauthorized,
 )
@@ -45,18 +48,31 @@ from workload.serve.protocol import (
     parse_chat_request,
 )
 from workload.serve.settings import ServeSettings
-from workload.serving_rules import AdapterRuleError
+from workload.serving_rules import TRAINER_CONFIG_FIELD, AdapterRuleError, check_servable
 
 MODEL_DEPLOYMENT = "model"
 INGRESS_DEPLOYMENT = "ingress"
-# Requests the ingress takes beyond what the model replicas run and queue: cheap ones
-# (/v1/models, 4xx answers) keep being answered while the model's queue is full.
-INGRESS_HEADROOM_REQUESTS = 16
+# Requests the ingress holds at once: reading their bodies, waiting for the model, or running there.
+# Each is an asyncio task and a socket (kilobytes); beyond it the ingress answers 503 at once.
+MAX_OPEN_REQUESTS = 256
+# Ray's own limit on the ingress sits above ours by this much, so that the 503s beyond ours (which
+# take microseconds) never queue long enough for Serve's proxy to answer in plain text instead.
+INGRESS_HEADROOM_REQUESTS = 64
+# A request's whole body must arrive within this time (8 MiB at ~1 MB/s); then 408. A client that
+# sends headers and stalls holds an ingress slot for at most this long.
+BODY_READ_TIMEOUT_S = 10.0
+# How long a request waits in the ingress for room in the model's queue before its 503 (at most as many
+# wait as the model holds; more are held as long and refused unread): clients that retry at once are
+# paced by it, so the model stays busy and refusals stay cheap (benchmarks/bench_serve_load.py).
+ADMISSION_WAIT_S = 4.0
 # S3 adapters are re-listed at most this often per replica (local ones are stat'ed every request).
 S3_RECHECK_INTERVAL_S = 10.0
 # Oversized bodies up to this many times the limit are read (and dropped) before the 413.
 DRAIN_FACTOR = 4
 logger = logging.getLogger("ray.serve")
+# The routes and the one method each takes; other methods and paths get 405 and 404 (after the key check).
+ROUTES = {"/v1/models": "GET", "/v1/chat/completions": "POST"}
+OTHER_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS")
 
 
 def _is_replica_gone(exc: BaseException) -> bool:
@@ -210,6 +226,47 @@ class ModelServer:
         }
 
 
+class Admission:
+    """At most ``capacity`` requests in the model deployment; the rest wait, first come first served.
+
+    `acquire` returns False when no room came within ``wait_s`` (the caller answers 503); a slot freed
+    by `release` goes straight to the oldest waiter. Lives on one event loop (the ingress's).
+    """
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self.free = capacity
+        self._waiters: collections.deque[asyncio.Future] = collections.deque()
+
+    @property
+    def waiting(self) -> int:
+        return sum(not w.done() for w in self._waiters)
+
+    async def acquire(self, wait_s: float) -> bool:
+        if self.free > 0 and not self.waiting:
+            self.free -= 1
+            return True
+        granted = asyncio.get_running_loop().create_future()
+        self._waiters.append(granted)
+        timer = asyncio.get_running_loop().call_later(wait_s, lambda: granted.done() or granted.set_result(False))
+        try:
+            return await granted
+        except asyncio.CancelledError:
+            if granted.done() and not granted.cancelled() and granted.result():
+                self.release()  # granted just as the client went away: pass the slot on
+            raise
+        finally:
+            timer.cancel()
+
+    def release(self) -> None:
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(True)
+                return
+        self.free += 1
+
+
 api = FastAPI(title="skymaze OpenAI-compatible endpoint", docs_url=None, redoc_url=None, openapi_url=None)
 
 
@@ -272,8 +329,12 @@ class OpenAIIngress:
 
     def __init__(self, settings: ServeSettings, model: Any) -> None:
         self._settings = settings
+        self._limits = settings.limits.request_limits()
         self._model = model
         self._store = AdapterStore(settings.adapters, settings.cache_dir, settings.s3_endpoint_url)
+        self._open = 0  # chat requests in this ingress (reading, waiting for the model, or there)
+        # The model replica's running + queued requests: beyond them, requests wait here, then 503.
+        self._admission = Admission(settings.max_ongoing_requests + settings.max_queued_requests)
 
     def _authorize(self, request: Request) -> None:
         key = self._settings.api_key
@@ -283,6 +344,29 @@ class OpenAIIngress:
         if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), key.encode()):
             raise unauthorized()
 
+    def _servable_names(self) -> list[str]:
+        """The source's adapters, less the local ones the serving rules refuse (they would answer 400)."""
+        names = self._store.names()
+        if self._store.is_s3:  # checked by `skymaze promote` before upload, and again when loaded
+            return names
+        servable = []
+        for name in names:
+            try:
+                check_servable(Path(self._store.source) / name, served_model=self._settings.model_dir,
+                               max_lora_rank=self._settings.max_lora_rank)
+            except (AdapterRuleError, OSError):
+                continue
+            servable.append(name)
+        return servable
+
+    def _trainer_config(self, name: str) -> dict[str, Any] | None:
+        """Adapter ``name``'s training recipe, or None (also when it cannot be read: the listing still answers)."""
+        try:
+            return self._store.trainer_config(name)
+        except Exception as exc:  # an unreadable recipe must not take the model list down
+            logger.warning("reading the training recipe of adapter %s failed: %r", name, exc)
+            return None
+
     @api.get("/v1/models")
     async def models(self, request: Request) -> JSONResponse:
         try:
@@ -291,7 +375,7 @@ class OpenAIIngress:
             return _error(exc)
         base = self._settings.base_model_id
         try:
-            names = await asyncio.to_thread(self._store.names)
+            names = await asyncio.to_thread(self._servable_names)
         except Exception as exc:  # S3 unreachable or denied: say so in the OpenAI shape
             logger.warning("listing adapters failed: %r", exc)
             return _error(
@@ -301,22 +385,55 @@ class OpenAIIngress:
                     type="server_error",
                 )
             )
-        return JSONResponse(models_body([base, *(f"{base}:{n}" for n in names)]))
+        body = models_body([base, *(f"{base}:{n}" for n in names)])
+        # Each adapter's training recipe, so a client plays it as it was trained (skymaze evaluate reads it).
+        configs = await asyncio.to_thread(lambda: {n: self._trainer_config(n) for n in names})
+        for entry, name in zip(body["data"][1:], names, strict=True):
+            if configs[name]:
+                entry[TRAINER_CONFIG_FIELD] = configs[name]
+        return JSONResponse(body)
 
     @api.post("/v1/chat/completions")
     async def chat_completions(self, request: Request) -> JSONResponse:
+        self._open += 1
         try:
             self._authorize(request)
+            if self._open > MAX_OPEN_REQUESTS:
+                raise overloaded(f"the endpoint holds {MAX_OPEN_REQUESTS} requests already; retry shortly")
             return JSONResponse(await self._complete(request))
         except ApiError as exc:
             return _error(exc)
+        finally:
+            self._open -= 1
 
     async def _complete(self, request: Request) -> dict[str, Any]:
-        limits = self._settings.limits
-        raw = await _read_body(request, limits.max_request_bytes)
+        limits = self._limits
+        if self._admission.waiting >= self._admission.capacity:
+            # As many wait as the model holds: held as long as a waiting request, then refused, its body
+            # unread and unparsed, so that clients retrying at once cost little and the model keeps its CPU.
+            await asyncio.sleep(ADMISSION_WAIT_S)
+            raise overloaded("more requests than the model holds are waiting already; retry after the "
+                             "Retry-After seconds")
+        try:
+            async with asyncio.timeout(BODY_READ_TIMEOUT_S):
+                raw = await _read_body(request, limits.max_request_bytes)
+        except TimeoutError as exc:
+            raise request_timeout(
+                f"the request body did not arrive within {BODY_READ_TIMEOUT_S:g} s; send the whole body at once"
+            ) from exc
         # Image decoding is CPU work: off the event loop, so other requests keep being answered.
         chat = await asyncio.to_thread(parse_chat_request, raw, limits=limits)
         adapter = parse_model_id(chat.model, base_model_id=self._settings.base_model_id)
+        if not await self._admission.acquire(ADMISSION_WAIT_S):
+            raise overloaded(
+                f"the model's queue stayed full for {ADMISSION_WAIT_S:g} s; retry after the Retry-After seconds"
+            )
+        try:
+            return await self._generate(chat, adapter)
+        finally:
+            self._admission.release()
+
+    async def _generate(self, chat: ChatRequest, adapter: str | None) -> dict[str, Any]:
         handle = self._model.options(multiplexed_model_id=adapter or "")
         response = handle.generate.remote(chat)
         try:
@@ -340,21 +457,44 @@ class OpenAIIngress:
         return chat_completion_body(chat.model, completion)
 
 
+    # Last: every other route and method, so that the key is checked before a 404 or 405 says what exists.
+    @api.api_route("/{path:path}", methods=list(OTHER_METHODS), include_in_schema=False)
+    async def other_routes(self, request: Request, path: str) -> JSONResponse:
+        try:
+            self._authorize(request)
+        except ApiError as exc:
+            return _error(exc)
+        route = "/" + path
+        if route in ROUTES:
+            allowed = ROUTES[route]
+            return JSONResponse(
+                ApiError(HTTPStatus.METHOD_NOT_ALLOWED, f"{request.method} {route}: this route takes {allowed}",
+                         code="method_not_allowed").body(),
+                status_code=HTTPStatus.METHOD_NOT_ALLOWED, headers={"Allow": allowed},
+            )
+        return _error(ApiError(HTTPStatus.NOT_FOUND, f"Unknown route {request.method} {route}: this endpoint serves "
+                               "GET /v1/models and POST /v1/chat/completions.", code="unknown_url"))
+
+
 def build_app(settings: ServeSettings) -> serve.Application:
     """The bound Serve application for ``settings`` (pass to `serve.run`).
 
-    The model replica runs ``max_ongoing_requests`` and its callers queue ``max_queued_requests``
-    more (then 503 + Retry-After in OpenAI's shape); the ingress takes that many plus a headroom
-    and its own bounded queue, beyond which Serve's proxy answers 503 itself.
+    The model replica runs ``max_ongoing_requests`` and queues ``max_queued_requests`` more; the
+    ingress admits that many into the model, lets more wait up to `ADMISSION_WAIT_S` and then
+    answers 503 + Retry-After in OpenAI's shape, as it does beyond `MAX_OPEN_REQUESTS` at once.
     """
+    # The model's queue is bounded by the ingress's admission (max_ongoing + max_queued requests), not by
+    # Serve's: Serve's router frees a slot a moment after the answer arrives, so a bound there too
+    # would refuse requests the ingress had just admitted.
     model = ModelServer.options(
         max_ongoing_requests=settings.max_ongoing_requests,
-        max_queued_requests=settings.max_queued_requests,
+        max_queued_requests=-1,
         ray_actor_options={"num_cpus": settings.replica_num_cpus},
     ).bind(settings)
-    ingress_ongoing = settings.max_ongoing_requests + settings.max_queued_requests + INGRESS_HEADROOM_REQUESTS
+    # No queue limit at Serve's level (-1) for the ingress either: it answers every request itself,
+    # within MAX_OPEN_REQUESTS, and Serve's proxy never answers a plain-text 503 of its own.
     return OpenAIIngress.options(
-        max_ongoing_requests=ingress_ongoing, max_queued_requests=ingress_ongoing
+        max_ongoing_requests=MAX_OPEN_REQUESTS + INGRESS_HEADROOM_REQUESTS, max_queued_requests=-1
     ).bind(settings, model)
 
 

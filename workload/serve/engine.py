@@ -13,13 +13,22 @@ the engine reports itself unhealthy so that Serve replaces the replica.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from pathlib import Path
 from typing import Any
 
-from workload.serve.errors import too_large
+from workload.serve.errors import bad_request, too_large
 from workload.serve.protocol import ChatRequest, Completion
-from workload.serving_rules import DEFAULT_MAX_LORA_RANK, inspect_adapter
+from workload.serving_rules import (
+    ADAPTER_WEIGHTS,
+    DEFAULT_MAX_LORA_RANK,
+    AdapterRuleError,
+    AdapterSummary,
+    check_base,
+    inspect_adapter,
+    served_lora_config,
+)
 
 
 class GenerationCancelled(Exception):
@@ -44,6 +53,7 @@ class GenerationEngine:
 
         if torch_threads:
             torch.set_num_threads(torch_threads)
+        self.model_dir = Path(model_dir)
         self._model = AutoModelForImageTextToText.from_pretrained(
             model_dir, dtype=torch.float32, attn_implementation="sdpa"
         ).eval()
@@ -67,6 +77,13 @@ class GenerationEngine:
         caps = [cap for cap in (max_prompt_tokens, self.max_positions) if cap]
         self.max_prompt_tokens = min(caps) if caps else None
         self.unhealthy: str | None = None
+        # Tokens only the chat template writes (<|im_start|>, <|image_pad|>...): typed in text they would
+        # forge turns or make the processor fail counting image tokens.
+        tokenizer = self._processor.tokenizer
+        self.special_tokens = tuple(sorted(
+            {t.content for t in tokenizer.added_tokens_decoder.values() if t.special} | set(tokenizer.all_special_tokens),
+            key=len, reverse=True,
+        ))
 
     def loaded_adapters(self) -> list[str]:
         """Names of the adapters whose weights are in memory now.
@@ -84,27 +101,34 @@ class GenerationEngine:
         with self._lock:
             self._load_locked(name, str(path))
 
-    def check_adapter(self, path: str | Path) -> None:
+    def check_adapter(self, path: str | Path) -> AdapterSummary:
         """Raise `AdapterRuleError` unless the adapter at ``path`` fits the rules and this base."""
-        inspect_adapter(Path(path), max_lora_rank=self.max_lora_rank, base_shapes=self.base_shapes)
+        summary = inspect_adapter(Path(path), max_lora_rank=self.max_lora_rank, base_shapes=self.base_shapes)
+        check_base(summary.config, Path(path), self.model_dir)
+        _check_finite(Path(path) / ADAPTER_WEIGHTS)
+        return summary
 
     def _load_locked(self, name: str, path: str) -> None:
         if name in self._paths:
             return
-        self.check_adapter(path)
-        self._attach(name, path)
+        summary = self.check_adapter(path)
+        self._attach(name, path, served_lora_config(summary))
         self._paths[name] = path
         self.load_count[name] = self.load_count.get(name, 0) + 1
 
-    def _attach(self, name: str, path: str) -> None:
-        """Let peft load the adapter; on failure remove whatever it added, or mark the engine unhealthy."""
-        from peft import PeftConfig, PeftModel
+    def _attach(self, name: str, path: str, lora_config: dict[str, Any]) -> None:
+        """Let peft load the adapter with ``lora_config``; on failure remove whatever it added, or mark the
+        engine unhealthy. peft reads only the weights from ``path``: the adapter is registered first, so its
+        `load_adapter` skips the author's config (see `served_lora_config`)."""
+        from peft import LoraConfig, PeftModel
 
+        config = LoraConfig(**lora_config)
         created = self._peft is None
         try:
             if created:
-                config = PeftConfig.from_pretrained(path)
                 self._peft = PeftModel(self._model, config, adapter_name=name)
+            else:
+                self._peft.add_adapter(name, config)
             self._peft.load_adapter(path, adapter_name=name)
             self._peft.eval()
         except Exception:
@@ -147,7 +171,7 @@ class GenerationEngine:
         ``adapter_path`` reloads the adapter if it was evicted between routing and generation;
         setting ``cancel`` stops generation at the next token (raises `GenerationCancelled`).
         """
-        inputs = self._inputs(request)
+        inputs, request = self._inputs(request)
         with self._lock:
             if cancel is not None and cancel.is_set():
                 self.cancelled_count += 1
@@ -167,7 +191,26 @@ class GenerationEngine:
             finally:
                 self._peft.base_model.enable_adapter_layers()
 
-    def _inputs(self, request: ChatRequest) -> Any:
+    def check_text(self, request: ChatRequest) -> None:
+        """400 naming the part when a message's text holds a special token."""
+        for i, message in enumerate(request.messages):
+            content = message["content"]
+            if isinstance(content, str):
+                texts = [(f"messages[{i}].content", content)]
+            else:
+                texts = [(f"messages[{i}].content[{j}].text", p["text"]) for j, p in enumerate(content) if p["type"] == "text"]
+            for at, text in texts:
+                token = next((t for t in self.special_tokens if t in text), None)
+                if token is not None:
+                    raise bad_request(
+                        f"{at} holds the special token {token!r}, which only the chat template writes; remove it "
+                        "(images go in image_url parts)",
+                        param=at,
+                    )
+
+    def _inputs(self, request: ChatRequest) -> tuple[Any, ChatRequest]:
+        """The processor's tensors, and ``request`` with a default reply length cut to the context left."""
+        self.check_text(request)
         text = self._processor.apply_chat_template(
             request.messages, add_generation_prompt=True, tokenize=False
         )
@@ -179,13 +222,16 @@ class GenerationEngine:
                 f"the prompt is {prompt_tokens} tokens (text and images); the limit is {limit}",
                 param="messages",
             )
-        if self.max_positions is not None and prompt_tokens + request.max_tokens > self.max_positions:
+        left = None if self.max_positions is None else self.max_positions - prompt_tokens
+        if left is not None and request.max_tokens_defaulted and 0 < left < request.max_tokens:
+            request = dataclasses.replace(request, max_tokens=left)
+        if left is not None and request.max_tokens > left:
             raise too_large(
                 f"the prompt ({prompt_tokens} tokens) plus max_tokens ({request.max_tokens}) exceeds the "
                 f"model's {self.max_positions} positions; lower max_tokens or shorten the messages",
                 param="max_tokens",
             )
-        return inputs
+        return inputs, request
 
     def _run(self, request: ChatRequest, inputs: Any, cancel: threading.Event | None = None) -> Completion:
         import torch
@@ -226,3 +272,13 @@ class GenerationEngine:
         return Completion(
             text=text, finish_reason=finish, prompt_tokens=prompt_len, completion_tokens=len(new_tokens)
         )
+
+
+def _check_finite(weights: Path) -> None:
+    """Raise `AdapterRuleError` naming the first tensor holding NaN or infinity (sampling would fail on it)."""
+    import torch
+    from safetensors.torch import load_file
+
+    for name, tensor in load_file(weights).items():
+        if not torch.isfinite(tensor).all():
+            raise AdapterRuleError(name, "holds NaN or infinite values; retrain or re-export the adapter")

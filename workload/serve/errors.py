@@ -58,6 +58,11 @@ def too_large(message: str, *, param: str | None = None) -> ApiError:
     return ApiError(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, message, param=param, code="request_too_large")
 
 
+def request_timeout(message: str) -> ApiError:
+    """408: the client did not send its request in time (the connection is closed after the answer)."""
+    return ApiError(HTTPStatus.REQUEST_TIMEOUT, message, code="request_timeout")
+
+
 def model_not_found(model: str, why: str) -> ApiError:
     """404: the base model or the adapter named in ``model`` does not exist."""
     return ApiError(

@@ -15,9 +15,6 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import Field, PositiveInt, model_validator
-
-from workload.config import ConfigModel
 from workload.serve.errors import bad_request, too_large
 from workload.serving_rules import data_uri_bytes
 
@@ -40,29 +37,46 @@ DEFAULT_REPLY_TOKENS = 256
 MAX_PROMPT_TOKENS = 8192
 # Nesting of the JSON body; a chat request needs 5 (body, messages, message, parts, part).
 MAX_JSON_DEPTH = 16
+# Messages and content parts of one request, counted before anything is templated: a 15-turn maze
+# episode with its whole history is 31 messages of at most 2 parts (text + frame); 8x that is allowed.
+MAX_MESSAGES = 256
+MAX_CONTENT_PARTS = 512
+# Characters the chat template adds per message (Qwen's "<|im_start|>assistant\n" ... "<|im_end|>\n"
+# is 33), counted with the text against max_prompt_chars so that empty messages are not free.
+TEMPLATE_CHARS_PER_MESSAGE = 32
 
 
-class RequestLimits(ConfigModel):
-    """Size limits of one request; exceeding any of them is a 413 (``limits.*`` of the serve settings)."""
+# OpenAI request fields this endpoint cannot honour: refused rather than silently ignored.
+UNSUPPORTED_FIELDS = {
+    "logprobs": "no token log-probabilities are returned",
+    "top_logprobs": "no token log-probabilities are returned",
+    "tools": "no tool calls are made",
+    "tool_choice": "no tool calls are made",
+    "functions": "no function calls are made",
+    "function_call": "no function calls are made",
+    "response_format": "replies are plain text; only {\"type\": \"text\"} is accepted",
+}
+# A token is at least one character: text over this many characters a prompt token is refused unread.
+CHARS_PER_PROMPT_TOKEN_BOUND = 8
 
-    max_request_bytes: PositiveInt = Field(MAX_REQUEST_BYTES, description="Largest request body.")
-    max_images: PositiveInt = Field(MAX_IMAGES, description="Images one request may hold.")
-    max_image_side_px: PositiveInt = Field(MAX_IMAGE_SIDE_PX, description="Longest side of one image.")
-    max_total_pixels: PositiveInt = Field(MAX_TOTAL_PIXELS, description="Decoded pixels of all images of a request together.")
-    max_tokens: PositiveInt = Field(MAX_REPLY_TOKENS, description="Largest max_tokens (or max_completion_tokens) a request may ask.")
-    default_max_tokens: PositiveInt = Field(DEFAULT_REPLY_TOKENS, description="Reply length cap of a request that sets none.")
-    max_prompt_tokens: PositiveInt = Field(MAX_PROMPT_TOKENS, description="Prompt tokens (text and image) one "
-                                           "request may hold; the model's context caps it further.")
-    max_prompt_chars: PositiveInt = Field(8 * MAX_PROMPT_TOKENS, description="Characters of text, checked before "
-                                          "tokenizing (a token is at least one character).")
-    max_json_depth: PositiveInt = Field(MAX_JSON_DEPTH, description="Nesting of the JSON body.")
 
-    @model_validator(mode="after")
-    def _default_within_cap(self) -> RequestLimits:
-        if self.default_max_tokens > self.max_tokens:
-            raise ValueError(f"limits.default_max_tokens ({self.default_max_tokens}) must not exceed "
-                             f"limits.max_tokens ({self.max_tokens}): raise max_tokens or lower the default")
-        return self
+@dataclass(frozen=True)
+class RequestLimits:
+    """Size limits of one request; exceeding any of them is a 413. Three come from the serve settings
+    (`workload.serve.settings.ServeLimits`); the rest are this module's constants."""
+
+    max_request_bytes: int = MAX_REQUEST_BYTES
+    max_images: int = MAX_IMAGES
+    max_image_side_px: int = MAX_IMAGE_SIDE_PX
+    max_total_pixels: int = MAX_TOTAL_PIXELS
+    max_tokens: int = MAX_REPLY_TOKENS
+    default_max_tokens: int = DEFAULT_REPLY_TOKENS
+    max_prompt_tokens: int = MAX_PROMPT_TOKENS
+    max_prompt_chars: int = CHARS_PER_PROMPT_TOKEN_BOUND * MAX_PROMPT_TOKENS
+    max_json_depth: int = MAX_JSON_DEPTH
+
+    def __post_init__(self) -> None:
+        assert self.default_max_tokens <= self.max_tokens, "the default reply length exceeds the cap"
 
 
 @dataclass(frozen=True)
@@ -77,6 +91,7 @@ class ChatRequest:
     top_p: float = 1.0
     seed: int | None = None
     stop: tuple[str, ...] = ()
+    max_tokens_defaulted: bool = False  # the request set no max_tokens: the engine may cut it to the context left
 
     @property
     def greedy(self) -> bool:
@@ -156,9 +171,20 @@ def decode_data_uri_image(
         ) from exc
 
 
+def _text(text: str, at: str) -> str:
+    """``text`` if it is valid Unicode (JSON's \\ud800 escapes can spell lone surrogates, which no tokenizer encodes)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise bad_request(
+            f"{at} holds a lone UTF-16 surrogate at character {exc.start}; send valid Unicode text", param=at
+        ) from exc
+    return text
+
+
 def _content_parts(content: Any, where: str, images: list, limits: RequestLimits) -> Any:
     if isinstance(content, str):
-        return content
+        return _text(content, f"{where}.content")
     if not isinstance(content, list) or not content:
         raise bad_request(f"{where}.content must be a string or a non-empty list of parts", param=where)
     parts = []
@@ -166,7 +192,7 @@ def _content_parts(content: Any, where: str, images: list, limits: RequestLimits
         at = f"{where}.content[{j}]"
         kind = part.get("type") if isinstance(part, dict) else None
         if kind == "text" and isinstance(part.get("text"), str):
-            parts.append({"type": "text", "text": part["text"]})
+            parts.append({"type": "text", "text": _text(part["text"], f"{at}.text")})
         elif kind == "image_url":
             image_url = part.get("image_url")
             url = image_url.get("url") if isinstance(image_url, dict) else image_url
@@ -186,6 +212,11 @@ def _messages(body: dict, limits: RequestLimits) -> tuple[list[dict], list]:
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         raise bad_request("messages must be a non-empty list", param="messages")
+    if len(messages) > MAX_MESSAGES:
+        raise too_large(f"{len(messages)} messages; the limit is {MAX_MESSAGES} in one request", param="messages")
+    parts = sum(len(m["content"]) for m in messages if isinstance(m, dict) and isinstance(m.get("content"), list))
+    if parts > MAX_CONTENT_PARTS:
+        raise too_large(f"{parts} content parts; the limit is {MAX_CONTENT_PARTS} in one request", param="messages")
     out, images = [], []
     for i, message in enumerate(messages):
         where = f"messages[{i}]"
@@ -223,16 +254,21 @@ def parse_chat_request(raw: bytes, *, limits: RequestLimits) -> ChatRequest:
         raise bad_request("stream=true is not supported by this endpoint", param="stream")
     if body.get("n", 1) != 1:
         raise bad_request("only n=1 is supported", param="n")
+    for key, unsupported in UNSUPPORTED_FIELDS.items():
+        value = body.get(key)
+        if value not in (None, False) and not (key == "response_format" and value == {"type": "text"}):
+            raise bad_request(f"{key} is not supported by this endpoint ({unsupported}); leave it out", param=key)
     messages, images = _messages(body, limits)
     seed = body.get("seed")
     if seed is not None and (
         isinstance(seed, bool) or not isinstance(seed, int) or not SEED_RANGE[0] <= seed <= SEED_RANGE[1]
     ):
         raise bad_request(f"seed must be a 64-bit signed integer, got {seed!r}", param="seed")
-    chars = sum(_text_chars(m["content"]) for m in messages)
+    chars = sum(_text_chars(m["content"]) + TEMPLATE_CHARS_PER_MESSAGE for m in messages)
     if chars > limits.max_prompt_chars:
         raise too_large(
-            f"the messages hold {chars} characters of text; the limit is {limits.max_prompt_chars} "
+            f"the messages hold {chars} characters of text (with {TEMPLATE_CHARS_PER_MESSAGE} a message for the "
+            f"chat template); the limit is {limits.max_prompt_chars} "
             f"(and {limits.max_prompt_tokens} prompt tokens)",
             param="messages",
         )
@@ -245,6 +281,7 @@ def parse_chat_request(raw: bytes, *, limits: RequestLimits) -> ChatRequest:
         top_p=_number(body, "top_p", 1.0, 0.0, 1.0, lo_open=True),
         seed=seed,
         stop=_stop(body),
+        max_tokens_defaulted=body.get("max_completion_tokens") is None and body.get("max_tokens") is None,
     )
 
 

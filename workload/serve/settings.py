@@ -15,7 +15,14 @@ from pydantic import Field, NonNegativeFloat, NonNegativeInt, PositiveInt, Valid
 
 from workload.config import ConfigModel
 from workload.localhost import LOOPBACK
-from workload.serve.protocol import RequestLimits
+from workload.serve.protocol import (
+    CHARS_PER_PROMPT_TOKEN_BOUND,
+    DEFAULT_REPLY_TOKENS,
+    MAX_IMAGES,
+    MAX_PROMPT_TOKENS,
+    MAX_REPLY_TOKENS,
+    RequestLimits,
+)
 from workload.serving_rules import (
     DEFAULT_MAX_LORA_RANK,
     parse_s3_uri,
@@ -39,6 +46,27 @@ DEFAULT_MAX_ONGOING_REQUESTS = 4
 DEFAULT_MAX_QUEUED_REQUESTS = 16
 
 
+class ServeLimits(ConfigModel):
+    """The request limits a user may need to move (longer replies, longer episodes); the others are
+    constants of `workload.serve.protocol` and `workload.serve.app` (docs/serve.md lists them all)."""
+
+    max_tokens: PositiveInt = Field(MAX_REPLY_TOKENS, description="Largest max_tokens (or max_completion_tokens) "
+                                    "a request may ask; a request that sets none gets at most 256.")
+    max_prompt_tokens: PositiveInt = Field(MAX_PROMPT_TOKENS, description="Prompt tokens (text and images) one "
+                                           "request may hold; the model's context caps it further.")
+    max_images: PositiveInt = Field(MAX_IMAGES, description="Images one request may hold.")
+
+    def request_limits(self) -> RequestLimits:
+        """All of a request's limits: these three, and the constants (text scaled with the prompt tokens)."""
+        return RequestLimits(
+            max_tokens=self.max_tokens,
+            default_max_tokens=min(DEFAULT_REPLY_TOKENS, self.max_tokens),
+            max_prompt_tokens=self.max_prompt_tokens,
+            max_prompt_chars=CHARS_PER_PROMPT_TOKEN_BOUND * self.max_prompt_tokens,
+            max_images=self.max_images,
+        )
+
+
 class ServeSettings(ConfigModel):
     """What one endpoint serves, and its limits (the Serve application's settings)."""
 
@@ -56,7 +84,8 @@ class ServeSettings(ConfigModel):
                                               description="Requests a model replica runs or waits on at once.")
     max_queued_requests: NonNegativeInt = Field(
         DEFAULT_MAX_QUEUED_REQUESTS,
-        description="Requests queued beyond max_ongoing_requests; then the answer is 503 with Retry-After.")
+        description="Requests queued for the model beyond max_ongoing_requests; more wait up to 4 s in the ingress, "
+                    "then get 503 with Retry-After.")
     replica_num_cpus: NonNegativeFloat = Field(1.0, alias="replica_cpus",
                                                description="CPUs Ray reserves for the model replica.")
     torch_threads: PositiveInt = Field(1, description="Torch threads of the model replica.")
@@ -64,7 +93,7 @@ class ServeSettings(ConfigModel):
                                "accepts as max_lora_rank; the deploy profile's endpoint uses the same).")
     api_key: str | None = Field(None, repr=False, description="Require 'Authorization: Bearer KEY' on every "
                                 "request (default: none).")
-    limits: RequestLimits = Field(default_factory=RequestLimits, description="Size limits of one request.")
+    limits: ServeLimits = Field(default_factory=ServeLimits, description="Size limits of one request.")
 
     @field_validator("model_dir")
     @classmethod

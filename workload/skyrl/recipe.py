@@ -163,5 +163,6 @@ def available_recipes() -> tuple[str, ...]:
 
 def load_recipe(name: str, *, sets: list[str] | None = None) -> Recipe:
     """Read ``recipes/<name>.yaml`` (following ``extends``), apply ``sets``, and validate its shape."""
-    raw = config.apply_overrides(Recipe, config.read_recipe(RECIPES_DIR, name), list(sets or []), free_form="skyrl")
+    raw = config.apply_overrides(Recipe, config.read_recipe(RECIPES_DIR, name), list(sets or []), free_form="skyrl",
+                                 lists=f"skymaze recipe show {name} --fields")
     return config.validate(Recipe, {**raw, "name": name}, what=f"recipe {name!r} is malformed")

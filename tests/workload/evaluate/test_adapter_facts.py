@@ -59,3 +59,40 @@ def test_same_base_compares_folders_by_path_and_ids_by_name(rehearsal_adapter, t
     assert same_base(str(base), base) and not same_base(str(base), other)
     assert same_base("Qwen/Qwen3-VL-8B", "Qwen/Qwen3-VL-8B") and not same_base("Qwen/Qwen3-VL-8B", "Qwen/Qwen3-VL-2B")
     assert same_base(None, other)
+
+
+def test_a_skymaze_endpoint_states_how_each_adapter_was_trained(rehearsal_adapter):
+    """A bare `skymaze evaluate --endpoint URL --model ID` plays the adapter as it was trained (GET /v1/models)."""
+    import http.server
+
+    from tests.loopback_http import serve_in_thread
+    from workload.evaluate.adapter_facts import endpoint_facts
+    from workload.serving_rules import TRAINER_CONFIG_FIELD
+
+    folder, _ = rehearsal_adapter
+    trainer = json.loads((folder / "trainer_config.json").read_text())
+    listing = json.dumps({"object": "list", "data": [
+        {"id": "maze-sft", "object": "model"},
+        {"id": "maze-sft:selected", "object": "model", TRAINER_CONFIG_FIELD: trainer}]}).encode()
+
+    class Models(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(listing)))
+            self.end_headers()
+            self.wfile.write(listing)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Models)
+    serve_in_thread(server)
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        stated = endpoint_facts(url, "maze-sft:selected")
+        assert stated.settings == read_adapter_facts(folder).settings  # what --adapter FOLDER would set
+        assert stated.settings["cell_px"] == 8 and stated.settings["style"] == "compact"
+        assert endpoint_facts(url, "maze-sft") is None  # the base model states nothing: the defaults apply
+    finally:
+        server.shutdown()
+    assert endpoint_facts(url, "maze-sft:selected") is None  # unreachable: evaluate's own check says so

@@ -38,7 +38,7 @@ def _served_inputs(tiny_model_dir, messages):
 
     body = json.dumps({"model": "base", "messages": messages, "temperature": 0, "max_tokens": 2}).encode()
     request = parse_chat_request(body, limits=RequestLimits())
-    return GenerationEngine(tiny_model_dir)._inputs(request)
+    return GenerationEngine(tiny_model_dir)._inputs(request)[0]
 
 
 @pytest.mark.parametrize("history", [1, 3])

@@ -309,3 +309,20 @@ def test_resources_line_gives_wall_and_cpu_per_phase_load_and_peak_memory():
     assert line.startswith("wall 281 s (model 3 s, sft 70 s, grpo 160 s, serve 48 s); ")
     assert "CPU 263 s (model 3 s, sft 68 s, grpo 170 s, serve 22 s); load average 1.2 on " in line
     assert line.endswith("; peak memory 3.04 GiB")
+
+
+def test_rereading_a_finished_run_keeps_the_measurements_of_the_run_that_made_it():
+    from workload.local.report import MEASUREMENTS, keep_measurements
+
+    made = {"fingerprint": "f1", "wall_seconds": 373.0, "cpu_seconds": 467.0, "phase_seconds": {"grpo": 200.0},
+            "phase_cpu_seconds": {"grpo": 300.0}, "peak_memory_gib": 2.85, "load_average_1m": 2.0,
+            "resumed_from_step": 0, "sft": {"stopped_at_step": 155}}
+    reread = {"fingerprint": "f1", "wall_seconds": 1.67, "cpu_seconds": 3.9, "phase_seconds": {"grpo": 0.1},
+              "phase_cpu_seconds": {"grpo": 0.1}, "peak_memory_gib": 0.25, "load_average_1m": 9.0,
+              "resumed_from_step": 60, "sft": {}, "selected": {"step": 40}}
+    kept = keep_measurements(reread, made, reread_only=True)
+    assert {key: kept[key] for key in MEASUREMENTS} == {key: made[key] for key in MEASUREMENTS}
+    assert kept["selected"] == {"step": 40} and kept["reread"] == {"wall_seconds": 1.67, "cpu_seconds": 3.9}
+    assert keep_measurements(reread, made, reread_only=False) == reread  # a run that trained writes its own
+    assert keep_measurements(reread, {**made, "fingerprint": "other"}, reread_only=True) == reread
+    assert keep_measurements(reread, None, reread_only=True) == reread

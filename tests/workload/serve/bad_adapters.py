@@ -87,6 +87,50 @@ def _extra_tensor(folder: Path) -> None:
     _save(folder, tensors)
 
 
+def _rewrite_header(folder: Path, change: Callable[[dict], None]) -> None:
+    """Change the safetensors header in place, keeping its length (safetensors pads it with spaces)."""
+    path = folder / WEIGHTS
+    raw = path.read_bytes()
+    (length,) = struct.unpack("<Q", raw[:8])
+    header = json.loads(raw[8 : 8 + length])
+    change(header)
+    text = json.dumps(header, separators=(",", ":")).encode()
+    assert len(text) <= length, "the changed header must not grow"
+    path.write_bytes(raw[:8] + text.ljust(length) + raw[8 + length :])
+
+
+def _overlap(header: dict) -> None:
+    """The second of two same-sized tensors points at the first one's bytes."""
+    names = sorted((k for k in header if k != "__metadata__"), key=lambda k: header[k]["data_offsets"])
+    first, second = next(
+        (a, b) for a in names for b in names
+        if a < b and header[a]["shape"] == header[b]["shape"] and header[a]["dtype"] == header[b]["dtype"]
+    )
+    header[second]["data_offsets"] = list(header[first]["data_offsets"])
+
+
+def _sparse_tail(folder: Path, size: int = 2 * 2**30) -> None:
+    """A valid file followed by a 2 GiB tail (sparse: it takes no disk)."""
+    with (folder / WEIGHTS).open("r+b") as handle:
+        handle.truncate(handle.seek(0, 2) + size)
+
+
+def _without_peft_type(folder: Path) -> None:
+    config = json.loads((folder / CONFIG).read_text())
+    del config["peft_type"]
+    (folder / CONFIG).write_text(json.dumps(config))
+
+
+def _nan_weights(folder: Path) -> None:
+    tensors = _tensors(folder)
+    name = next(k for k in sorted(tensors) if ".lora_B." in k)
+    tensors[name][0, 0] = float("nan")
+    _save(folder, tensors)
+
+
+# A pattern that backtracks exponentially on a module name of 30+ characters: (a+)+ against "aaa...b".
+BACKTRACKING_PATTERN = "(.*a+)+$"
+
 BAD_ADAPTERS: dict[str, tuple[Callable[[Path], None], str]] = {
     "pissa": (lambda f: _config(f, init_lora_weights="pissa"), "init_lora_weights"),
     "olora": (lambda f: _config(f, init_lora_weights="olora"), "init_lora_weights"),
@@ -107,15 +151,25 @@ BAD_ADAPTERS: dict[str, tuple[Callable[[Path], None], str]] = {
     "config-not-json": (lambda f: (f / CONFIG).write_text("{'r': 8"), CONFIG),
     "config-nan-alpha": (lambda f: (f / CONFIG).write_text('{"r": 8, "lora_alpha": NaN}'), CONFIG),
     "no-weights": (lambda f: (f / WEIGHTS).unlink(), WEIGHTS),
+    "config-rank-differs": (lambda f: (_rank(f, 16), _config(f, r=8)), "r"),
+    "rank-pattern-differs": (lambda f: _config(f, rank_pattern={"q_proj": 4}), "rank_pattern.q_proj"),
+    "overlapping-offsets": (lambda f: _rewrite_header(f, _overlap), "overlaps"),
+    "trailing-tail": (_sparse_tail, "after its last tensor"),
+    "no-peft-type": (_without_peft_type, "peft_type"),
+    "regex-target-modules": (lambda f: _config(f, target_modules=BACKTRACKING_PATTERN), "target_modules"),
+    "regex-rank-pattern": (lambda f: _config(f, rank_pattern={BACKTRACKING_PATTERN: 8}), "rank_pattern"),
+    "regex-alpha-pattern": (lambda f: _config(f, alpha_pattern={BACKTRACKING_PATTERN: 8}), "alpha_pattern"),
 }
+# Refused when the server loads them (they need the base model or the tensors' values), not by promote.
+ENGINE_ONLY = {"nan-weights": (_nan_weights, "lora_B")}
 
 
 def write_bad_adapters(good: Path, root: Path, names: list[str] | None = None) -> dict[str, Path]:
     """Copies of the adapter ``good`` under ``root``, one a bad adapter of ``BAD_ADAPTERS``."""
     folders = {}
-    for name in names or list(BAD_ADAPTERS):
+    for name in names or [*BAD_ADAPTERS, *ENGINE_ONLY]:
         folder = root / name
         shutil.copytree(good, folder)
-        BAD_ADAPTERS[name][0](folder)
+        (BAD_ADAPTERS | ENGINE_ONLY)[name][0](folder)
         folders[name] = folder
     return folders

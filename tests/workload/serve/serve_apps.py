@@ -24,7 +24,6 @@ def _reply(obj: object) -> None:
 
 def main(config: dict) -> None:
     from workload.serve.local import LocalServer
-    from workload.serve.protocol import RequestLimits
 
     common = {"base_model_id": "tiny", "replica_num_cpus": config["replica_cpus"]}
     servers = {
@@ -56,7 +55,7 @@ def main(config: dict) -> None:
             # Two long requests and a stats call at once on the replica: one waits for the engine.
             max_ongoing_requests=3,
             max_queued_requests=2,
-            limits=RequestLimits(max_tokens=HOSTILE_MAX_TOKENS),
+            limits={"max_tokens": HOSTILE_MAX_TOKENS},
             **common,
         ),
     }

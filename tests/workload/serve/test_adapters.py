@@ -37,6 +37,26 @@ def test_local_folder_lists_and_fetches(serve_adapters_dir, tmp_path):
         store.fetch("..")
 
 
+def test_a_rewrite_in_place_keeping_size_and_mtime_changes_the_fingerprint(serve_adapters_dir, tmp_path):
+    import os
+    import shutil
+    import time
+
+    shutil.copytree(serve_adapters_dir / "a0", tmp_path / "src" / "a0")
+    store = AdapterStore(str(tmp_path / "src"), str(tmp_path / "cache"))
+    before = store.fingerprint("a0")
+    weights = tmp_path / "src" / "a0" / "adapter_model.safetensors"
+    stat = weights.stat()
+    other = (serve_adapters_dir / "a1" / "adapter_model.safetensors").read_bytes()
+    assert len(other) == stat.st_size
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and os.stat(weights).st_ctime_ns == stat.st_ctime_ns:
+        with weights.open("r+b") as handle:  # same inode, same size
+            handle.write(other)
+        os.utime(weights, ns=(stat.st_atime_ns, stat.st_mtime_ns))  # and the old modification time
+    assert store.fingerprint("a0") != before
+
+
 def _s3(moto_s3):
     import boto3
 
@@ -85,3 +105,27 @@ def test_s3_unknown_adapter_and_unsafe_keys(moto_s3, tmp_path):
     finally:
         client.delete_object(Bucket=bucket, Key=f"{prefix}/evil/adapter_config.json")
         client.delete_object(Bucket=bucket, Key=f"{prefix}/evil/../../escape.txt")
+
+
+def test_the_store_reads_each_adapters_training_recipe_locally_and_from_s3(serve_adapters_dir, moto_s3, tmp_path):
+    """What GET /v1/models states beside each adapter: its trainer_config.json, or nothing."""
+    import json
+    import shutil
+
+    local = tmp_path / "adapters"
+    shutil.copytree(serve_adapters_dir, local)
+    name = sorted(p.name for p in local.iterdir() if p.is_dir())[0]
+    (local / name / "trainer_config.json").write_text(json.dumps({"environment": {"maze": {"cell_px": 8}}}))
+    store = AdapterStore(str(local), str(tmp_path / "cache"))
+    assert store.trainer_config(name) == {"environment": {"maze": {"cell_px": 8}}}
+    assert all(store.trainer_config(other) is None for other in store.names() if other != name)
+
+    remote = AdapterStore(moto_s3.uri, str(tmp_path / "s3-cache"), s3_endpoint_url=moto_s3.endpoint_url)
+    bucket, prefix = parse_s3_uri(moto_s3.uri)
+    client = _s3(moto_s3)
+    client.put_object(Bucket=bucket, Key=f"{prefix}/a2/trainer_config.json", Body=b'{"generator": {"max_turns": 9}}')
+    try:
+        assert remote.trainer_config("a2") == {"generator": {"max_turns": 9}}
+        assert remote.trainer_config("a0") is None
+    finally:
+        client.delete_object(Bucket=bucket, Key=f"{prefix}/a2/trainer_config.json")

@@ -205,7 +205,7 @@ def test_overload_answers_503_and_then_recovers(serve_endpoints):
 
 def _status_of(server) -> int:
     try:
-        _complete(server, "tiny:a0", max_tokens=48)
+        _complete(server, "tiny:a0", max_tokens=200)  # seconds each: the waiting ones outlast the admission wait
     except openai.APIStatusError as error:
         assert error.body["code"] == "overloaded"
         return error.status_code

@@ -164,8 +164,20 @@ def test_unknown_routes_and_methods_answer_in_openai_shape(serve_endpoints):
     )
     with pytest.raises(urllib.error.HTTPError) as caught:
         urllib.request.urlopen(request, timeout=30)
-    assert caught.value.code == 405
+    assert caught.value.code == 405 and caught.value.headers["Allow"] == "POST"
     _assert_openai_error(json.loads(caught.value.read()))
+
+
+@pytest.mark.parametrize(("method", "path"), [("POST", "/v1/completions"), ("GET", "/v1/chat/completions"),
+                                              ("DELETE", "/v1/models"), ("GET", "/admin")])
+def test_unknown_routes_and_methods_ask_for_the_key_first(serve_endpoints, method, path):
+    """Without the key, nothing tells what exists: every route and method answers 401."""
+    request = urllib.request.Request(serve_endpoints.hostile.url + path, method=method,
+                                     data=b"{}" if method == "POST" else None)
+    with pytest.raises(urllib.error.HTTPError) as caught:
+        urllib.request.urlopen(request, timeout=30)
+    assert caught.value.code == 401
+    assert _assert_openai_error(json.loads(caught.value.read()), param="Authorization")["code"] == "invalid_api_key"
 
 
 # --- API key ---------------------------------------------------------------------------------
@@ -425,7 +437,7 @@ def test_overload_gives_503_with_retry_after_in_openai_shape(serve_endpoints):
     statuses: dict[int, int] = {}
 
     def one() -> tuple[int, object, dict]:
-        return _post(server, _chat(max_tokens=48, temperature=1.0, seed=3))
+        return _post(server, _chat(max_tokens=200, temperature=1.0, seed=3))
 
     deadline = time.monotonic() + DEADLINE_S
     while 503 not in statuses and time.monotonic() < deadline:
@@ -437,3 +449,116 @@ def test_overload_gives_503_with_retry_after_in_openai_shape(serve_endpoints):
                     assert int(headers["Retry-After"]) >= 1
     assert set(statuses) <= {200, 503} and statuses.get(503) and statuses.get(200), statuses
     assert _complete(server)  # served again once the burst is over
+
+
+# --- slow clients and retry storms --------------------------------------------------------------
+
+# More stalled bodies than the ingress once held at all (the hostile app's 3 running + 2 queued plus
+# Serve's ingress slots), fewer than it holds now (workload.serve.app.MAX_OPEN_REQUESTS).
+STALLED_BODIES = 60
+IDLE_SOCKETS = 40
+SLOWLORIS_SOCKETS = 5
+
+
+def _connect(server) -> tuple[socket.socket, str]:
+    hostport, _, prefix = server.url.removeprefix("http://").partition("/")
+    host, _, port = hostport.partition(":")
+    return socket.create_connection((host, int(port)), timeout=30), f"/{prefix}/v1/chat/completions"
+
+
+def _stalled_body(server) -> socket.socket:
+    """A chat request whose headers and first half of the body are sent; the rest never comes."""
+    data = json.dumps(_chat(max_tokens=2)).encode()
+    sock, path = _connect(server)
+    head = (
+        f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        f"Authorization: Bearer {server.api_key}\r\nContent-Length: {len(data)}\r\n\r\n"
+    )
+    sock.sendall(head.encode() + data[: len(data) // 2])
+    return sock
+
+
+def test_stalled_bodies_idle_and_slow_headers_leave_the_endpoint_answering(serve_endpoints):
+    from workload.serve.app import BODY_READ_TIMEOUT_S
+
+    server = serve_endpoints.hostile
+    stalled = [_stalled_body(server) for _ in range(STALLED_BODIES)]
+    idle = [_connect(server)[0] for _ in range(IDLE_SOCKETS)]
+    slow = []
+    for _ in range(SLOWLORIS_SOCKETS):
+        sock, path = _connect(server)
+        sock.sendall(f"POST {path} HTTP/1.1\r\nHost: x\r\nX-Slow: a".encode())  # headers never end
+        slow.append(sock)
+    try:
+        _poll(lambda: serve_endpoints.stats("hostile")["pid"], "the replica to answer stats")
+        started = time.monotonic()
+        # Everyone else is still served while every attack socket is held open...
+        assert _complete(serve_endpoints.hostile)
+        status, _, payload = _post(server, _chat(max_tokens=2))
+        assert status == 200, payload
+        assert "tiny" in [m.id for m in _client(server).models.list().data]
+        if time.monotonic() - started < BODY_READ_TIMEOUT_S:
+            assert not any(_answered(sock) for sock in stalled), "a stalled body was answered before its deadline"
+        # ...and every stalled body gets the documented 408 once its deadline passes.
+        for sock in stalled:
+            sock.settimeout(DEADLINE_S)
+            answer = b""
+            while b"\r\n\r\n" not in answer or not answer.rstrip().endswith(b"}"):
+                chunk = sock.recv(65536)
+                assert chunk, f"closed without an answer after {answer!r}"
+                answer += chunk
+            head, _, body = answer.decode().partition("\r\n\r\n")
+            assert head.startswith("HTTP/1.1 408"), head
+            assert _assert_openai_error(json.loads(body))["code"] == "request_timeout"
+    finally:
+        for sock in stalled + idle + slow:
+            sock.close()
+    assert _complete(server)
+
+
+RETRY_STORM_CLIENTS = 60
+RETRY_STORM_REQUESTS = 3
+
+
+def test_a_retry_storm_gets_only_answers_and_the_endpoints_own_503s(serve_endpoints):
+    """Far more clients than the model queues, each retrying at once: every refusal is OpenAI-shaped."""
+    server = serve_endpoints.hostile
+    body = json.dumps(_chat(max_tokens=8, temperature=0)).encode()
+
+    def client(_: int) -> list[tuple[int, str, bytes]]:
+        sock, path = _connect(server)
+        sock.settimeout(DEADLINE_S)
+        outcomes = []
+        with sock.makefile("rb") as reader:
+            for _ in range(RETRY_STORM_REQUESTS):
+                sock.sendall(
+                    (
+                        f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                        f"Authorization: Bearer {server.api_key}\r\nContent-Length: {len(body)}\r\n\r\n"
+                    ).encode()
+                    + body
+                )
+                status_line = reader.readline().decode()
+                if not status_line:  # closed without an answer
+                    outcomes.append((0, "", b""))
+                    break
+                headers = {}
+                while (line := reader.readline().decode()) not in {"\r\n", ""}:
+                    name, _, value = line.partition(":")
+                    headers[name.strip().lower()] = value.strip()
+                payload = reader.read(int(headers.get("content-length", 0)))
+                outcomes.append((int(status_line.split(" ")[1]), headers.get("retry-after", ""), payload))
+                if headers.get("connection") == "close":
+                    break
+        sock.close()
+        return outcomes
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=RETRY_STORM_CLIENTS) as pool:
+        outcomes = [o for per_client in pool.map(client, range(RETRY_STORM_CLIENTS)) for o in per_client]
+    statuses = {status for status, _, _ in outcomes}
+    assert statuses <= {200, 503} and 200 in statuses, statuses
+    for status, retry_after, payload in outcomes:
+        if status == 503:
+            assert int(retry_after) >= 1
+            assert _assert_openai_error(json.loads(payload))["code"] == "overloaded"
+    assert _complete(server)

@@ -11,6 +11,9 @@ from PIL import Image
 
 from workload.serve.errors import ApiError
 from workload.serve.protocol import (
+    MAX_CONTENT_PARTS,
+    MAX_MESSAGES,
+    TEMPLATE_CHARS_PER_MESSAGE,
     Completion,
     RequestLimits,
     chat_completion_body,
@@ -214,6 +217,52 @@ def test_prompt_text_is_capped_before_tokenizing():
     error = _error(_body(messages=[{"role": "user", "content": "x" * 101}]), limits)
     assert (error.status, error.param) == (413, "messages")
     assert "100" in error.message
+
+
+def test_a_flood_of_empty_messages_is_refused_before_templating():
+    flood = json.dumps({"model": "tiny", "messages": [{"role": "user", "content": ""}] * 200_000}).encode()
+    error = _error(flood, RequestLimits())
+    assert (error.status, error.param) == (413, "messages")
+    assert f"the limit is {MAX_MESSAGES}" in error.message
+
+
+def test_content_parts_are_capped_across_messages():
+    parts = [{"type": "text", "text": ""}] * (MAX_CONTENT_PARTS // 2 + 1)
+    error = _error(_body(messages=[{"role": "user", "content": parts}] * 2), RequestLimits())
+    assert (error.status, error.param) == (413, "messages")
+    assert f"the limit is {MAX_CONTENT_PARTS}" in error.message
+
+
+def test_each_message_counts_its_template_characters():
+    limits = RequestLimits(max_prompt_chars=10 * TEMPLATE_CHARS_PER_MESSAGE)
+    assert parse_chat_request(_body(messages=[{"role": "user", "content": ""}] * 10), limits=limits)
+    error = _error(_body(messages=[{"role": "user", "content": ""}] * 11), limits)
+    assert (error.status, error.param) == (413, "messages")
+
+
+@pytest.mark.parametrize(
+    ("content", "param"),
+    [("go \ud800 left", "messages[0].content"), ([{"type": "text", "text": "\udfff"}], "messages[0].content[0].text")],
+)
+def test_a_lone_surrogate_in_text_is_a_400(content, param):
+    raw = _body(messages=[{"role": "user", "content": content}])  # json.dumps writes it as a \\udXXX escape
+    error = _error(raw)
+    assert (error.status, error.param) == (400, param)
+    assert "surrogate" in error.message
+
+
+@pytest.mark.parametrize(
+    "field",
+    [{"logprobs": True}, {"top_logprobs": 2}, {"tools": [{"type": "function", "function": {"name": "f"}}]},
+     {"tool_choice": "auto"}, {"response_format": {"type": "json_object"}}],
+)
+def test_fields_this_endpoint_cannot_honour_are_a_400_not_ignored(field):
+    error = _error(_body(**field))
+    assert (error.status, error.param) == (400, next(iter(field)))
+
+
+def test_their_harmless_values_pass():
+    assert parse_chat_request(_body(logprobs=False, tools=None, response_format={"type": "text"}), limits=LIMITS)
 
 
 def test_errors_do_not_echo_server_internals():

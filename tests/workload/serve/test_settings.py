@@ -7,8 +7,7 @@ from pathlib import Path
 import pytest
 
 from workload import config
-from workload.serve.protocol import RequestLimits
-from workload.serve.settings import LocalServeSettings, ServeSettings
+from workload.serve.settings import LocalServeSettings, ServeLimits, ServeSettings
 
 
 @pytest.fixture
@@ -33,7 +32,7 @@ def test_folder_and_s3_sources_are_accepted_and_resolved(good, tiny_model_dir, m
 def test_text_values_are_converted_and_names_and_aliases_both_work(good):
     by_alias = _make({**good, "max_adapters": "2", "replica_cpus": "0.25", "limits.max_tokens": "2048"})
     by_name = ServeSettings(**{**good, "max_num_adapters_per_replica": 2, "replica_num_cpus": 0.25,
-                               "limits": RequestLimits(max_tokens=2048)})
+                               "limits": ServeLimits(max_tokens=2048)})
     assert by_alias == by_name
     assert (by_alias.max_num_adapters_per_replica, by_alias.replica_num_cpus, by_alias.limits.max_tokens) == (2, 0.25, 2048)
 
@@ -63,7 +62,7 @@ def test_the_api_key_is_not_shown(good):
         ("max_lora_rank", "48", r"max_lora_rank: max_lora_rank must be one of \(1, 8, 16"),
         ("api_key", "has space", "api_key: must be a non-empty string without spaces"),
         ("limits.max_images", "0", r"limits\.max_images=0: Input should be greater than 0"),
-        ("limits.default_max_tokens", "2000", r"limits\.default_max_tokens \(2000\) must not exceed limits\.max_tokens"),
+        ("limits.max_request_bytes", "1", r"unknown setting 'limits\.max_request_bytes'"),
     ],
 )
 def test_bad_values_name_the_key(good, key, value, match):
