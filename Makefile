@@ -35,7 +35,7 @@ export RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER := 0
 export RAY_USAGE_STATS_ENABLED := 0
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install test test-fast contract synth lint bench rehearse deploy destroy lock lock-images clean help
+.PHONY: install test test-fast contract synth lint bench rehearse deploy destroy lock lock-images pin-bases clean help
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -54,7 +54,17 @@ $(STAMP): requirements.txt constraints.txt pyproject.toml package.json package-l
 
 install: $(STAMP) ## create .venv and node_modules from the pins
 
-test: $(STAMP) ## the whole test suite (what CI runs)
+# checkov (templates, Kubernetes manifests, Dockerfiles) in its own venv: its pins clash with the app's.
+CHECKOV_VENV := .venv-checkov
+CHECKOV_STAMP := $(CHECKOV_VENV)/.stamp
+
+$(CHECKOV_STAMP): tests/infra/checkov-requirements.txt
+	@test -x $(CHECKOV_VENV)/bin/python || $(PYTHON) -m venv $(CHECKOV_VENV)
+	@echo "install: checkov into $(CHECKOV_VENV)"
+	$(CHECKOV_VENV)/bin/python -m pip install -q --no-deps -r tests/infra/checkov-requirements.txt
+	@touch $@
+
+test: $(STAMP) $(CHECKOV_STAMP) ## the whole test suite (what CI runs)
 	$(PY) -m pytest
 
 test-fast: $(STAMP) ## the suite without tests marked slow
@@ -68,7 +78,10 @@ CONTRACT_PY := $(CONTRACT_VENV)/bin/python
 CONTRACT_STAMP := $(CONTRACT_VENV)/.stamp
 TRAINER_LOCK := containers/trainer/requirements.lock
 # uv installs the environment (parallel downloads: 3 min against pip's 13 min from cold caches) and
-# resolves the trainer lock; the same pin is in tests/contract/requirements.txt.
+# resolves the trainer lock; the same pin is in tests/contract/requirements.txt. --compile-bytecode:
+# uv writes no .pyc by default, and with PYTHONDONTWRITEBYTECODE set every process would compile
+# Ray, torch and SkyRL from source at each import (Ray's dashboard agent then misses the raylet's
+# fixed 15 s start-up window on a busy machine).
 UV_VERSION := 0.13.9
 CONTRACT_UV := $(CONTRACT_VENV)/bin/uv
 
@@ -78,7 +91,7 @@ $(CONTRACT_STAMP): tests/contract/requirements.txt $(TRAINER_LOCK)
 	@echo "contract: SkyRL 0.4.0 environment into $(CONTRACT_VENV) (first time: ~3 min, 5 GB)"
 	sed -n 's/^\([A-Za-z0-9][^ ]*==[^ ]*\).*/\1/p' $(TRAINER_LOCK) > $(CONTRACT_VENV)/image-pins.txt
 	$(CONTRACT_PY) -m pip install -q uv==$(UV_VERSION)
-	$(CONTRACT_UV) pip install --python $(CONTRACT_PY) -q -r tests/contract/requirements.txt -c $(CONTRACT_VENV)/image-pins.txt
+	$(CONTRACT_UV) pip install --python $(CONTRACT_PY) -q --compile-bytecode -r tests/contract/requirements.txt -c $(CONTRACT_VENV)/image-pins.txt
 	FLASH_ATTENTION_SKIP_CUDA_BUILD=TRUE $(CONTRACT_UV) pip install --python $(CONTRACT_PY) -q --no-deps --no-build-isolation flash-attn==2.8.3
 	@touch $@
 
@@ -87,6 +100,10 @@ contract: $(CONTRACT_STAMP) ## the plugin against the real SkyRL 0.4.0 (Python 3
 
 lock-images: $(CONTRACT_STAMP) ## re-resolve containers/trainer/requirements.lock (uv, linux x86_64 / Python 3.12)
 	PYTHONPATH=$(CURDIR) $(CONTRACT_PY) containers/lock.py
+
+pin-bases: ## pin the images' base images by digest (needs Docker with buildx and the registry)
+	$(PYTHON) containers/pin_bases.py serve trainer
+	$(PYTHON) containers/pin_bases.py --check || true
 
 synth: $(STAMP) ## offline `cdk synth` of every stack into cdk.out/ (no credentials, network or Docker)
 	$(CDK) synth -q -c profile=$(or $(SIZE),$(DEFAULT_SIZE))

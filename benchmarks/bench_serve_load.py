@@ -2,12 +2,12 @@
 
 One CPU model replica runs ``MAX_ONGOING`` requests and queues ``MAX_QUEUED`` more, so its
 capacity is ``MAX_ONGOING + MAX_QUEUED`` requests in flight. Closed-loop clients (each sends its
-next request when the previous answer arrives, ignoring Retry-After, as a worst case) run for
-``LEVEL_S`` seconds at 1x, 2x and 10x that capacity. Goal: goodput (answered requests per second)
+next request when the previous answer arrives, ignoring Retry-After, as a worst case) run at 1x, 2x
+and 10x that capacity, ``ROUNDS`` slices of ``SLICE_S`` seconds each, the levels interleaved. Goal: goodput (answered requests per second)
 at 10x at least 80 % of 1x's, the answered requests' p99 bounded, every refusal the endpoint's own
 (OpenAI error body + Retry-After, not Serve's plain-text 503). Per level: p50/p99 latency of the answered
 (200) requests and of the refused (503) ones, answered requests per second, the status mix, and
-the resident memory of the Serve processes (proxy, ingress, model replica) before and after.
+the resident memory of the Serve processes (proxy, ingress, model replica) before and after all.
 CPU user+sys seconds of those processes are printed too: the machine is shared, so compare
 levels within one run.
 
@@ -29,7 +29,8 @@ MAX_ONGOING = 4
 MAX_QUEUED = 8
 CAPACITY = MAX_ONGOING + MAX_QUEUED
 LEVELS = (1, 2, 10)
-LEVEL_S = 20.0
+ROUNDS = 3
+SLICE_S = 7.0  # each level runs ROUNDS slices of this long, interleaved with the other levels
 REQUEST_TIMEOUT_S = 120.0
 MAX_TOKENS = 4
 SERVE_PROCESS_TITLES = ("ProxyActor", "ServeReplica")
@@ -108,23 +109,27 @@ def _percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))] if ordered else float("nan")
 
 
-def _level(url: str, body: bytes, clients: int, processes: list) -> dict[str, float]:
+def _slice(url: str, body: bytes, clients: int, processes: list) -> tuple[list[tuple[int, float]], float, float]:
+    """``clients`` closed-loop clients for ``SLICE_S``: (status, seconds) of each request, the wall time and
+    the Serve processes' CPU seconds."""
     host_port = url.removeprefix("http://").split("/", 1)
     host, port = host_port[0].split(":")
     path = "/" + (host_port[1] + "/" if len(host_port) > 1 and host_port[1] else "") + "v1/chat/completions"
-    memory_before, cpu_before = _memory_mib(processes), _cpu_s(processes)
+    cpu_before = _cpu_s(processes)
     results: list[tuple[int, float]] = []
     lock = threading.Lock()
     start = time.monotonic()
     with concurrent.futures.ThreadPoolExecutor(max_workers=clients) as pool:
         for _ in range(clients):
-            pool.submit(_client_loop, host, int(port), path, body, start + LEVEL_S, results, lock)
-    wall = time.monotonic() - start
-    memory_after, cpu_after = _memory_mib(processes), _cpu_s(processes)
+            pool.submit(_client_loop, host, int(port), path, body, start + SLICE_S, results, lock)
+    return results, time.monotonic() - start, _cpu_s(processes) - cpu_before
+
+
+def _level(multiple: int, results: list[tuple[int, float]], wall: float, cpu_s: float) -> dict[str, float]:
     mix = collections.Counter(status for status, _ in results)
     ok = [s for status, s in results if status == 200]
     refused = [s for status, s in results if status == 503]
-    print(f"-- {clients // CAPACITY}x capacity: {clients} clients, {len(results)} requests in {wall:.1f} s")
+    print(f"-- {multiple}x capacity: {multiple * CAPACITY} clients, {len(results)} requests in {wall:.1f} s")
     print(f"   status mix: {dict(sorted(mix.items()))}")
     print(
         f"   200: p50 {1000 * _percentile(ok, 0.5):.0f} ms, p99 {1000 * _percentile(ok, 0.99):.0f} ms, "
@@ -132,9 +137,7 @@ def _level(url: str, body: bytes, clients: int, processes: list) -> dict[str, fl
     )
     if refused:
         print(f"   503: p50 {1000 * _percentile(refused, 0.5):.0f} ms, p99 {1000 * _percentile(refused, 0.99):.0f} ms")
-    for name, before in memory_before.items():
-        print(f"   RSS {before:.0f} -> {memory_after.get(name, float('nan')):.0f} MiB  {name}")
-    print(f"   Serve processes' CPU user+sys: {cpu_after - cpu_before:.1f} s")
+    print(f"   Serve processes' CPU user+sys: {cpu_s:.1f} s")
     return {
         "goodput": len(ok) / wall,
         "p99_ms": 1000 * _percentile(ok, 0.99),
@@ -178,9 +181,20 @@ def main() -> None:
             processes = _serve_processes()
             print(
                 f"capacity {CAPACITY} in flight ({MAX_ONGOING} on the replica + {MAX_QUEUED} queued); "
-                f"{LEVEL_S:.0f} s a level; {MAX_TOKENS} greedy tokens a maze turn"
+                f"{ROUNDS} x {SLICE_S:.0f} s a level, interleaved; {MAX_TOKENS} greedy tokens a maze turn"
             )
-            rows = {multiple: _level(server.url, body, multiple * CAPACITY, processes) for multiple in LEVELS}
+            memory_before = _memory_mib(processes)
+            runs: dict[int, list] = {multiple: [[], 0.0, 0.0] for multiple in LEVELS}
+            for _ in range(ROUNDS):  # interleaved: the shared machine's drift hits every level alike
+                for multiple in LEVELS:
+                    results, wall, cpu_s = _slice(server.url, body, multiple * CAPACITY, processes)
+                    runs[multiple][0] += results
+                    runs[multiple][1] += wall
+                    runs[multiple][2] += cpu_s
+            rows = {multiple: _level(multiple, *runs[multiple]) for multiple in LEVELS}
+            memory_after = _memory_mib(processes)
+            for name, before in memory_before.items():
+                print(f"RSS {before:.0f} -> {memory_after.get(name, float('nan')):.0f} MiB  {name}")
             _table(rows)
 
 

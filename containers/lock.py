@@ -6,7 +6,8 @@
 The resolver is uv's (``uv pip compile``) for the image's platform, linux x86_64 (manylinux
 2.28) and Python 3.12, against PyPI, with a sha256 for every file. The wheels PyPI does not
 carry (``containers/trainer/off-pypi.txt``) are excluded from the resolution and pinned there
-by exact version and index. ``--check`` starts from the checked-in lock (the resolver keeps
+by exact version and index; so are the packages SkyRL's own uv configuration removes
+(``containers/trainer/removed.txt``). ``--check`` starts from the checked-in lock (the resolver keeps
 its pins where they still satisfy the inputs), so it fails only on a conflict or an input
 the lock does not match, not on a newer release elsewhere on PyPI.
 
@@ -26,12 +27,13 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from workload.skyrl.image_check import off_pypi, pins  # noqa: E402  (the repository root is the path above)
+from workload.skyrl.image_check import off_pypi, pins, removed  # noqa: E402  (the repository root is the path above)
 
 TRAINER = Path("containers/trainer")
 INPUTS = TRAINER / "requirements.in"
 LOCK = TRAINER / "requirements.lock"
 OFF_PYPI = TRAINER / "off-pypi.txt"
+REMOVED = TRAINER / "removed.txt"
 # The trainer base image: novaskyai/skyrl-train-ray-2.57.0-py3.12-cu13.0 (Ubuntu 22.04, glibc 2.35).
 PYTHON_PLATFORM = "x86_64-manylinux_2_28"
 PYTHON_VERSION = "3.12"
@@ -58,6 +60,7 @@ def compile_command(uv: str, output: Path, excludes: Path) -> list[str]:
 def resolve(uv: str, output: Path) -> float:
     """Run the resolver into ``output`` (its current pins are kept where valid); returns seconds."""
     names = [name for name, _version, _index in off_pypi((ROOT / OFF_PYPI).read_text(), source=str(OFF_PYPI))]
+    names += sorted(removed((ROOT / REMOVED).read_text()))
     with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as handle:
         handle.write("\n".join(names) + "\n")
         excludes = Path(handle.name)

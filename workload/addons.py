@@ -10,7 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 # Core add-ons HyperPod needs before nodes join (versions: EKS default for the cluster version).
-CORE_ADDONS = ("vpc-cni", "kube-proxy", "coredns", "eks-pod-identity-agent")
+POD_IDENTITY_AGENT_ADDON = "eks-pod-identity-agent"
+CORE_ADDONS = ("vpc-cni", "kube-proxy", "coredns", POD_IDENTITY_AGENT_ADDON)
 FSX_CSI_ADDON = "aws-fsx-csi-driver"
 OBSERVABILITY_ADDON = "amazon-sagemaker-hyperpod-observability"
 # The Ray endpoint's add-ons (infra/constructs/ray_endpoint.py has the sources).

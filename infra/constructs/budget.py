@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from aws_cdk import Duration, Stack
+from aws_cdk import Duration, RemovalPolicy, Stack
 from aws_cdk import aws_budgets as budgets
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
@@ -30,6 +30,7 @@ ACTUAL_ALERT_PERCENT = 80
 FORECAST_ALERT_PERCENT = 100
 CHECK_PERIOD = Duration.minutes(15)
 BUDGETS_PRINCIPAL = "budgets.amazonaws.com"
+KEY_DELETION_WINDOW = Duration.days(7)  # the shortest waiting period KMS allows before deleting a key
 
 
 class SpendingGuard(Construct):
@@ -38,10 +39,14 @@ class SpendingGuard(Construct):
     def __init__(self, scope: Construct, construct_id: str, *, name: str, budget_usd_per_month: float | None,
                  alert_emails: Sequence[str], max_deployed_hours: float | None = None, warn_before_hours: float = 2.0,
                  hyperpod_cluster_name: str | None = None, hyperpod_cluster_arn: str | None = None,
-                 execution_role_arn: str | None = None, gpu_groups: Sequence[str] = ()) -> None:
+                 execution_role_arn: str | None = None, gpu_groups: Sequence[str] = (), destroy: bool = False) -> None:
         super().__init__(scope, construct_id)
         stack = Stack.of(self)
-        key = kms.Key(self, "TopicKey", enable_key_rotation=True, description=f"{name}: spending alert topic")
+        # With removal=dev `cdk destroy` schedules the key's deletion (after the shortest waiting period)
+        # instead of leaving a key that bills $1 a month; with retain it stays, like the data.
+        key = kms.Key(self, "TopicKey", enable_key_rotation=True, description=f"{name}: spending alert topic",
+                      removal_policy=RemovalPolicy.DESTROY if destroy else RemovalPolicy.RETAIN,
+                      pending_window=KEY_DELETION_WINDOW if destroy else None)
         key.add_to_resource_policy(iam.PolicyStatement(
             actions=["kms:GenerateDataKey*", "kms:Decrypt"], principals=[iam.ServicePrincipal(BUDGETS_PRINCIPAL)],
             resources=["*"], conditions={"StringEquals": {"aws:SourceAccount": stack.account}}))

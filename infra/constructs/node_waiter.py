@@ -3,7 +3,7 @@
 CloudFormation gives a custom resource at most one hour (`ServiceTimeout`: 1-3600 s, default 3600,
 https://docs.aws.amazon.com/AWSCloudFormation/latest/TemplateReference/aws-resource-cloudformation-customresource.html),
 while the CDK provider framework accepts a `total_timeout` of up to two hours, past CloudFormation's
-limit. Node creation plus deep health checks can take longer than an hour, so the wait is a chain
+limit. Node creation plus deep health checks take longer than an hour, so the wait is a chain
 of stages: each stage is its own custom resource polled by `isComplete` for at most STAGE_LIMIT;
 a stage that runs out hands over to the next (CloudFormation starts it once the previous one
 completes); only the last stage fails when the nodes are still missing.
@@ -21,6 +21,7 @@ from aws_cdk import custom_resources as cr
 from constructs import Construct
 
 from infra.constructs.lambdas import handler_function
+from workload.deployment.fit import NODE_READY_S
 
 CLOUDFORMATION_CUSTOM_RESOURCE_LIMIT = Duration.hours(1)
 POLL_INTERVAL = Duration.seconds(30)
@@ -28,8 +29,10 @@ POLL_INTERVAL = Duration.seconds(30)
 # the last poll and the framework's own steps, still under CloudFormation's hour.
 STAGE_LIMIT = Duration.minutes(45)
 PROVIDER_TIMEOUT = Duration.minutes(50)
-# HyperPod creation takes 15-25 min, deep health checks on GPU nodes add up to ~30 min; allow 90.
-WAIT_LIMIT = Duration.minutes(90)
+# The cluster uses continuous provisioning (infra/stacks/cluster.py): AWS::SageMaker::Cluster completes
+# once the cluster is InService, which does not wait for instances, so this waiter carries the whole
+# node launch and the deep health checks (NODE_READY_S: 2 h 40 min, four stages).
+WAIT_LIMIT = Duration.seconds(NODE_READY_S)
 
 
 class HyperPodNodeWaiter(Construct):

@@ -27,7 +27,7 @@ What AWS documents it needs, and where each fact comes from:
   https://repost.aws/knowledge-center/eks-set-up-externaldns
 
 Not created here: the AWS Load Balancer Controller (its IAM policy is AWS's own ~250-line
-document; infra/MANUAL_TEST.md has the step). The Pod Identity Agent is already a core add-on of
+document; docs/deploy.md has the step). The Pod Identity Agent is already a core add-on of
 the cluster stack.
 """
 

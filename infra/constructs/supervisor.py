@@ -18,16 +18,16 @@ from constructs import Construct, IDependable
 
 from infra.constructs import ray_manifests as rm
 from infra.constructs.pod_identity import pod_identity_role
+from workload.deployment import fit
 from workload.deployment.names import RAY_GPU_GROUP, SUPERVISOR_METRICS_PORT
 from workload.deployment.supervisor import SupervisorLimits, group_args, limit_args
 
 NAME = "skymaze-supervisor"
 METRICS_PORT = SUPERVISOR_METRICS_PORT
 HANDLED_FILE = f"{rm.SHARED_MOUNT}/supervisor/handled.txt"
-# The supervisor polls and writes JSON lines: a fraction of a core and a few hundred MiB (measured locally:
-# about 150 MiB resident with ray.job_submission and prometheus_client loaded).
-CPU = "250m"
-MEMORY = "512Mi"
+# Its requests, as the cluster fit counts them on the head node (workload/deployment/fit.py).
+CPU = f"{fit.SUPERVISOR_CPU_M}m"
+MEMORY = f"{fit.SUPERVISOR_MEMORY_MIB}Mi"
 
 
 @dataclass(frozen=True)
@@ -100,6 +100,7 @@ def deployment(config: SupervisorConfig, *, image: str, node_instance_type: str,
                     "prometheus.io/scrape": "true", "prometheus.io/port": str(METRICS_PORT)}},
                 "spec": {
                     "serviceAccountName": NAME,
+                    "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
                     "nodeSelector": {rm.INSTANCE_TYPE_LABEL: node_instance_type},
                     "initContainers": [rm.shared_owner_init(image)],  # it may start before any Ray pod
                     "containers": [container],
@@ -144,6 +145,8 @@ class RunSupervisor(Construct):
         self.role: iam.Role | None = None
         if config.limits.group_idle_s is not None and hyperpod_cluster_arn and execution_role_arn:
             self.role = pod_identity_role(self, "Role", statements=hyperpod_statements(hyperpod_cluster_arn, execution_role_arn))
-            eks.CfnPodIdentityAssociation(self, "Identity", cluster_name=cluster.cluster_name, namespace=config.namespace,
-                                          service_account=NAME, role_arn=self.role.role_arn)
+            identity = eks.CfnPodIdentityAssociation(self, "Identity", cluster_name=cluster.cluster_name,
+                                                     namespace=config.namespace, service_account=NAME,
+                                                     role_arn=self.role.role_arn)
+            self.manifest.node.add_dependency(identity)  # credentials are handed out when the pod starts
         Stack.of(self)  # must sit in a stack (the manifest's provider lives there)

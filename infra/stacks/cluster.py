@@ -31,6 +31,7 @@ WORKER_GROUP = HYPERPOD_GPU_GROUP
 # InstanceConnectivity is a multi-node EFA test that g7e.12xlarge (one EFA device) may not support.
 GPU_DEEP_HEALTH_CHECKS = ["InstanceStress"]
 LIFECYCLE_ENTRYPOINT = "on_create.sh"
+NODE_PROVISIONING_MODE = "Continuous"  # the one value AWS::SageMaker::Cluster accepts (EKS only)
 # EKS access policies (https://docs.aws.amazon.com/eks/latest/userguide/access-policy-permissions.html):
 # admins need every namespace (teardown deletes Ray objects cluster-wide); users need create/delete
 # of pods' port-forwards, logs and Ray objects in the Ray namespace only.
@@ -121,7 +122,7 @@ class ClusterStack(Stack):
                           alert_emails=settings.alert_emails, max_deployed_hours=settings.max_deployed_hours,
                           warn_before_hours=settings.deploy_guard_warn_hours, hyperpod_cluster_name=self.hyperpod.cluster_name,
                           hyperpod_cluster_arn=self.hyperpod.attr_cluster_arn, execution_role_arn=self.execution_role.role_arn,
-                          gpu_groups=[WORKER_GROUP])
+                          gpu_groups=[WORKER_GROUP], destroy=settings.destroy_data)
         CfnOutput(self, "EksClusterName", value=self.eks.cluster_name)
         CfnOutput(self, "HyperPodClusterName", value=self.hyperpod.cluster_name)
         CfnOutput(self, "KubeconfigCommand",
@@ -258,6 +259,10 @@ class ClusterStack(Stack):
             vpc_config=sagemaker.CfnCluster.VpcConfigProperty(
                 security_group_ids=[sg.security_group_id for sg in security_groups], subnets=[node_subnet.subnet_id]),
             node_recovery="Automatic",
+            # AWS's HyperPod EKS template default: failed launches are retried instead of failing the
+            # create, and the resource completes when the cluster is InService while nodes still launch
+            # and run deep health checks; the node waiter below waits for them.
+            node_provisioning_mode=NODE_PROVISIONING_MODE,
             instance_groups=[
                 group(instance_group_name=HEAD_GROUP, instance_type=settings.head_instance_type,
                       instance_count=HEAD_COUNT, execution_role=self.execution_role.role_arn,

@@ -6,7 +6,7 @@ credentials) and left as it is: only the security group is created in it.
 
 from __future__ import annotations
 
-from aws_cdk import Annotations, RemovalPolicy, Stack
+from aws_cdk import Annotations, RemovalPolicy, Stack, Token
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_logs as logs
 from constructs import Construct
@@ -14,6 +14,7 @@ from constructs import Construct
 from workload.deployment.settings import Settings
 
 VPC_CIDR = "10.0.0.0/16"
+VPC_AZS = 2  # EKS needs subnets in two zones
 # Pods take VPC IPs (VPC CNI): HyperPod samples give node subnets thousands of addresses.
 PRIVATE_SUBNET_MASK = 18
 PUBLIC_SUBNET_MASK = 24
@@ -38,15 +39,18 @@ class NetworkStack(Stack):
                 Annotations.of(subnet).acknowledge_warning(
                     "@aws-cdk/aws-ec2:noSubnetRouteTableId", "the existing VPC's route tables are left as they are")
         self.security_group = self._cluster_security_group()
-        # HyperPod nodes, their EFA traffic and FSx sit in one AZ (EFA needs one placement; FSx is single-AZ).
-        self.node_subnet = self.vpc.private_subnets[0]
+        # HyperPod nodes, their EFA traffic and FSx sit in one AZ (EFA needs one placement; FSx is single-AZ):
+        # node_availability_zone in a created VPC, else its first private subnet.
+        zone = settings.node_availability_zone
+        (self.node_subnet,) = ([s for s in self.vpc.private_subnets if s.availability_zone == zone] if zone
+                               else self.vpc.private_subnets[:1])
 
     def _vpc(self, settings: Settings) -> ec2.Vpc:
         vpc = ec2.Vpc(
             self,
             "Vpc",
             ip_addresses=ec2.IpAddresses.cidr(VPC_CIDR),
-            max_azs=2,
+            **self._zones(settings),
             nat_gateways=1,
             subnet_configuration=[
                 ec2.SubnetConfiguration(name="public", subnet_type=ec2.SubnetType.PUBLIC, cidr_mask=PUBLIC_SUBNET_MASK),
@@ -64,6 +68,17 @@ class NetworkStack(Stack):
         )
         vpc.add_flow_log("FlowLog", destination=ec2.FlowLogDestination.to_cloud_watch_logs(flow_logs))
         return vpc
+
+    def _zones(self, settings: Settings) -> dict:
+        """Two zones (EKS needs subnets in two): the nodes' zone when one is set, and the region's next."""
+        zone = settings.node_availability_zone
+        if zone is None:
+            return {"max_azs": VPC_AZS}
+        known = list(self.availability_zones)
+        if not Token.is_unresolved(known[0]) and zone not in known:
+            raise ValueError(f"node_availability_zone={zone} is not one of the zones this account has in "
+                             f"{settings.region} ({', '.join(known)}); choose one of those")
+        return {"availability_zones": [zone, *[z for z in known if z != zone][:VPC_AZS - 1]]}
 
     def _cluster_security_group(self) -> ec2.SecurityGroup:
         sg = ec2.SecurityGroup(

@@ -61,8 +61,11 @@ class RayStack(Stack):
             iam.PolicyStatement(actions=["s3:GetObject", "s3:PutObject", "s3:DeleteObject"],
                                 resources=[f"{self._bucket_arn(settings)}/*"]),
         ])
-        eks.CfnPodIdentityAssociation(self, "RayS3Identity", cluster_name=cluster.cluster_name, namespace=ns,
-                                      service_account=rm.SERVICE_ACCOUNT, role_arn=self.s3_role.role_arn)
+        # Pod Identity hands credentials to a pod when it starts: the association must exist before any
+        # Ray pod of the service account does, or that pod runs without them until it restarts.
+        self.s3_identity = eks.CfnPodIdentityAssociation(
+            self, "RayS3Identity", cluster_name=cluster.cluster_name, namespace=ns,
+            service_account=rm.SERVICE_ACCOUNT, role_arn=self.s3_role.role_arn)
         self.pod_env = [{"name": "AWS_REGION", "value": self.region},
                         {"name": "SKYMAZE_ARTIFACTS", "value": f"s3://{settings.artifacts_bucket_name}"}]
         self.trainer_cluster_name = trainer_raycluster(settings.name)
@@ -77,7 +80,7 @@ class RayStack(Stack):
         if settings.ray_endpoint:  # the trainer gets an endpoint (the RayService does not) and users may connect
             trainer["metadata"]["annotations"] = endpoint_annotations()
             self._manifest(cluster, "RayEndpointAccess", connection_rbac(ns), after=[namespace])
-        self.trainer = self._manifest(cluster, "TrainerRayCluster", [trainer], after=[self.operator, account, claim, fsx_csi])
+        self.trainer = self._manifest(cluster, "TrainerRayCluster", [trainer], after=[self.operator, account, claim, fsx_csi, self.s3_identity])
         if settings.supervisor:
             self.supervisor = RunSupervisor(
                 self, "Supervisor", cluster=cluster, image=trainer_image.image_uri, node_instance_type=settings.head_instance_type,
@@ -89,7 +92,7 @@ class RayStack(Stack):
                     expected_workers=settings.trainer_worker_count,
                     hyperpod_cluster=hyperpod.cluster_name if hyperpod else None))
         # Prerequisites of any Ray object in the namespace (the serving stack's RayService too).
-        self.ready: list[IDependable] = [self.operator, account, claim, fsx_csi]
+        self.ready: list[IDependable] = [self.operator, account, claim, fsx_csi, self.s3_identity]
         CfnOutput(self, "RayNamespace", value=ns)
         CfnOutput(self, "TrainerRayClusterName", value=self.trainer_cluster_name)
         CfnOutput(self, "RayDashboardCommand",

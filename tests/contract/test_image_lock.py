@@ -66,3 +66,17 @@ def test_off_pypi_wheels_are_the_versions_skyrl_pins():
     for name, version, _index in off_pypi((TRAINER / "off-pypi.txt").read_text()):
         assert name in fsdp, f"{name} is not a requirement of skyrl[fsdp] {metadata.version('skyrl')}"
         assert fsdp[name].specifier.contains(version), (name, version, str(fsdp[name].specifier))
+
+
+def test_the_locked_torchaudio_runs_its_compiled_ops_on_the_locked_torch():
+    # torchaudio 2.11.0 (vLLM 0.30.0's exact pin) next to torch 2.13.0: its extensions are built on
+    # libtorch's stable ABI, so they load and run on the later torch (the image's build runs the same op).
+    import torch
+    import torchaudio
+    import torchaudio.functional as F
+
+    locked = pins((TRAINER / "requirements.lock").read_text())
+    assert (torch.__version__.split("+")[0], torchaudio.__version__.split("+")[0]) == (locked["torch"], locked["torchaudio"])
+    emissions = torch.tensor([[[0.1, 0.8, 0.1], [0.1, 0.1, 0.8], [0.8, 0.1, 0.1]]]).log()
+    alignment, scores = F.forced_align(emissions, torch.tensor([[1, 2]], dtype=torch.int32), blank=0)
+    assert alignment.tolist() == [[1, 2, 0]] and torch.isfinite(scores).all()

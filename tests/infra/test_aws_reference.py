@@ -49,6 +49,9 @@ DIFFERENCES: dict[str, dict[str, str]] = {
                                            "the group already admits all traffic from itself, so it opens nothing more",
     },
     "addons": {
+        "grafana_dashboards_installed": "AWS's module downloads its five HyperPod dashboards from the main branch of "
+                                        "aws/sagemaker-hyperpod-cluster-setup at apply time (unpinned); here the maze "
+                                        "training dashboard is installed, and importing AWS's is a documented step",
         "logging_enabled": "pod logs (the Ray head's job logs above all) outlive the pods in CloudWatch, "
                            "where `skymaze` and the runbook read them after a failure",
     },
@@ -222,6 +225,7 @@ def our_addons() -> dict[str, Any]:
         "metricsProvider": config["metricsProvider"],
         "network_metric_levels_accepted": sorted(addons.NETWORK_METRIC_LEVELS),
         "logging_enabled": config["logging"]["enabled"],
+        "grafana_dashboards_installed": sorted(p.stem for p in (ROOT / "infra" / "dashboards").glob("*.json")),
     }
 
 

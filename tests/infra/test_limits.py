@@ -118,15 +118,29 @@ def _requests(requests: dict) -> fit.Resources:
                          int(requests.get("nvidia.com/gpu", 0)), int(requests.get("vpc.amazonaws.com/efa", 0)))
 
 
+def installed_features(templates: dict) -> frozenset[str]:
+    """The optional system pods the templates install: the supervisor Deployment, the Ray endpoint's add-ons."""
+    features = set()
+    if any(m["kind"] == "Deployment" and m["metadata"]["name"] == "skymaze-supervisor"
+           for template in templates.values() for m in k8s_manifests(template)):
+        features.add(fit.SUPERVISOR)
+    if any(a["Properties"]["AddonName"] == "amazon-sagemaker-spaces"
+           for a in resources(templates["cluster"], "AWS::EKS::Addon").values()):
+        features.add(fit.RAY_ENDPOINT)
+    return frozenset(features)
+
+
 def check_every_ray_pod_fits(templates: dict) -> list[str]:
     """Problems (empty when every pod fits): the head pods share the one head node; each worker pod
-    has a GPU node of its own. Node resources follow the HyperPod group's ThreadsPerCore."""
+    has a GPU node of its own. Node resources follow the HyperPod group's ThreadsPerCore; the system
+    pods counted are those the templates install."""
     (hyperpod,) = resources(templates["cluster"], "AWS::SageMaker::Cluster").values()
     threads = {g["InstanceType"]: g.get("ThreadsPerCore", 2) for g in hyperpod["Properties"]["InstanceGroups"]}
+    features = installed_features(templates)
     problems = []
     for instance_type, pods in ray_pods_by_instance_type(templates).items():
         facts = fit.INSTANCES[instance_type]
-        free = fit.free_for_ray(facts, threads[instance_type])
+        free = fit.free_for_ray(facts, threads[instance_type], features)
         together = [pods] if not facts.gpus else [[pod] for pod in pods]  # heads share; workers one a node
         for group in together:
             total = fit.Resources(0, 0)
@@ -140,12 +154,13 @@ def check_every_ray_pod_fits(templates: dict) -> list[str]:
 
 def test_every_ray_pod_of_the_blog_profile_fits_the_node_it_selects(synth):
     assert ray_pods_by_instance_type(synth.templates)  # the check sees the pods
+    assert installed_features(synth.templates) == synth.settings.fit_features  # the settings counted what is installed
     assert check_every_ray_pod_fits(synth.templates) == []
 
 
 def test_the_fit_check_can_fail(synth):
     # The worker request as it was (0.75 x 48 vCPUs) on a g7e.12xlarge with ThreadsPerCore=1.
-    broken = json.loads(json.dumps(synth.templates["ray"]).replace('\\"cpu\\":\\"21\\"', '\\"cpu\\":\\"36\\"'))
+    broken = json.loads(json.dumps(synth.templates["ray"]).replace('\\"cpu\\":\\"20\\"', '\\"cpu\\":\\"36\\"'))
     problems = check_every_ray_pod_fits({**synth.templates, "ray": broken})
     assert problems and "requests 36 CPU" in problems[0] and "ThreadsPerCore=1" in problems[0]
 

@@ -9,8 +9,9 @@ Capacity: the instance table below (vCPUs halve with ThreadsPerCore=1: every typ
 two threads per core) with memory reduced by the VM overhead the OS never sees. kube-reserved:
 the formula of the EKS AMI's `nodeadm` (awslabs/amazon-eks-ami, nodeadm/internal/kubelet/config.go,
 functions getCPUMillicoresToReserve and getMemoryMebibytesToReserve), which HyperPod's EKS AMI
-builds on. System pods: the add-ons and charts the stacks install (table below, estimates where
-the chart sets no request, so they are padded by SYSTEM_HEADROOM).
+builds on. System pods: the add-ons and charts the stacks install (table below, from the charts'
+own templates and values where they set a request, estimates padded by ESTIMATE_HEADROOM where
+they set none), plus an explicit margin per node (NODE_MARGIN_*).
 """
 
 from __future__ import annotations
@@ -58,6 +59,16 @@ GPU_TYPES = tuple(name for name, facts in INSTANCES.items() if facts.gpus)
 CPU_TYPES = tuple(name for name, facts in INSTANCES.items() if not facts.gpus)
 THREADS_PER_CORE = (1, 2)  # HyperPod ClusterInstanceGroup.ThreadsPerCore; 1 disables SMT, halving vCPUs
 
+# How long a new GPU node takes to become schedulable, for the deploy's node waiter and the supervisor
+# alike: launch and lifecycle scripts (HyperPod cluster creation takes 15-25 min, shared reference
+# hyperpod-iac.md), then the on-start deep health checks every new GPU node runs (InstanceStress: DCGM
+# level 4 diagnostics and stress tests), which AWS's HyperPod resiliency guidance puts at about two
+# hours per new instance; plus a margin for a replacement of a node that failed them.
+NODE_LAUNCH_S = 25 * 60
+DEEP_HEALTH_CHECKS_S = 2 * 3600
+NODE_READY_MARGIN_S = 15 * 60
+NODE_READY_S = NODE_LAUNCH_S + DEEP_HEALTH_CHECKS_S + NODE_READY_MARGIN_S  # 2 h 40 min
+
 # Memory the guest OS never sees (firmware, hypervisor, kernel): Karpenter's vmMemoryOverheadPercent
 # default, https://karpenter.sh/docs/reference/settings/ (VM_MEMORY_OVERHEAD_PERCENT=0.075).
 VM_MEMORY_OVERHEAD = 0.075
@@ -90,43 +101,82 @@ def kube_reserved_memory_mib(max_pods: int) -> int:
 
 @dataclass(frozen=True)
 class SystemPod:
-    """A pod the stacks install beside Ray. `where`: every node, GPU nodes, EFA nodes, or
-    `any` (a Deployment the scheduler may place on any node: counted on every node, worst case)."""
+    """A pod the stacks install beside Ray. `where`: every node, GPU nodes, EFA nodes, CPU nodes (the
+    head group), or `any` (a Deployment the scheduler may place on any node: counted on every node,
+    worst case). `feature`: the setting that installs it (None: always installed)."""
 
     name: str
     where: str
     cpu_m: int
     memory_mib: int
     source: str
+    feature: str | None = None
+
+    @property
+    def estimated(self) -> bool:
+        return self.source == ESTIMATE
 
 
 ESTIMATE = "estimate: the chart sets no request; measure with `kubectl describe node` (infra/MANUAL_TEST.md)"
+HYPERPOD_CHART = "sagemaker-hyperpod-cli v3.7.1 helm_chart/HyperPodHelmChart"
+SUPERVISOR = "supervisor"  # Settings.supervisor: the run supervisor Deployment, pinned to the head node
+RAY_ENDPOINT = "ray_endpoint"  # Settings.ray_endpoint: the Ray endpoint operator and the add-ons it needs
+FEATURES = (SUPERVISOR, RAY_ENDPOINT)
+# The supervisor polls and writes JSON lines: about 150 MiB resident measured locally with
+# ray.job_submission and prometheus_client loaded (infra/constructs/supervisor.py requests these).
+SUPERVISOR_CPU_M = 250
+SUPERVISOR_MEMORY_MIB = 512
 SYSTEM_PODS = (
     SystemPod("aws-node (VPC CNI)", "every", 25, 0, "vpc-cni add-on DaemonSet request cpu 25m"),
     SystemPod("kube-proxy", "every", 100, 0, "kube-proxy add-on DaemonSet request cpu 100m"),
     SystemPod("eks-pod-identity-agent", "every", 25, 64, ESTIMATE),
-    SystemPod("fsx-csi-node", "every", 30, 120, ESTIMATE),
-    SystemPod("health-monitoring-agent (HyperPod chart)", "every", 100, 256, ESTIMATE),
+    SystemPod("fsx-csi-node", "every", 10, 40, "aws-fsx-csi-driver chart values: node requests cpu 10m, memory 40Mi"),
+    # Two DaemonSets, both with node affinity to accelerated instance types only (g7e and g6e included).
+    SystemPod("health-monitoring-agent (HyperPod chart)", "gpu", 500, 512,
+              f"{HYPERPOD_CHART}/charts/health-monitoring-agent/templates/health-monitoring-agent.yaml: "
+              "requests cpu 500m, memory 512Mi"),
     SystemPod("observability node collector, node exporter, log agent", "every", 400, 896, ESTIMATE),
     SystemPod("nvidia-device-plugin (HyperPod chart)", "gpu", 50, 64, ESTIMATE),
     SystemPod("dcgm-exporter (observability add-on)", "gpu", 100, 512, ESTIMATE),
     SystemPod("aws-efa-k8s-device-plugin (HyperPod chart)", "efa", 10, 20, "chart values: requests cpu 10m, memory 20Mi"),
     SystemPod("efa exporter (observability add-on)", "efa", 50, 64, ESTIMATE),
     SystemPod("coredns x2", "any", 200, 140, "coredns add-on: 100m / 70Mi per replica"),
-    SystemPod("fsx-csi-controller x2", "any", 120, 480, ESTIMATE),
+    SystemPod("fsx-csi-controller x2", "any", 20, 80,
+              "aws-fsx-csi-driver chart values: controller requests cpu 10m, memory 40Mi, 2 replicas"),
     SystemPod("kuberay-operator", "any", 100, 512, "kuberay-operator chart 1.7.0 values: 100m / 512Mi"),
     SystemPod("training-operator, mpi-operator, job-auto-restart (HyperPod chart)", "any", 300, 384, ESTIMATE),
     SystemPod("observability controller, central collector, kube-state-metrics", "any", 300, 768, ESTIMATE),
+    # The supervisor's init container (50m/64Mi) runs before it, so the pod requests its larger container.
+    SystemPod("run supervisor", "cpu", SUPERVISOR_CPU_M, SUPERVISOR_MEMORY_MIB, "its Deployment's requests",
+              feature=SUPERVISOR),
+    SystemPod("ebs-csi-node", "every", 10, 40, "aws-ebs-csi-driver chart values: node requests cpu 10m, memory 40Mi",
+              feature=RAY_ENDPOINT),
+    SystemPod("ebs-csi-controller x2", "any", 20, 80,
+              "aws-ebs-csi-driver chart values: controller requests cpu 10m, memory 40Mi, 2 replicas",
+              feature=RAY_ENDPOINT),
+    SystemPod("cert-manager, cainjector, webhook", "any", 30, 96, ESTIMATE, feature=RAY_ENDPOINT),
+    SystemPod("external-dns", "any", 50, 64, ESTIMATE, feature=RAY_ENDPOINT),
+    SystemPod("SageMaker Spaces controller, router, Traefik", "any", 300, 512, ESTIMATE, feature=RAY_ENDPOINT),
+    SystemPod("hyperpod-ray-endpoint-operator, JWT rotator", "any", 200, 256, ESTIMATE, feature=RAY_ENDPOINT),
 )
-SYSTEM_HEADROOM = 1.5  # most system requests above are estimates: leave half as much again
+ESTIMATE_HEADROOM = 1.5  # requests marked ESTIMATE: leave half as much again
+# Kept free on every node beyond every counted request: DaemonSets AWS adds to its add-ons or charts
+# later, and whole-CPU/whole-GiB rounding that would otherwise leave a node a few millicores short.
+NODE_MARGIN_CPU_M = 500
+NODE_MARGIN_MEMORY_MIB = 1024
 
 
-def system_requests(facts: InstanceFacts) -> tuple[int, int]:
-    """(millicores, MiB) the system pods may request on one node of this type, with headroom."""
-    applies = {"every": True, "any": True, "gpu": facts.gpus > 0, "efa": facts.efa > 0}
-    cpu = sum(p.cpu_m for p in SYSTEM_PODS if applies[p.where])
-    memory = sum(p.memory_mib for p in SYSTEM_PODS if applies[p.where])
-    return math.ceil(cpu * SYSTEM_HEADROOM), math.ceil(memory * SYSTEM_HEADROOM)
+def system_requests(facts: InstanceFacts, features: frozenset[str] = frozenset(FEATURES)) -> tuple[int, int]:
+    """(millicores, MiB) the system pods may request on one node of this type (estimates with headroom),
+    plus the node margin; `features`: the optional parts installed (default: all, the worst case)."""
+    unknown = set(features) - set(FEATURES)
+    assert not unknown, unknown
+    applies = {"every": True, "any": True, "gpu": facts.gpus > 0, "efa": facts.efa > 0, "cpu": facts.gpus == 0}
+    pods = [p for p in SYSTEM_PODS if applies[p.where] and (p.feature is None or p.feature in features)]
+    scale = [ESTIMATE_HEADROOM if p.estimated else 1 for p in pods]
+    cpu = sum(p.cpu_m * k for p, k in zip(pods, scale, strict=True)) + NODE_MARGIN_CPU_M
+    memory = sum(p.memory_mib * k for p, k in zip(pods, scale, strict=True)) + NODE_MARGIN_MEMORY_MIB
+    return math.ceil(cpu), math.ceil(memory)
 
 
 @dataclass(frozen=True)
@@ -174,9 +224,10 @@ def allocatable(facts: InstanceFacts, threads_per_core: int) -> Resources:
     return cap - reserved
 
 
-def free_for_ray(facts: InstanceFacts, threads_per_core: int) -> Resources:
-    """Allocatable minus the system pods' requests: what Ray pods on this node may request."""
-    cpu, memory = system_requests(facts)
+def free_for_ray(facts: InstanceFacts, threads_per_core: int,
+                 features: frozenset[str] = frozenset(FEATURES)) -> Resources:
+    """Allocatable minus the system pods' requests and the margin: what Ray pods on this node may request."""
+    cpu, memory = system_requests(facts, features)
     return allocatable(facts, threads_per_core) - Resources(cpu, memory)
 
 
@@ -222,15 +273,16 @@ class GroupFit:
         lines = [f"{self.group} ({self.instance_type}, ThreadsPerCore={self.threads_per_core}): allocatable "
                  f"{self.allocatable.describe()}; requested {self.requested.describe()} "
                  f"-> {'fits' if self.fits else 'DOES NOT FIT'}",
-                 f"  system pods: {self.system.describe()}"]
+                 f"  system pods and node margin: {self.system.describe()}"]
         lines += [f"  {pod.name}: {pod.resources.describe()}" for pod in self.pods]
         return lines
 
 
-def group_fit(group: str, instance_type: str, threads_per_core: int, pods: tuple[PodSize, ...]) -> GroupFit:
+def group_fit(group: str, instance_type: str, threads_per_core: int, pods: tuple[PodSize, ...],
+              features: frozenset[str] = frozenset(FEATURES)) -> GroupFit:
     """The fit of `pods` on one node of `instance_type`."""
     facts = INSTANCES[instance_type]
-    cpu, memory = system_requests(facts)
+    cpu, memory = system_requests(facts, features)
     return GroupFit(group, instance_type, threads_per_core, allocatable(facts, threads_per_core),
                     Resources(cpu, memory), pods)
 

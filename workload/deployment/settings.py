@@ -175,6 +175,10 @@ class Settings(ConfigModel):
     # Bring your own network or EKS cluster (README "Bring your own VPC or EKS cluster"), as AWS's HyperPod
     # templates allow (CreateVPCStack=false + VpcId/PrivateSubnetIds, CreateEKSClusterStack=false +
     # EKSClusterName/SecurityGroupId). Unset: the network stack creates a VPC, the cluster stack an EKS cluster.
+    node_availability_zone: str | None = Field(None, pattern=r"^[a-z]{2}(-[a-z]+)+-\d[a-z]$", description="Zone "
+                                               "of the HyperPod nodes and FSx in the created VPC (e.g. us-west-2b, "
+                                               "where the GPU capacity is); unset: the region's first zone. In an "
+                                               "existing VPC the first of private_subnet_ids decides.")
     vpc_id: str | None = Field(None, pattern=VPC_ID, description="An existing VPC to deploy into instead of "
                                "creating one (no NAT, endpoint or flow log is added to it); needs "
                                "private_subnet_ids and private_subnet_azs.")
@@ -341,6 +345,20 @@ class Settings(ConfigModel):
         return value
 
     @model_validator(mode="after")
+    def _node_zone(self) -> Settings:
+        zone = self.node_availability_zone
+        if zone is None:
+            return self
+        if self.vpc_id is not None:
+            raise ValueError(f"node_availability_zone={zone} applies to a created VPC only: in vpc_id={self.vpc_id} "
+                             "the nodes and FSx go to the first of private_subnet_ids; list the subnet of the zone "
+                             "you want first (and its zone first in private_subnet_azs), and unset node_availability_zone")
+        if not zone.startswith(self.region):
+            raise ValueError(f"node_availability_zone={zone} is not a zone of region={self.region}: use a zone such as "
+                             f"{self.region}b (`aws ec2 describe-availability-zones --region {self.region}` lists them)")
+        return self
+
+    @model_validator(mode="after")
     def _own_network(self) -> Settings:
         subnets, azs = self.private_subnet_ids, self.private_subnet_azs
         example = ("-c vpc_id=vpc-0123456789abcdef0 -c private_subnet_ids=subnet-0aaa...,subnet-0bbb... "
@@ -418,14 +436,20 @@ class Settings(ConfigModel):
         self.cluster_fit()  # raises ValueError naming the key and the numbers
         return self
 
+    @property
+    def fit_features(self) -> frozenset[str]:
+        """The optional system pods this deployment installs (workload/deployment/fit.py counts them)."""
+        return frozenset(name for name, on in ((fit.SUPERVISOR, self.supervisor), (fit.RAY_ENDPOINT, self.ray_endpoint))
+                         if on)
+
     def pod_sizes(self) -> RayPodSizes:
         """The Ray pods' requests (= limits): explicit settings, else the largest that fit."""
         worker_facts, head_facts = self.worker_spec, self.head_spec
-        worker_free = fit.free_for_ray(worker_facts, self.worker_threads_per_core)
+        worker_free = fit.free_for_ray(worker_facts, self.worker_threads_per_core, self.fit_features)
         cpu, memory = fit.whole(worker_free)
         worker = fit.PodSize("ray worker", self.worker_pod_cpu or cpu, self.worker_pod_memory_gib or memory,
                              worker_facts.gpus, worker_facts.efa)
-        head_cpu, head_memory = fit.whole(fit.free_for_ray(head_facts, self.head_threads_per_core))
+        head_cpu, head_memory = fit.whole(fit.free_for_ray(head_facts, self.head_threads_per_core, self.fit_features))
         share = TRAINER_HEAD_SHARE_WITH_SERVING if self.serving else 1.0
         trainer = fit.PodSize("trainer ray head", self.head_pod_cpu or int(head_cpu * share),
                               self.head_pod_memory_gib or int(head_memory * share))
@@ -438,8 +462,9 @@ class Settings(ConfigModel):
         """(head group, worker group) fits; raises ValueError when a pod cannot be scheduled."""
         sizes = self.pod_sizes()
         heads = (sizes.trainer_head,) + ((sizes.serve_head,) if sizes.serve_head else ())
-        head = fit.group_fit("head", self.head_instance_type, self.head_threads_per_core, heads)
-        worker = fit.group_fit(HYPERPOD_GPU_GROUP, self.worker_instance_type, self.worker_threads_per_core, (sizes.worker,))
+        head = fit.group_fit("head", self.head_instance_type, self.head_threads_per_core, heads, self.fit_features)
+        worker = fit.group_fit(HYPERPOD_GPU_GROUP, self.worker_instance_type, self.worker_threads_per_core,
+                               (sizes.worker,), self.fit_features)
         free = worker.allocatable - worker.system
         if not worker.fits:
             raise ValueError(

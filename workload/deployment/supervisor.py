@@ -10,6 +10,7 @@ from __future__ import annotations
 from pydantic import Field, model_validator
 
 from workload.config import ConfigModel
+from workload.deployment import fit
 from workload.deployment.names import HYPERPOD_GPU_GROUP
 
 
@@ -23,8 +24,9 @@ class SupervisorLimits(ConfigModel):
                                            "restarts never count).")
     backoff_base_s: float = Field(30.0, gt=0, description="First wait before a resubmission; it doubles each time.")
     backoff_cap_s: float = Field(900.0, gt=0, description="Longest wait before a resubmission.")
-    node_wait_timeout_s: float = Field(5400, gt=0, description="How long the supervisor waits for every GPU worker "
-                                       "pod to be Ready again (HyperPod replaces a node in tens of minutes).")
+    node_wait_timeout_s: float = Field(fit.NODE_READY_S, gt=0, description="How long the supervisor waits for every "
+                                       "GPU worker pod to be Ready again (a replaced node launches, then runs deep "
+                                       "health checks: about 2 h).")
     release_workers: bool = Field(True, description="Scale the trainer's GPU workers to zero when the run is over "
                                   "(frees nodes for the RayService).")
     group_idle_s: float | None = Field(None, ge=0, description="Seconds after a run ends before the HyperPod GPU "

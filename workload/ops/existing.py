@@ -10,12 +10,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from workload.addons import FSX_CSI_ADDON, OBSERVABILITY_ADDON
+from workload.addons import FSX_CSI_ADDON, OBSERVABILITY_ADDON, POD_IDENTITY_AGENT_ADDON
 
 # Authentication modes HyperPod accepts (HyperPod EKS prerequisites; CONFIG_MAP is refused).
 HYPERPOD_AUTH_MODES = ("API", "API_AND_CONFIG_MAP")
 # EKS add-ons the stacks create on the cluster: one already there fails `AWS::EKS::Addon` creation.
 ADDONS_THE_STACKS_CREATE = (FSX_CSI_ADDON, OBSERVABILITY_ADDON)
+# EKS add-ons the stacks need from the cluster's owner: every Pod Identity association (FSx CSI driver,
+# observability collectors, Ray's S3 access, the supervisor) hands out credentials through this agent.
+ADDONS_THE_OWNER_PROVIDES = (POD_IDENTITY_AGENT_ADDON,)
 DEFAULT_ROUTE = "0.0.0.0/0"
 
 
@@ -55,9 +58,10 @@ def subnet_problems(settings, subnets: Sequence[dict], route_tables: Sequence[di
     return problems
 
 
-def cluster_problems(settings, cluster: dict, subnet_vpc: str | None, addons: Sequence[str]) -> list[str]:
+def cluster_problems(settings, cluster: dict, subnet_vpc: str | None, addons: Sequence[str] | None) -> list[str]:
     """What does not match in `eks_cluster_name`'s cluster (EKS DescribeCluster and ListAddons answers;
-    `subnet_vpc` is the VPC of the cluster's first subnet, for answers without `vpcId`)."""
+    `subnet_vpc` is the VPC of the cluster's first subnet, for answers without `vpcId`; `addons` None:
+    the add-ons could not be listed, so they are not checked)."""
     name = settings.eks_cluster_name
     problems = []
     config = cluster.get("resourcesVpcConfig", {})
@@ -76,6 +80,13 @@ def cluster_problems(settings, cluster: dict, subnet_vpc: str | None, addons: Se
     if group and group != settings.eks_cluster_security_group_id:
         problems.append(f"eks_cluster_security_group_id: {name}'s cluster security group is {group}, not "
                         f"{settings.eks_cluster_security_group_id}")
+    if addons is None:
+        return problems
+    for addon in ADDONS_THE_OWNER_PROVIDES:
+        if addon not in addons:
+            problems.append(f"eks_cluster_name: {name} lacks the {addon} add-on, which Pod Identity needs (the FSx "
+                            f"CSI driver, the observability collectors and Ray's S3 access use it); install it "
+                            f"(`aws eks create-addon --cluster-name {name} --addon-name {addon}`)")
     for addon in ADDONS_THE_STACKS_CREATE:
         if addon in addons:
             problems.append(f"eks_cluster_name: {name} already has the {addon} add-on, which the stacks create "
@@ -113,5 +124,5 @@ def existing_resource_problems(session, settings) -> list[str]:
     try:
         addons = eks.list_addons(clusterName=settings.eks_cluster_name)["addons"]
     except ClientError:
-        addons = []  # unreadable add-ons are checked by the deploy itself
+        addons = None  # unreadable add-ons are checked by the deploy itself
     return [*problems, *cluster_problems(settings, cluster, subnet_vpc, addons)]

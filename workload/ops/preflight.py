@@ -194,6 +194,8 @@ def node_zone(settings, zones: Sequence[dict]) -> tuple[str | None, str]:
     """
     if not settings.creates_vpc:
         return settings.private_subnet_azs[0], "the first of private_subnet_azs"
+    if settings.node_availability_zone:
+        return settings.node_availability_zone, "node_availability_zone"
     available = [z["ZoneName"] for z in zones if z.get("State") == "available"]
     return (available[0] if available else None), f"the first available zone of {settings.region}, where the created VPC puts the nodes"
 
@@ -216,8 +218,7 @@ def zone_findings(settings, zone: str | None, how: str, offerings: Sequence[dict
         elif zone not in zones:
             fix = ("set private_subnet_azs (and private_subnet_ids) so that the first subnet is in one of them"
                    if not settings.creates_vpc else
-                   "deploy into an existing VPC whose first private subnet is in one of them (vpc_id, "
-                   "private_subnet_ids, private_subnet_azs), or choose another region")
+                   f"set node_availability_zone to one of them (e.g. -c node_availability_zone={zones[0]})")
             findings.append(Finding("zone", "fail", f"{zone} ({how}) does not offer {ec2_type(instance_type)} "
                                     f"({instance_type}); {settings.region} offers it in {', '.join(zones)}: {fix}"))
         else:

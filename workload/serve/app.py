@@ -61,8 +61,9 @@ INGRESS_HEADROOM_REQUESTS = 64
 # A request's whole body must arrive within this time (8 MiB at ~1 MB/s); then 408. A client that
 # sends headers and stalls holds an ingress slot for at most this long.
 BODY_READ_TIMEOUT_S = 10.0
-# How long a request waits in the ingress for room in the model's queue before its 503: clients that
-# retry at once are paced by it, so the model stays busy and refusals stay cheap (benchmarks/bench_serve_load.py).
+# How long a request waits in the ingress for room in the model's queue before its 503 (at most as many
+# wait as the model holds; more are held as long and refused unread): clients that retry at once are
+# paced by it, so the model stays busy and refusals stay cheap (benchmarks/bench_serve_load.py).
 ADMISSION_WAIT_S = 4.0
 # S3 adapters are re-listed at most this often per replica (local ones are stat'ed every request).
 S3_RECHECK_INTERVAL_S = 10.0
@@ -407,6 +408,12 @@ class OpenAIIngress:
 
     async def _complete(self, request: Request) -> dict[str, Any]:
         limits = self._limits
+        if self._admission.waiting >= self._admission.capacity:
+            # As many wait as the model holds: held as long as a waiting request, then refused, its body
+            # unread and unparsed, so that clients retrying at once cost little and the model keeps its CPU.
+            await asyncio.sleep(ADMISSION_WAIT_S)
+            raise overloaded("more requests than the model holds are waiting already; retry after the "
+                             "Retry-After seconds")
         try:
             async with asyncio.timeout(BODY_READ_TIMEOUT_S):
                 raw = await _read_body(request, limits.max_request_bytes)

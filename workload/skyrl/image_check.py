@@ -2,10 +2,12 @@
 
 ``containers/trainer/requirements.lock`` is the resolver's lock of the PyPI packages (with
 sha256 hashes); ``containers/trainer/off-pypi.txt`` pins the wheels PyPI does not carry,
-each with its index. ``containers/lock.py`` writes and re-checks the lock; the Dockerfile
-runs ``python -m workload.skyrl.image_check LOCK OFF_PYPI`` after installing both, so an
-image whose packages disagree with either file, or whose off-PyPI wheels need something the
-lock did not install, fails its build instead of its first job.
+each with its index; ``containers/trainer/removed.txt`` names the packages SkyRL's own uv
+configuration removes. ``containers/lock.py`` writes and re-checks the lock; the Dockerfile
+runs ``python -m workload.skyrl.image_check LOCK OFF_PYPI REMOVED`` after installing both, so
+an image whose packages disagree with either file, or in which any installed distribution
+(the base image's included) has a requirement that is not met (``pip check``'s rule; only the
+removed packages may be missing), fails its build instead of its first job.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
 
-_PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s\\;]+)")
+_PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?==([^\s\\;]+)")
 # Astral's GPU wheels carry their (CUDA, torch) build in the local version: +cu.13.0.torch.2.13.
 ASTRAL_LOCAL = re.compile(r"\+cu\.(\d+)\.(\d+)\.torch\.(\d+)\.(\d+)$")
 # FlashInfer's per-CUDA index versions its JIT cache +cu130.
@@ -53,6 +55,57 @@ def off_pypi(text: str, *, source: str = "off-pypi.txt") -> list[tuple[str, str,
             )
         rows.append((normalize(match.group(1)), match.group(2), parts[1]))
     return rows
+
+
+def removed(text: str) -> set[str]:
+    """The normalized names of ``removed.txt`` (one a line, ``#`` comments)."""
+    return {normalize(line.strip()) for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")}
+
+
+def unmet_requirements(
+    distributions: list[tuple[str, str, list[str]]],
+    *,
+    allowed_missing: set[str],
+    environment: dict[str, str] | None = None,
+) -> list[str]:
+    """``pip check`` over ``(name, version, requires)`` of every installed distribution.
+
+    A requirement counts when its marker holds here without extras (as pip check does); it is
+    unmet when the package is absent or at a version outside the specifier. Absent packages in
+    ``allowed_missing`` are accepted (removed on purpose); at a wrong version they are not.
+    """
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    installed = {normalize(name): version for name, version, _requires in distributions}
+    problems = []
+    for name, version, requires in sorted(distributions):
+        for text in requires:
+            try:
+                requirement = Requirement(text)
+            except InvalidRequirement:
+                problems.append(f"{name} {version} declares an unparsable requirement {text!r}")
+                continue
+            if requirement.marker is not None and not requirement.marker.evaluate({**(environment or {}), "extra": ""}):
+                continue
+            wanted = normalize(requirement.name)
+            have = installed.get(wanted)
+            if have is None:
+                if wanted not in allowed_missing:
+                    problems.append(f"{name} {version} requires {text}, which is not installed")
+            elif not requirement.specifier.contains(have, prereleases=True):
+                problems.append(f"{name} {version} requires {text}, installed {have}")
+    return problems
+
+
+def _installed_distributions() -> list[tuple[str, str, list[str]]]:
+    seen, out = set(), []
+    for dist in metadata.distributions():
+        name = dist.metadata["Name"]
+        if not name or normalize(name) in seen:
+            continue  # the first on sys.path wins, as for imports
+        seen.add(normalize(name))
+        out.append((name, dist.version, list(dist.requires or [])))
+    return out
 
 
 def cuda_of_lock(locked: dict[str, str]) -> tuple[int, int]:
@@ -120,21 +173,27 @@ def _version_of(name: str) -> str | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m workload.skyrl.image_check LOCK OFF_PYPI``: exit 1 listing every mismatch."""
+    """``python -m workload.skyrl.image_check LOCK OFF_PYPI REMOVED``: exit 1 listing every mismatch."""
     args = sys.argv[1:] if argv is None else argv
-    if len(args) != 2:
-        print("usage: python -m workload.skyrl.image_check requirements.lock off-pypi.txt", file=sys.stderr)
+    if len(args) != 3:
+        print("usage: python -m workload.skyrl.image_check requirements.lock off-pypi.txt removed.txt", file=sys.stderr)
         return 2
     locked = pins(Path(args[0]).read_text())
     wheels = off_pypi(Path(args[1]).read_text(), source=args[1])
+    left_out = removed(Path(args[2]).read_text())
+    distributions = _installed_distributions()
+    present = sorted(name for name in left_out if _version_of(name) is not None)
     problems = build_ties(locked, wheels) + installed_problems(
         locked, wheels, _version_of, lambda name: metadata.requires(name) or []
-    )
+    ) + [f"{name} is installed although {args[2]} removes it" for name in present] + unmet_requirements(
+        distributions, allowed_missing=left_out)
     for line in problems:
         print(f"error: {line}", file=sys.stderr)
     if problems:
         return 1
-    print(f"image: {len(locked)} locked packages and {len(wheels)} off-PyPI wheels installed as pinned")
+    print(f"image: {len(locked)} locked packages and {len(wheels)} off-PyPI wheels installed as pinned; "
+          f"every requirement of the {len(distributions)} installed distributions is met "
+          f"(left out on purpose: {', '.join(sorted(left_out)) or 'none'})")
     return 0
 
 

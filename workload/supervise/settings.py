@@ -40,7 +40,7 @@ class HyperPodTarget:
 
     def __post_init__(self) -> None:
         if self.idle_count < 0:
-            raise ValueError(f"supervise.hyperpod_idle_count={self.idle_count}: HyperPod instance counts start at 0")
+            raise ValueError(f"supervise.group_idle_count={self.idle_count}: HyperPod instance counts start at 0")
 
 
 @dataclass(frozen=True)

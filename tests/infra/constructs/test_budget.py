@@ -122,3 +122,11 @@ def test_a_group_already_at_zero_is_left_alone():
         done = guard.run(sagemaker, sns, cluster="skymaze-hyperpod", groups=["workers"], topic_arn="arn:aws:sns:us-west-2:111111111111:a",
                          max_h=24, warn_h=2, period_h=PERIOD_H, now=CREATED + timedelta(hours=30))
     assert done == {"action": "scale_down", "age_h": 30.0, "scaled": {}}
+
+
+@pytest.mark.slow  # CDK synth
+@pytest.mark.parametrize(("destroy", "policy"), [(True, "Delete"), (False, "Retain")])
+def test_the_topic_key_follows_the_removal_setting(destroy, policy):
+    _, key = one(_template(destroy=destroy), "AWS::KMS::Key")
+    assert (key["DeletionPolicy"], key["UpdateReplacePolicy"]) == (policy, policy)
+    assert key["Properties"].get("PendingWindowInDays") == (7 if destroy else None)

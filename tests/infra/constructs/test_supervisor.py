@@ -103,3 +103,10 @@ def test_pod_identity_may_update_only_that_cluster_and_pass_only_its_role():
 def test_without_a_group_idle_period_the_supervisor_gets_no_aws_role():
     template = _synth(sv.SupervisorConfig(namespace="ray", raycluster="skymaze-train"))
     assert not resources(template, "AWS::EKS::PodIdentityAssociation")
+
+
+def test_the_cluster_fit_counts_the_supervisor_as_it_requests():
+    from workload.deployment import fit
+
+    (counted,) = [p for p in fit.SYSTEM_PODS if p.feature == fit.SUPERVISOR]
+    assert (f"{counted.cpu_m}m", f"{counted.memory_mib}Mi") == (sv.CPU, sv.MEMORY)

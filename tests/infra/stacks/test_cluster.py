@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 
 import pytest
 
 from tests.infra.conftest import one, resources
+from workload.deployment.fit import DEEP_HEALTH_CHECKS_S, NODE_LAUNCH_S
 
 pytestmark = pytest.mark.slow
 
@@ -178,9 +180,20 @@ def test_execution_role_attaches_the_cni_policy_as_aws_reference_does(cluster):
 
 def test_node_wait_is_a_chain_of_stages_each_under_an_hour(cluster):
     stages = resources(cluster, "Custom::HyperPodNodes")
-    assert len(stages) == 2
-    first, last = sorted(stages.items(), key=lambda item: item[1]["Properties"]["Stage"])
-    assert (first[1]["Properties"]["Final"], last[1]["Properties"]["Final"]) == ("false", "true")
-    assert first[0] in last[1]["DependsOn"]
+    ordered = sorted(stages.items(), key=lambda item: item[1]["Properties"]["Stage"])
+    last = ordered[-1]
+    assert [s["Properties"]["Final"] for _, s in ordered] == ["false"] * (len(ordered) - 1) + ["true"]
+    for (before, _), (_, after) in itertools.pairwise(ordered):
+        assert before in after["DependsOn"]
+    assert all(int(s["Properties"]["StageSeconds"]) < 3600 for s in stages.values())
     # What waits on nodes waits on the last stage.
     assert last[0] in _addons(cluster)["aws-fsx-csi-driver"]["DependsOn"]
+
+
+def test_the_node_wait_covers_launch_and_deep_health_checks_under_continuous_provisioning(cluster):
+    # Continuous provisioning: the HyperPod resource completes while nodes still launch, so the
+    # waiter alone must cover a GPU node's launch, lifecycle scripts and deep health checks.
+    _, hyperpod = one(cluster, "AWS::SageMaker::Cluster")
+    assert hyperpod["Properties"]["NodeProvisioningMode"] == "Continuous"
+    stages = resources(cluster, "Custom::HyperPodNodes").values()
+    assert sum(int(s["Properties"]["StageSeconds"]) for s in stages) >= NODE_LAUNCH_S + DEEP_HEALTH_CHECKS_S

@@ -58,3 +58,30 @@ def test_s3_gateway_endpoint_and_flow_logs(network):
     assert "s3" in str(endpoint["Properties"]["ServiceName"])
     _, flow = one(network, "AWS::EC2::FlowLog")
     assert flow["Properties"]["TrafficType"] == "ALL"
+
+
+def _network_with(**context) -> tuple[dict, str]:
+    import aws_cdk as cdk
+    from aws_cdk.assertions import Template
+
+    from infra.stacks.network import NetworkStack
+    from tests.infra.conftest import cli_context
+    from workload.deployment.settings import load_settings
+
+    app = cdk.App(context=cli_context(profile="blog", **context))
+    settings = load_settings(cli_context(profile="blog", **context))
+    stack = NetworkStack(app, "Net", settings=settings,
+                         env=cdk.Environment(account=settings.account, region=settings.region))
+    return Template.from_stack(stack).to_json(), stack.resolve(stack.node_subnet.availability_zone)
+
+
+def test_the_nodes_zone_of_a_created_vpc_can_be_chosen():
+    template, node_zone = _network_with(node_availability_zone="us-west-2c")
+    assert node_zone == "us-west-2c"
+    private = [s for s in resources(template, "AWS::EC2::Subnet").values() if not s["Properties"]["MapPublicIpOnLaunch"]]
+    assert sorted(s["Properties"]["AvailabilityZone"] for s in private) == ["us-west-2a", "us-west-2c"]
+
+
+def test_a_zone_the_region_does_not_have_is_refused():
+    with pytest.raises(ValueError, match=r"node_availability_zone=us-west-2z is not one of the zones this account has in us-west-2 \(us-west-2a, "):
+        _network_with(node_availability_zone="us-west-2z")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from tests.infra import kuberay
@@ -73,11 +75,12 @@ def test_every_ray_pod_mounts_shared_from_the_claim_and_uses_the_service_account
         assert pod["containers"][0]["image"] == "<token>"  # the trainer image asset's URI
 
 
-def test_raycluster_waits_for_the_operator_the_claim_and_the_service_account(ray):
+def test_raycluster_waits_for_the_operator_the_claim_the_service_account_and_its_pod_identity(ray):
     trainer = next(r for r in resources(ray, "Custom::AWSCDK-EKS-KubernetesResource").values()
                    if "RayCluster" in str(r["Properties"]["Manifest"]))
     chart_id, _ = one(ray, "Custom::AWSCDK-EKS-HelmChart")
-    assert chart_id in trainer["DependsOn"] and len(trainer["DependsOn"]) == 3
+    identity_id, _ = one(ray, "AWS::EKS::PodIdentityAssociation")
+    assert chart_id in trainer["DependsOn"] and identity_id in trainer["DependsOn"] and len(trainer["DependsOn"]) == 4
 
 
 def test_raycluster_validates_against_the_kuberay_crd(ray, shared_dir):
@@ -95,3 +98,48 @@ def test_every_ray_pod_exports_metrics_for_the_collectors(ray):
         assert group["rayStartParams"]["metrics-export-port"] == "8080"
         ports = group["template"]["spec"]["containers"][0]["ports"]
         assert {"name": "metrics", "containerPort": 8080} in ports
+
+
+def _service_accounts_of_pods(obj: dict) -> set[str]:
+    """Service accounts the pods of a Kubernetes object (any pod template inside it) run as."""
+    found = set()
+    if isinstance(obj, dict):
+        if "serviceAccountName" in obj:
+            found.add(obj["serviceAccountName"])
+        for value in obj.values():
+            found |= _service_accounts_of_pods(value)
+    elif isinstance(obj, list):
+        for value in obj:
+            found |= _service_accounts_of_pods(value)
+    return found
+
+
+def _depends_on(template: dict, logical_id: str) -> set[str]:
+    """Everything `logical_id` waits for, directly or through other resources of the template."""
+    seen, todo = set(), [logical_id]
+    while todo:
+        for dependency in _listed(template["Resources"][todo.pop()].get("DependsOn", [])):
+            if dependency not in seen:
+                seen.add(dependency)
+                todo.append(dependency)
+    return seen
+
+
+def _listed(value) -> list:
+    return value if isinstance(value, list) else [value]
+
+
+def test_pods_start_after_the_pod_identity_association_of_their_service_account(synth):
+    for role in ("ray", "serving"):
+        template = synth.templates[role]
+        associations = {name: r["Properties"]["ServiceAccount"]
+                        for name, r in resources(template, "AWS::EKS::PodIdentityAssociation").items()}
+        for name, manifest in resources(template, "Custom::AWSCDK-EKS-KubernetesResource").items():
+            raw = manifest["Properties"]["Manifest"]
+            text = raw if isinstance(raw, str) else "".join(p if isinstance(p, str) else "<token>" for p in raw["Fn::Join"][1])
+            accounts = _service_accounts_of_pods(json.loads(text))
+            for association, account in associations.items():
+                if account in accounts:
+                    assert association in _depends_on(template, name), f"{name} may start before {association}"
+        if role == "serving":  # its RayService runs as the ray stack's ray-sa: the stacks are ordered
+            assert synth.stacks["ray"] in synth.stacks["serving"].dependencies

@@ -77,12 +77,45 @@ def test_explicit_pod_sizes_that_fit_are_kept():
 def test_smt_on_the_workers_nearly_doubles_the_derived_worker_cpu():
     off = load_settings({"profile": "blog"}).pod_sizes().worker.cpu
     on = load_settings({"profile": "blog", "worker_threads_per_core": "2"}).pod_sizes().worker.cpu
-    # 24 more vCPUs, less 60m more kube-reserved: 44.94 CPUs free, 44 whole.
-    assert (off, on) == (21, 44)
+    # 24 more vCPUs, less 60m more kube-reserved: 44.44 CPUs free beyond the margin, 44 whole.
+    assert (off, on) == (20, 44)
 
 
 def test_fit_rows_show_allocatable_and_requested():
     head, workers = load_settings({"profile": "blog"}).cluster_fit()
     text = "\n".join(head.rows() + workers.rows())
     assert "workers (ml.g7e.12xlarge, ThreadsPerCore=1): allocatable 23.87 CPU" in text
-    assert "ray worker: 21 CPU" in text and "fits" in text
+    assert "ray worker: 20 CPU" in text and "fits" in text
+
+
+def _pod(name: str) -> fit.SystemPod:
+    (pod,) = [p for p in fit.SYSTEM_PODS if p.name.startswith(name)]
+    return pod
+
+
+def test_the_health_monitoring_agent_counts_as_its_chart_requests_on_gpu_nodes_only():
+    agent = _pod("health-monitoring-agent")
+    assert (agent.where, agent.cpu_m, agent.memory_mib, agent.estimated) == ("gpu", 500, 512, False)
+    assert "v3.7.1" in agent.source
+
+
+@pytest.mark.parametrize(("setting", "feature", "instance_type"),
+                         [("supervisor", fit.SUPERVISOR, "ml.r5d.16xlarge"), ("ray_endpoint", fit.RAY_ENDPOINT, "ml.g7e.12xlarge")])
+def test_optional_pods_count_where_they_run_when_they_are_installed(setting, feature, instance_type):
+    facts = fit.INSTANCES[instance_type]
+    with_it, without = fit.system_requests(facts, frozenset({feature})), fit.system_requests(facts, frozenset())
+    assert with_it[0] > without[0] and with_it[1] > without[1]
+    extra = {"ray_endpoint": {"ray_endpoint": True, "ray_endpoint_domain": "ray.example.com",
+                              "ray_endpoint_hosted_zone_id": "Z123"}, "supervisor": {}}[setting]
+    assert feature in load_settings({"profile": "blog", setting: True, **extra}).fit_features
+    assert feature not in load_settings({"profile": "blog", setting: False}).fit_features
+
+
+@pytest.mark.parametrize("profile", ["blog", "small"])
+def test_every_node_keeps_the_named_margin_after_every_counted_pod(profile):
+    for group in load_settings({"profile": profile}).cluster_fit():
+        left = group.allocatable - group.requested  # requested includes the system pods and the margin
+        assert left.cpu_m >= 0 and left.memory_mib >= 0, group.rows()
+        counted = group.requested - fit.Resources(fit.NODE_MARGIN_CPU_M, fit.NODE_MARGIN_MEMORY_MIB)
+        spare = group.allocatable - counted
+        assert spare.cpu_m >= fit.NODE_MARGIN_CPU_M and spare.memory_mib >= fit.NODE_MARGIN_MEMORY_MIB, group.rows()

@@ -221,3 +221,22 @@ def test_tool_set_values_are_settings_but_not_in_the_users_table():
     assert load_settings({"profile": "blog", "account": "123456789012"}).account == "123456789012"
     assert [key for key in TOOL_SET if f"| `{key}` |" in rows] == []
     assert "| `supervise.max_submissions` |" in rows
+
+
+def test_the_supervisor_waits_for_a_replaced_node_through_its_deep_health_checks():
+    from workload.deployment.fit import DEEP_HEALTH_CHECKS_S, NODE_LAUNCH_S
+
+    waited = load_settings({"profile": "blog"}).supervise.node_wait_timeout_s
+    assert waited >= NODE_LAUNCH_S + DEEP_HEALTH_CHECKS_S
+
+
+def test_the_nodes_zone_belongs_to_the_region():
+    with pytest.raises(SettingsError, match="node_availability_zone=us-east-1a is not a zone of region=us-west-2"):
+        load_settings({"profile": "blog", "node_availability_zone": "us-east-1a"})
+
+
+def test_the_nodes_zone_is_for_a_created_vpc_only():
+    with pytest.raises(SettingsError, match="node_availability_zone=us-west-2b applies to a created VPC only"):
+        load_settings({"profile": "blog", "node_availability_zone": "us-west-2b", "vpc_id": "vpc-0123456789abcdef0",
+                       "private_subnet_ids": "subnet-0123456789abcdef0,subnet-0123456789abcdef1",
+                       "private_subnet_azs": "us-west-2a,us-west-2b"})

@@ -112,7 +112,7 @@ def test_authentication_mode_security_group_and_existing_add_ons_are_named(netwo
                          eks_cluster_security_group_id="sg-0123456789abcdef0")
     answer = {"version": "1.34", "accessConfig": {"authenticationMode": "CONFIG_MAP"},
               "resourcesVpcConfig": {"vpcId": network.vpc, "clusterSecurityGroupId": "sg-0fedcba9876543210"}}
-    problems = cluster_problems(settings, answer, None, ["vpc-cni", "aws-fsx-csi-driver"])
+    problems = cluster_problems(settings, answer, None, ["vpc-cni", "aws-fsx-csi-driver", "eks-pod-identity-agent"])
     assert [p.split(" ")[0] for p in problems] == ["eks_cluster_name:", "eks_cluster_security_group_id:",
                                                   "eks_cluster_name:"]
     assert "authenticates with CONFIG_MAP; HyperPod needs API or API_AND_CONFIG_MAP" in problems[0]
@@ -120,4 +120,15 @@ def test_authentication_mode_security_group_and_existing_add_ons_are_named(netwo
     assert "already has the aws-fsx-csi-driver add-on" in problems[2]
     fine = {**answer, "accessConfig": {"authenticationMode": "API"},
             "resourcesVpcConfig": {"vpcId": network.vpc, "clusterSecurityGroupId": "sg-0123456789abcdef0"}}
-    assert cluster_problems(settings, fine, None, ["vpc-cni", "coredns"]) == []
+    assert cluster_problems(settings, fine, None, ["vpc-cni", "coredns", "eks-pod-identity-agent"]) == []
+    assert cluster_problems(settings, fine, None, None) == []  # add-ons unreadable: not judged
+
+
+def test_an_existing_cluster_without_the_pod_identity_agent_is_named(network):
+    settings = _settings(network, network.private, ("us-west-2a", "us-west-2b"), eks_cluster_name="platform",
+                         eks_cluster_security_group_id="sg-0123456789abcdef0")
+    answer = {"version": "1.34", "accessConfig": {"authenticationMode": "API"},
+              "resourcesVpcConfig": {"vpcId": network.vpc, "clusterSecurityGroupId": "sg-0123456789abcdef0"}}
+    (problem,) = cluster_problems(settings, answer, None, ["vpc-cni", "coredns", "kube-proxy"])
+    assert problem.startswith("eks_cluster_name: platform lacks the eks-pod-identity-agent add-on")
+    assert "aws eks create-addon --cluster-name platform --addon-name eks-pod-identity-agent" in problem

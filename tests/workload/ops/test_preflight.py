@@ -169,6 +169,8 @@ def test_recorded_zones_answer_puts_a_created_vpc_in_the_first_zone():
     account = _account_answering("ec2", "describe_availability_zones", _recorded("DescribeAvailabilityZones"))
     zones = account.client("ec2").describe_availability_zones()["AvailabilityZones"]
     assert preflight.node_zone(settings_for("small"), zones)[0] == "us-west-2a"
+    chosen = settings_for("small").model_copy(update={"node_availability_zone": "us-west-2c"})
+    assert preflight.node_zone(chosen, zones) == ("us-west-2c", "node_availability_zone")
 
 
 def test_recorded_offerings_answer_without_the_types_fails_the_region():

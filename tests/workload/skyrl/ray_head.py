@@ -25,6 +25,7 @@ import pytest
 
 START_TIMEOUT_S = 120
 START_ATTEMPTS = 3  # a free port can be taken by another process before Ray binds it
+STARTED_LINE = "Ray runtime started."  # what `ray start` prints once the node is up (ray/scripts/scripts.py)
 # Ray drains for up to 30 s on SIGTERM; a test head has nothing worth draining.
 STOP_GRACE_S = 3
 # Ray reports metrics every 10 s by default; a test waits for one report, not several.
@@ -59,18 +60,22 @@ class RayStartError(RuntimeError):
     """``ray start`` exited before the dashboard answered."""
 
 
-def _wait_http(url: str, deadline: float, process: subprocess.Popen, log: Path) -> None:
+def _wait_http(url: str, deadline: float, process: subprocess.Popen, log: Path, token: str | None = None,
+               timeout_s: float = START_TIMEOUT_S) -> None:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
     while True:
         if process.poll() is not None:
             raise RayStartError(f"ray start exited with {process.returncode}: {log.read_text()[-2000:]}")
         try:
-            with urllib.request.urlopen(url, timeout=2) as response:
-                if response.status == 200:
+            with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=2) as response:
+                # The dashboard answers before the raylet has registered, which `ray start` gives
+                # up on after a fixed 30 s (ray/_private/node.py); up means both.
+                if response.status == 200 and STARTED_LINE in log.read_text(errors="replace"):
                     return
         except OSError:
             pass
         if time.monotonic() > deadline:
-            raise TimeoutError(f"{url} did not answer within {START_TIMEOUT_S} s")
+            raise TimeoutError(f"{url} did not answer within {timeout_s} s")
         time.sleep(0.5)
 
 
@@ -99,17 +104,20 @@ def _stop(process: subprocess.Popen, temp_dir: Path) -> None:
     process.wait(timeout=STOP_GRACE_S * 10)
 
 
-def _start(temp_dir: Path, num_cpus: int, extra_env: dict[str, str]) -> tuple[subprocess.Popen, RayHead]:
+def _start(temp_dir: Path, num_cpus: int, extra_env: dict[str, str], num_gpus: int = 0,
+           token: str | None = None, start_timeout_s: float = START_TIMEOUT_S) -> tuple[subprocess.Popen, RayHead]:
     names = ["port", "dashboard-port", "metrics-export-port", "ray-client-server-port", "dashboard-agent-listen-port",
              "dashboard-agent-grpc-port", "node-manager-port", "object-manager-port", "runtime-env-agent-port"]
     ports = dict(zip(names, free_ports(len(names)), strict=True))
     ray_bin = Path(sys.executable).with_name("ray")
     command = [str(ray_bin), "start", "--head", "--block", "--node-ip-address", "127.0.0.1",
-               "--dashboard-host", "127.0.0.1", "--num-cpus", str(num_cpus), "--num-gpus", "0",
+               "--dashboard-host", "127.0.0.1", "--num-cpus", str(num_cpus), "--num-gpus", str(num_gpus),
                "--temp-dir", str(temp_dir), "--disable-usage-stats", "--include-dashboard", "true"]
     for name, port in ports.items():
         command += [f"--{name}", str(port)]
-    env = {**os.environ, "RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0",
+    auth = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": token} if token else {"RAY_AUTH_MODE": "disabled"}
+    # unbuffered: `ray start`'s log (a file) must show STARTED_LINE as soon as it is printed
+    env = {**os.environ, **auth, "RAY_USAGE_STATS_ENABLED": "0", "PYTHONUNBUFFERED": "1",
            "RAY_metrics_report_interval_ms": str(METRICS_REPORT_INTERVAL_MS),
            "PATH": f"{ray_bin.parent}{os.pathsep}{os.environ.get('PATH', '')}", **extra_env}
     with (temp_dir / "ray-start.log").open("wb") as log:
@@ -121,7 +129,8 @@ def _start(temp_dir: Path, num_cpus: int, extra_env: dict[str, str]) -> tuple[su
         temp_dir=temp_dir,
     )
     try:
-        _wait_http(f"{head.dashboard_url}/api/version", time.monotonic() + START_TIMEOUT_S, process, temp_dir / "ray-start.log")
+        _wait_http(f"{head.dashboard_url}/api/version", time.monotonic() + start_timeout_s, process,
+                   temp_dir / "ray-start.log", token, start_timeout_s)
     except (RayStartError, TimeoutError):
         _stop(process, temp_dir)
         raise
@@ -129,18 +138,22 @@ def _start(temp_dir: Path, num_cpus: int, extra_env: dict[str, str]) -> tuple[su
 
 
 @contextlib.contextmanager
-def local_ray_head(*, num_cpus: int = 2, extra_env: dict[str, str] | None = None) -> Iterator[RayHead]:
+def local_ray_head(*, num_cpus: int = 2, extra_env: dict[str, str] | None = None, num_gpus: int = 0,
+                   token: str | None = None, start_timeout_s: float = START_TIMEOUT_S,
+                   start_attempts: int = START_ATTEMPTS) -> Iterator[RayHead]:
     """Start ``ray start --head --block`` in its own session; yield its addresses; kill it.
 
-    ``extra_env`` is added to the head's environment (e.g. to let other nodes join)."""
+    ``extra_env`` is added to the head's environment (e.g. to let other nodes join); ``num_gpus``
+    declares GPUs the machine need not have (Ray schedules them as a resource count); ``token``
+    turns on Ray's token auth with that token (clients need RAY_AUTH_MODE=token and RAY_AUTH_TOKEN)."""
     temp_dir = Path(tempfile.mkdtemp(prefix="smz-ray-", dir="/tmp"))
     try:
-        for attempt in range(1, START_ATTEMPTS + 1):
+        for attempt in range(1, start_attempts + 1):
             try:
-                process, head = _start(temp_dir, num_cpus, extra_env or {})
+                process, head = _start(temp_dir, num_cpus, extra_env or {}, num_gpus, token, start_timeout_s)
                 break
             except RayStartError:
-                if attempt == START_ATTEMPTS:
+                if attempt == start_attempts:
                     raise
         try:
             yield head

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import pickle
+from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
@@ -51,3 +53,57 @@ def test_training_without_skyrl_stops_before_preparing_anything(spec_file):
     with pytest.raises(SystemExit, match=r"SkyRL is not importable here .* runs inside the trainer image"):
         main(["--job-spec", str(path)])
     assert not spec.data_dir.exists()
+
+
+def test_a_failing_stage_is_named_on_the_jobs_last_line(spec_file, monkeypatch, capsys):
+    from workload.skyrl import entrypoint
+
+    spec, path = spec_file
+    Path(spec.model_path).mkdir(parents=True)
+    (Path(spec.model_path) / "config.json").write_text("{}")
+
+    def stops_at_the_placement_group(spec, stages):
+        with stages.running("config"):
+            pass
+        with stages.running("placement-group"):
+            raise TimeoutError("6 GPU bundles not ready in 60 s")
+
+    monkeypatch.setattr(entrypoint, "require_skyrl", lambda: None)
+    monkeypatch.setattr(entrypoint, "run_skyrl", stops_at_the_placement_group)
+    assert main(["--job-spec", str(path)]) == 1
+    captured = capsys.readouterr()
+    assert [line for line in captured.out.splitlines() if line.startswith(entrypoint.STAGE_MARKER)] == [
+        "skymaze-stage: config", "skymaze-stage: placement-group"]
+    assert captured.err.splitlines()[-2:] == [
+        "skymaze-reached: config placement-group",
+        "skymaze-failed-at: placement-group: TimeoutError: 6 GPU bundles not ready in 60 s"]
+
+
+def test_the_stage_survives_rays_task_error_wrapping():
+    from workload.skyrl.entrypoint import StageFailed, failed_stage
+
+    class TaskError(RuntimeError):  # the shape of ray.exceptions.RayTaskError: the remote error as `cause`
+        def __init__(self, cause):
+            super().__init__("task failed")
+            self.cause = cause
+
+    inner = StageFailed.of("inference-client", ModuleNotFoundError("No module named 'vllm'"))
+    found = failed_stage(TaskError(inner))
+    assert (found.stage, found.detail) == ("inference-client", "ModuleNotFoundError: No module named 'vllm'")
+    assert str(inner) == "inference-client: ModuleNotFoundError: No module named 'vllm'"
+    # Ray pickles the task's exception to the driver: the stage must survive the round trip
+    inner = StageFailed.of("inference-client", ModuleNotFoundError("vllm"), ("env-registry", "inference-client"))
+    copy = pickle.loads(pickle.dumps(inner))
+    assert (copy.stage, copy.detail, copy.reached) == (inner.stage, inner.detail, inner.reached)
+    assert failed_stage(TaskError(ValueError("x"))) is None
+
+
+def test_secret_values_are_masked_and_short_flags_are_not():
+    from workload.skyrl.entrypoint import mask_secrets, secret_values
+
+    environ = {"HF_TOKEN": "hf_abcdefgh123", "WANDB_API_KEY": "0123456789abcdef", "HF_HOME": "/shared/hf",
+               "RAY_OVERRIDE_JOB_RUNTIME_ENV": "1", "SKYRL_KEY_FLAG": "1"}
+    secrets = secret_values(environ)
+    assert sorted(secrets) == ["0123456789abcdef", "hf_abcdefgh123"]
+    line = "Exporting `HF_TOKEN` to ray runtime env: hf_abcdefgh123; HF_HOME=/shared/hf"
+    assert mask_secrets(line, secrets) == "Exporting `HF_TOKEN` to ray runtime env: ***; HF_HOME=/shared/hf"

@@ -5,7 +5,16 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from workload.skyrl.image_check import build_ties, cuda_of_lock, installed_problems, normalize, off_pypi, pins
+from workload.skyrl.image_check import (
+    build_ties,
+    cuda_of_lock,
+    installed_problems,
+    normalize,
+    off_pypi,
+    pins,
+    removed,
+    unmet_requirements,
+)
 from workload.skyrl.known_keys import SKYRL_VERSION
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -15,10 +24,13 @@ TRAINER = ROOT / "containers" / "trainer"
 def test_the_build_checks_the_ray_of_the_base_image_it_names():
     text = (TRAINER / "Dockerfile").read_text()
     (base,) = re.findall(r"^ARG SKYRL_BASE=(\S+)$", text, re.M)
-    tag = re.fullmatch(r"novaskyai/skyrl-train-ray-(\d+\.\d+\.\d+)-py3\.12-cu[\d.]+:\S+", base)
-    assert tag, f"SKYRL_BASE {base!r} is not a SkyRL Ray image for Python 3.12"
+    # a versioned tag (Ray, Python, CUDA), never a moving one like `latest`
+    tag = re.fullmatch(r"anyscale/ray:(\d+\.\d+\.\d+)-py312-cu(\d+)(@sha256:[0-9a-f]{64})?", base)
+    assert tag, f"SKYRL_BASE {base!r} is not a versioned Ray image for Python 3.12"
     assert re.search(r"^FROM \$\{SKYRL_BASE\}$", text, re.M)
     assert f"ray.__version__ == '{tag.group(1)}'" in text
+    major, minor = cuda_of_lock(LOCKED)
+    assert tag.group(2) == f"{major}{minor}"  # cu130 = CUDA 13.0, that of the lock's torch
 
 
 def _inputs() -> dict[str, str]:
@@ -107,8 +119,43 @@ def test_dockerfile_installs_the_lock_with_hashes_and_each_off_pypi_wheel_from_i
     assert "pip install --no-cache-dir --no-deps --require-hashes -r requirements.lock" in text
     assert 'pip install --no-cache-dir --no-deps --index-url "${index}" "${requirement}"' in text
     assert "extra-index-url" not in text  # one index per package: no name can come from the wrong one
-    assert "python -m workload.skyrl.image_check requirements.lock off-pypi.txt" in text
-    assert re.search(r"^COPY .*containers/trainer/requirements\.lock containers/trainer/off-pypi\.txt", text, re.M)
+    assert "python -m workload.skyrl.image_check requirements.lock off-pypi.txt removed.txt" in text
+    assert re.search(r"^COPY .*containers/trainer/requirements\.lock containers/trainer/off-pypi\.txt "
+                     r"containers/trainer/removed\.txt", text, re.M)
+
+
+def test_the_environment_check_is_pip_checks_rule_with_only_the_removed_packages_missing():
+    distributions = [
+        ("nixl", "1.5.1", ["nixl-cu12==1.5.1", "nixl-cu13==1.5.1"]),
+        ("nixl-cu13", "1.5.1", []),
+        ("vllm", "0.30.0", ["torch==2.13.0", "torchaudio==2.11.0", "humming-kernels[cu13]==0.1.12",
+                            'pytest; extra == "test"', "pywin32; sys_platform == 'win32'"]),
+        ("torch", "2.13.0+cu130", []),
+        ("humming-kernels", "0.1.12", []),
+        ("base-tool", "1.0", ["numpy<2"]),
+        ("numpy", "2.3.5", []),
+    ]
+    problems = unmet_requirements(distributions, allowed_missing={"nixl-cu12"},
+                                  environment={"sys_platform": "linux"})
+    assert problems == [
+        "base-tool 1.0 requires numpy<2, installed 2.3.5",
+        "vllm 0.30.0 requires torchaudio==2.11.0, which is not installed",
+    ]
+
+
+def test_the_packages_skyrl_removes_are_left_out_of_the_lock():
+    left_out = removed((TRAINER / "removed.txt").read_text())
+    assert left_out == {"nixl-cu12"}
+    assert not left_out & set(LOCKED)
+    assert "nixl" in LOCKED and "nixl-cu13" in LOCKED
+
+
+def test_the_cuda_compiler_and_headers_are_the_runtimes_release():
+    # torch 2.13.0 -> cuda-toolkit 13.0.3.0 -> runtime 13.0.96; its compiler set is 13.0.88 / cccl 13.0.85
+    assert LOCKED["nvidia-cuda-runtime"].startswith("13.0.")
+    for name in ("nvidia-cuda-nvcc", "nvidia-cuda-crt", "nvidia-nvvm", "nvidia-cuda-cccl", "nvidia-nvjitlink",
+                 "nvidia-cuda-nvrtc"):
+        assert LOCKED[name].startswith("13.0."), (name, LOCKED[name])
 
 
 def test_serve_image_adds_no_packages_to_rays_llm_image():
