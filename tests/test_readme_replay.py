@@ -637,16 +637,17 @@ def _evaluated_as_in_process(walk: Walk, ran: Ran) -> None:
     _ok(ran)
     replayed = json.loads((walk.root / "evals" / "selected" / "report.json").read_text())
     in_process = _in_process(walk)
-    assert replayed["set"] == in_process["set"] and replayed["total"] == in_process["total"] == 64
+    assert replayed["set"] == in_process["set"] and replayed["total"] == in_process["total"] > 0
     assert replayed["solved"] == in_process["solved"]
     assert [e["actions"] for e in replayed["episodes"]] == [e["actions"] for e in in_process["episodes"]]
 
 
 def _cluster_evaluate_refused(walk: Walk, ran: Ran) -> None:
-    """The stand-in serves the model (the /v1/models check passes) but the tiny model's 2,048 positions
-    cannot hold easy-64's first VisGym prompt and 1,024 reply tokens: one line, exit 1."""
-    _one_line_refusal(ran, 1, r"the endpoint refused turn \d+ of maze seed \d+ with 413: the prompt \(\d+ tokens\) "
-                              r"plus max_tokens \(1024\) exceeds the model's 2048 positions")
+    """The stand-in serves the rehearsal's adapter under the cluster's id and states how it was trained
+    (GET /v1/models): the blog's --heldout easy-64 contradicts it, and evaluate says so in one line, exit 2,
+    before playing (the cluster's vLLM endpoint states nothing, and easy-64 is its adapter's set)."""
+    _one_line_refusal(ran, 2, r"--heldout easy-64 but the adapter in http://127\.0\.0\.1:\d+/v1/models was trained "
+                              r"with rehearsal-7x7-maps")
 
 
 def _rehearsal_resumed(walk: Walk, ran: Ran) -> None:
@@ -762,12 +763,17 @@ CHECKS: dict[str, Callable[[Walk, Ran], None]] = {
 @pytest.mark.slow
 @pytest.mark.e2e
 def test_readmes_client_example_replies_as_the_adapter_played_in_process(walk):
-    """README's example asks the served adapter for its first move on seed 0, the first held-out maze."""
+    """The docs' example asks the served adapter for its first move on the first held-out maze."""
+    from workload.maze.heldout import load_set
+
     ran = walk.ran[CLIENT_EXAMPLE]
     _ok(ran)
     first = _in_process(walk)["episodes"][0]
-    assert first["seed"] == 0
-    assert ran.stdout.strip() == first["actions"][0]
+    from workload.maze.actions import extract_action
+
+    assert first["seed"] == load_set(_in_process(walk)["set"]).entries[0]["seed"]
+    # The episode records the action the reply holds ("" for a reply without one), as the game parses it.
+    assert (extract_action(ran.stdout.strip()) or "") == first["actions"][0], ran.stdout
 
 
 def _hints(stdout: str) -> list[str]:

@@ -98,6 +98,6 @@ def test_every_hint_after_a_rehearsal_runs_and_scores_as_in_process(rehearsal_sm
     served = json.loads((run_root / "evals" / "served.json").read_text())
     best = json.loads((run_root / "report.json").read_text())["best_step"]
     in_process = json.loads((run_root / "evals" / f"global_step_{best}.json").read_text())
-    assert replayed["set"] == in_process["set"] and replayed["total"] == in_process["total"] == 64
+    assert replayed["set"] == in_process["set"] and replayed["total"] == in_process["total"] > 0
     assert replayed["solved"] == served["solved"] == in_process["solved"]
     assert [e["actions"] for e in replayed["episodes"]] == [e["actions"] for e in in_process["episodes"]]

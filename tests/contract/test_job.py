@@ -76,8 +76,21 @@ def head(tmp_path_factory, tiny_model_dir, monkeypatch_module) -> Iterator[dict]
                         start_timeout_s=HEAD_START_TIMEOUT_S, start_attempts=HEAD_START_ATTEMPTS) as ray_head:
         monkeypatch_module.setenv("RAY_AUTH_MODE", "token")
         monkeypatch_module.setenv("RAY_AUTH_TOKEN", token)
-        yield {"url": ray_head.dashboard_url, "shared": shared}
+        _reload_ray_auth()
+        try:
+            yield {"url": ray_head.dashboard_url, "shared": shared}
+        finally:
+            monkeypatch_module.undo()
+            _reload_ray_auth()
     assert _pids_naming(str(ray_head.temp_dir)) == [], "Ray processes outlived the head"
+
+
+def _reload_ray_auth() -> None:
+    """Ray reads its auth mode and token once per process; another test may have imported it first."""
+    from ray._raylet import AuthenticationTokenLoader, Config
+
+    Config.initialize("")
+    AuthenticationTokenLoader.instance().reset_cache()
 
 
 @pytest.fixture(scope="module")

@@ -38,7 +38,7 @@ class AdapterMismatch(ValueError):
 
 @dataclass(frozen=True)
 class AdapterFacts:
-    folder: Path
+    folder: Path | str  # the adapter's folder, or the endpoint URL that described it
     base_model: str | None
     settings: dict[str, Any]  # evaluation option name -> the adapter's value (only those it knows)
 
@@ -98,7 +98,7 @@ def endpoint_facts(endpoint: str, model: str, *, api_key: str = "EMPTY", timeout
     trainer = entry.get(TRAINER_CONFIG_FIELD) if entry else None
     if not isinstance(trainer, dict):
         return None
-    return AdapterFacts(folder=Path(url), base_model=None, settings=settings_of(trainer))
+    return AdapterFacts(folder=url, base_model=None, settings=settings_of(trainer))
 
 
 def settle(facts: AdapterFacts, given: dict[str, Any], defaults: dict[str, Any]) -> dict[str, Any]:
