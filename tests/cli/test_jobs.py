@@ -106,6 +106,11 @@ def ray_head():
 @pytest.mark.e2e
 def test_a_supervised_preflight_is_watched_to_the_end_once(ray_head, tmp_path):
     address = ["--address", ray_head.dashboard_url]
+    # No supervised job yet (no test of this module submits one before): one error line, not a second one
+    # from the supervision loop's own failure handler.
+    none = runner.invoke(app, ["supervise", "--metrics-port", "0", *address])
+    assert none.exit_code == 1 and none.stderr.splitlines() == [
+        "error: no job submitted with `skymaze submit --supervise` on this Ray cluster; submit one, or name the job id"]
     submitted = runner.invoke(app, ["submit", "--recipe", "blog", "--size", "blog", "--set", f"shared_root={tmp_path}", "--preflight", "--supervise", *address])
     assert submitted.exit_code == 0, submitted.output
     job_id = submitted.stdout.split()[1]
