@@ -23,7 +23,7 @@ import numpy as np
 import torch
 
 from workload.files import write_dir_atomic, write_json_atomic, write_text_atomic
-from workload.local import grpo
+from workload.local import constants, grpo
 from workload.local.config import SCHEDULERS, RehearsalConfig
 from workload.local.data import PHASE_GRPO, draw_seeds
 from workload.local.episodes import EpisodeRecord
@@ -168,16 +168,16 @@ class GrpoLearner:
         self.log, self.on_eval = log, on_eval
         opt_cfg = cfg.trainer.policy.optimizer_config
         params = [p for p in model.parameters() if p.requires_grad]
-        self.optimizer = torch.optim.AdamW(params, lr=opt_cfg.lr, weight_decay=opt_cfg.weight_decay)
+        self.optimizer = torch.optim.AdamW(params, lr=opt_cfg.lr, weight_decay=constants.WEIGHT_DECAY)
         t = cfg.trainer
-        updates_per_step = (t.train_batch_size // t.policy_mini_batch_size) * t.update_epochs_per_batch
+        updates_per_step = (t.train_batch_size // t.policy_mini_batch_size) * constants.UPDATE_EPOCHS_PER_BATCH
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
             self.optimizer,
             lr_factor(
                 opt_cfg.scheduler,
-                warmup_steps=opt_cfg.num_warmup_steps * updates_per_step,
+                warmup_steps=constants.NUM_WARMUP_STEPS * updates_per_step,
                 total_steps=t.max_training_steps * updates_per_step,
-                min_lr_ratio=opt_cfg.min_lr_ratio,
+                min_lr_ratio=constants.MIN_LR_RATIO,
             ),
         )
         self.updates_per_step = updates_per_step
@@ -230,8 +230,8 @@ class GrpoLearner:
             old,
             micro.advantages[:, None].expand_as(logprobs),
             weights,
-            eps_clip_low=alg.eps_clip_low,
-            eps_clip_high=alg.eps_clip_high,
+            eps_clip_low=constants.EPS_CLIP_LOW,
+            eps_clip_high=constants.EPS_CLIP_HIGH,
         )
         metrics["policy/loss"] = loss.item()
         if alg.use_kl_loss:
@@ -239,7 +239,7 @@ class GrpoLearner:
                 ref = completion_logprobs(self.model, micro.batch)
             kl = grpo.kl_k3(logprobs, ref, weights)
             metrics["policy/kl"] = kl.item()
-            loss = loss + alg.kl_loss_coef * kl
+            loss = loss + constants.KL_LOSS_COEF * kl
         share = float(weights.sum()) / denominator
         return loss * share, {k: v * share for k, v in metrics.items()}
 
@@ -287,7 +287,7 @@ class GrpoLearner:
         t = self.cfg.trainer
         device = self.model.device
         n_minis = t.train_batch_size // t.policy_mini_batch_size
-        recompute_old = n_minis * t.update_epochs_per_batch > 1
+        recompute_old = n_minis * constants.UPDATE_EPOCHS_PER_BATCH > 1
         samples = merge_duplicates(contexts, completions, advantages, group_of)
         prompts = EncodingCache(self.encoder)  # samples of one context share its encoding
         minis: list[tuple[list[MicroBatch], float]] = []
@@ -321,7 +321,7 @@ class GrpoLearner:
         sums: dict[str, float] = {}
         updates = 0
         params = [p for p in self.model.parameters() if p.requires_grad]
-        for _ in range(t.update_epochs_per_batch):
+        for _ in range(constants.UPDATE_EPOCHS_PER_BATCH):
             for micro, denominator in minis:
                 self.optimizer.zero_grad(set_to_none=True)
                 for part in micro:
@@ -330,7 +330,7 @@ class GrpoLearner:
                     for k, v in terms.items():
                         sums[k] = sums.get(k, 0.0) + v
                 sums["policy/grad_norm"] = sums.get("policy/grad_norm", 0.0) + float(
-                    torch.nn.utils.clip_grad_norm_(params, t.policy.optimizer_config.max_grad_norm)
+                    torch.nn.utils.clip_grad_norm_(params, constants.MAX_GRAD_NORM)
                 )
                 self.optimizer.step()
                 self.scheduler.step()
@@ -349,7 +349,7 @@ class GrpoLearner:
         rolled = time.perf_counter()
         rewards = torch.tensor([e.reward for e in episodes])
         adv = grpo.group_advantages(
-            rewards, g.n_samples_per_prompt, norm_by_std=self.cfg.trainer.algorithm.grpo_norm_by_std
+            rewards, g.n_samples_per_prompt, norm_by_std=constants.GRPO_NORM_BY_STD
         )
         informative = grpo.informative_groups(rewards, g.n_samples_per_prompt)
         keep = [i for i in range(len(episodes)) if informative[i // g.n_samples_per_prompt]]
@@ -427,7 +427,7 @@ class GrpoLearner:
         }
         write_dir_atomic(self.run.ckpt(step), lambda tmp: torch_save_atomic(state, tmp / "state.pt"))
         write_text_atomic(self.run.ckpts / LATEST_FILE, f"{step}\n")
-        keep = self.cfg.trainer.max_ckpts_to_keep
+        keep = constants.MAX_CKPTS_TO_KEEP
         if keep > 0:
             import shutil
 

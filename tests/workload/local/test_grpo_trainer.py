@@ -8,6 +8,7 @@ import json
 import pytest
 import torch
 
+from workload.local import constants
 from workload.local.config import load_config
 from workload.local.episodes import PlaySettings, play
 from workload.local.grpo_trainer import GrpoLearner, turn_samples
@@ -122,7 +123,8 @@ def test_mini_batches_split_the_step_into_several_updates(tiny_model_dir, tmp_pa
 
 @pytest.mark.slow  # trains: optimizer steps on the tiny model
 def test_checkpoint_round_trip_restores_lora_and_optimizer_and_prunes(tiny_model_dir, tmp_path, episodes):
-    learner = _learner(tiny_model_dir, tmp_path, ["trainer.max_ckpts_to_keep=2"])
+    assert constants.MAX_CKPTS_TO_KEEP == 2
+    learner = _learner(tiny_model_dir, tmp_path)
     for step in (1, 2, 3):
         learner.update(*_samples(episodes))
         learner.save_checkpoint(step)
@@ -282,9 +284,8 @@ def test_merged_turns_give_the_unmerged_gradient_on_a_real_step(tiny_model_dir, 
 
     def learner():
         torch.manual_seed(0)  # the same fresh adapter each time
-        made = _learner(  # no clipping: the gradient itself is compared
-            tiny_model_dir, tmp_path, ["generator.n_samples_per_prompt=4", "trainer.policy.optimizer_config.max_grad_norm=1e9"]
-        )
+        monkeypatch.setattr(constants, "MAX_GRAD_NORM", 1e9)  # no clipping: the gradient itself is compared
+        made = _learner(tiny_model_dir, tmp_path, ["generator.n_samples_per_prompt=4"])
         made.optimizer.step = lambda: None  # keep the weights: compare the gradients only
         with torch.no_grad():  # a non-zero adapter, so the gradient reaches every LoRA matrix
             for name, param in made.model.named_parameters():
