@@ -263,3 +263,12 @@ def test_the_run_log_names_the_recipe_that_ran(tmp_path, monkeypatch):
 def test_schedule_and_weight_average_settings_are_checked(override, message):
     with pytest.raises(ValueError, match=message):
         load_config("local", [override])
+
+
+def test_a_saved_config_still_holds_every_key_the_adapter_evaluator_reads():
+    """An export's trainer_config.json is ``to_dict()``; `skymaze evaluate` reads frame size and reply length from it."""
+    from workload.evaluate.adapter_facts import _SOURCES
+
+    saved = config.flatten(load_config("local").to_dict())
+    wanted = [path for path, _ in _SOURCES.values() if not path.startswith("(")]
+    assert [path for path in wanted if path not in saved] == []
