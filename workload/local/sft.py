@@ -1,8 +1,8 @@
 """SFT warm start on solver demonstrations, stopped by a rule on a validation set fixed in the recipe.
 
 The analogue of the VisGym SFT checkpoint: full fine-tuning of the tiny model on
-(frame, solver action) pairs. A fixed step count gives starts from 0 to 12 of 64 depending on
-the seed (measured at ~140 steps: 12, 0 and 3 of 64 for seeds 0, 1, 2), so training stops at
+(frame, solver action) pairs. A fixed step count gives starts that differ widely from seed to
+seed (docs/results.md), so training stops at
 the first check, every ``SFT_CHECK_EVERY`` steps, at which the greedy first token is the
 solver's action on every shortest-path state of at least ``sft.target_solved`` validation
 mazes (never the held-out set), or at ``SFT_MAX_STEPS`` (``workload/local/constants.py``). That check is one batched forward
