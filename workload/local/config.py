@@ -4,6 +4,7 @@ Every setting is a field of the models below, with its meaning in ``description`
 recipe show local --fields`` and the README table print them). Key names follow SkyRL's config
 wherever SkyRL has the concept (``trainer.eval_interval``, ``generator.n_samples_per_prompt``, ...).
 A recipe may start from another with ``extends: NAME``; overrides go through ``workload.config``.
+Values with one sensible choice are constants, not settings (``workload/local/constants.py``).
 """
 
 from __future__ import annotations
