@@ -186,10 +186,10 @@ class LocalServer:
     def _ingress_call(self, method: str) -> int:
         from ray import serve
 
-        ingress = serve.get_deployment_handle(INGRESS_DEPLOYMENT, app_name=self.app_name)
         try:
+            ingress = serve.get_deployment_handle(INGRESS_DEPLOYMENT, app_name=self.app_name)
             return getattr(ingress, method).remote().result(timeout_s=DRAIN_CALL_TIMEOUT_S)
-        except Exception:  # a gone or stuck ingress has no answer left to send
+        except Exception:  # a gone or stuck ingress (or Serve) has no answer left to send
             return 0
 
     def model_handle(self) -> Any:
