@@ -24,9 +24,9 @@ ADAPTER_WEIGHTS = "adapter_model.safetensors"
 
 # LoRA ranks vLLM accepts for `max_lora_rank` (vllm/config/lora.py, `possible_max_ranks`).
 VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
-# The largest LoRA rank served: the local endpoint's cap (`skymaze serve`, the rehearsal), and the default of
-# the deploy profile's `max_lora_rank` (workload/deployment/settings.py), which the cluster's vLLM and
-# `promote` use. One home: what serves locally also serves on a cluster deployed with the default.
+# The largest LoRA rank either endpoint serves: the cluster's vLLM `max_lora_rank` (infra/stacks/serving.py)
+# and the local server's cap (`skymaze serve`, the rehearsal); `skymaze promote` and the recipe check refuse
+# larger ranks unless told otherwise. One home: what serves locally also serves on the cluster.
 DEFAULT_MAX_LORA_RANK = 64
 
 # Adapter names become the ADAPTER of model id BASE:ADAPTER, an S3 key segment and a folder name.
