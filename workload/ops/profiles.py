@@ -55,7 +55,9 @@ def shape_for(settings: Settings) -> ClusterShape:
         profile=settings.profile,
         instance_groups=(
             InstanceGroup("head", settings.head_instance_type, HEAD_COUNT, settings.node_volume_gib),
-            InstanceGroup(HYPERPOD_GPU_GROUP, settings.worker_instance_type, settings.worker_count, settings.node_volume_gib),
+            InstanceGroup(
+                HYPERPOD_GPU_GROUP, settings.worker_instance_type, settings.worker_count, settings.node_volume_gib
+            ),
         ),
         fsx_tier=f"PERSISTENT_2_{settings.fsx_throughput_mbps_per_tib}",
         fsx_gib=settings.fsx_storage_gib,
