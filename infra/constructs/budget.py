@@ -25,6 +25,7 @@ from constructs import Construct
 
 from infra.constructs.lambdas import handler_function
 from infra.constructs.nag import acknowledge
+from workload.deployment.settings import DEPLOY_GUARD_WARN_HOURS
 
 ACTUAL_ALERT_PERCENT = 80
 FORECAST_ALERT_PERCENT = 100
@@ -40,7 +41,8 @@ class SpendingGuard(Construct):
     """
 
     def __init__(self, scope: Construct, construct_id: str, *, name: str, budget_usd_per_month: float | None,
-                 alert_emails: Sequence[str], max_deployed_hours: float | None = None, warn_before_hours: float = 2.0,
+                 alert_emails: Sequence[str], max_deployed_hours: float | None = None,
+                 warn_before_hours: float = DEPLOY_GUARD_WARN_HOURS,
                  hyperpod_cluster_name: str | None = None, hyperpod_cluster_arn: str | None = None,
                  execution_role_arn: str | None = None, gpu_groups: Sequence[str] = (), destroy: bool = False) -> None:
         super().__init__(scope, construct_id)
@@ -86,7 +88,7 @@ class SpendingGuard(Construct):
             raise ValueError("max_deployed_hours needs the HyperPod cluster, its execution role and its GPU groups")
         if not 0 < warn_hours < max_hours:
             raise ValueError(
-                f"deploy_guard_warn_hours={warn_hours} must be > 0 and below max_deployed_hours={max_hours}"
+                f"warn_before_hours={warn_hours} must be > 0 and below max_deployed_hours={max_hours}"
             )
         function = handler_function(
             self, "GuardFunction", handler_dir="deploy_guard", handler="handler", timeout=Duration.minutes(1),

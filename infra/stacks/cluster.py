@@ -23,8 +23,14 @@ from infra.constructs.node_waiter import HyperPodNodeWaiter
 from infra.constructs.pod_identity import pod_identity_role
 from infra.constructs.ray_endpoint import RayEndpoint, join_users_group
 from workload.addons import CORE_ADDONS, FSX_CSI_ADDON
-from workload.deployment.names import HYPERPOD_GPU_GROUP
-from workload.deployment.settings import HEAD_COUNT, Settings
+from workload.deployment.names import HYPERPOD_GPU_GROUP, RAY_NAMESPACE
+from workload.deployment.settings import (
+    HEAD_COUNT,
+    HYPERPOD_CHART_VERSION,
+    NODE_VOLUME_GIB,
+    RAY_ENDPOINT_CHART_VERSION,
+    Settings,
+)
 
 FSX_CSI_SERVICE_ACCOUNT = "fsx-csi-controller-sa"
 HEAD_GROUP = "head"
@@ -88,7 +94,7 @@ class ClusterStack(Stack):
             self,
             "HyperPodChart",
             cluster=self.eks,
-            version=settings.hyperpod_chart_version,
+            version=HYPERPOD_CHART_VERSION,
             values=dependency_chart_values(self.region),
             kubectl_layer=kubectl_layer,
             vpc=vpc,
@@ -114,7 +120,7 @@ class ClusterStack(Stack):
         if settings.ray_endpoint:  # `sagemaker_ray://` addresses; off: port-forward only
             self.ray_endpoint = RayEndpoint(
                 self, "RayEndpoint", cluster=self.eks, domain=settings.ray_endpoint_domain,
-                hosted_zone_id=settings.ray_endpoint_hosted_zone_id, chart_version=settings.ray_endpoint_chart_version,
+                hosted_zone_id=settings.ray_endpoint_hosted_zone_id, chart_version=RAY_ENDPOINT_CHART_VERSION,
                 kubectl_layer=kubectl_layer, vpc=vpc, security_group=security_group, destroy=settings.destroy_data,
                 after=[self.node_waiter.resource, *core])
             for arn in settings.user_principal_arns:
@@ -187,7 +193,7 @@ class ClusterStack(Stack):
                                                           access_scope_type=eks.AccessScopeType.CLUSTER)]
         user = [eks.AccessPolicy.from_access_policy_name(USER_ACCESS_POLICY,
                                                          access_scope_type=eks.AccessScopeType.NAMESPACE,
-                                                         namespaces=[settings.ray_namespace])]
+                                                         namespaces=[RAY_NAMESPACE])]
         grants = ([(f"Admin{_short_hash(arn)}", arn, admin) for arn in settings.admin_principal_arns]
                   + [(f"User{_short_hash(arn)}", arn, user) for arn in settings.user_principal_arns])
         for construct_id, arn, policies in grants:
@@ -253,7 +259,7 @@ class ClusterStack(Stack):
             source_s3_uri=lifecycle_uri, on_create=LIFECYCLE_ENTRYPOINT)
         volume = [sagemaker.CfnCluster.ClusterInstanceStorageConfigProperty(
             ebs_volume_config=sagemaker.CfnCluster.ClusterEbsVolumeConfigProperty(
-                volume_size_in_gb=settings.node_volume_gib))]
+                volume_size_in_gb=NODE_VOLUME_GIB))]
         group = sagemaker.CfnCluster.ClusterInstanceGroupProperty
         return sagemaker.CfnCluster(
             self,

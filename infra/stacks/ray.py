@@ -15,7 +15,7 @@ from infra.constructs.nag import acknowledge
 from infra.constructs.pod_identity import pod_identity_role
 from infra.constructs.ray_endpoint import connection_rbac, endpoint_annotations
 from infra.constructs.supervisor import RunSupervisor, SupervisorConfig
-from workload.deployment.names import trainer_raycluster
+from workload.deployment.names import RAY_NAMESPACE, trainer_raycluster
 from workload.deployment.settings import KUBERAY_CHART_VERSION, Settings
 
 KUBERAY_REPOSITORY = "https://ray-project.github.io/kuberay-helm/"
@@ -43,7 +43,7 @@ class RayStack(Stack):
         super().__init__(scope, construct_id, **kwargs)
         # The image is an asset of the images stack: deploying this stack alone must push it first.
         self.add_stack_dependency(Stack.of(trainer_image))
-        ns = settings.ray_namespace
+        ns = RAY_NAMESPACE
         self.namespace = ns
         self.operator = eks.HelmChart(
             self, "KubeRay", cluster=cluster, chart=KUBERAY_CHART, repository=KUBERAY_REPOSITORY,

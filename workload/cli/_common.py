@@ -143,20 +143,6 @@ def next_step(*commands: str) -> None:
         typer.echo(f"  {command}")
 
 
-def deploy_setting(profile: str, name: str, deploy_sets: list[str] | tuple[str, ...] = ()):
-    """One deployment setting of ``profile`` with ``-c`` pairs ``deploy_sets`` (workload/deployment/settings.py),
-    or exit 2 saying what to pass."""
-    from workload.deployment.settings import SettingsError, load_settings
-
-    try:
-        from workload.config import split_pair
-
-        pairs = dict(split_pair(pair, flag=DEPLOY_FLAG, example="worker_count=2") for pair in deploy_sets)
-        return getattr(load_settings({"profile": profile, **pairs}), name)
-    except (SettingsError, ValueError) as err:
-        fail(str(err), code=EXIT_USAGE)
-
-
 def aws_identity(region: str, *, expected_account: str | None = None, err: bool = False):
     """A boto3 session in ``region`` and the caller's identity, printed as one line (on stderr with
     ``err``, for commands whose stdout is JSON); exit 1 if unreadable.

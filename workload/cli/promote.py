@@ -6,7 +6,9 @@ from pathlib import Path
 
 import typer
 
-from workload.cli._common import EXIT_USAGE, PROFILE_OPTION, deploy_setting, fail, next_step, resolve_size
+from workload.cli._common import EXIT_USAGE, PROFILE_OPTION, fail, next_step, resolve_size
+from workload.deployment.names import RAY_NAMESPACE
+from workload.serving_rules import DEFAULT_MAX_LORA_RANK
 
 
 def promote(
@@ -20,8 +22,8 @@ def promote(
     name: str = typer.Option(
         None, "--name",
         help="On the cluster's pods: promote to s3://<artifacts bucket>/adapters/NAME (instead of --to)."),
-    max_lora_rank: int = typer.Option(None, "--max-lora-rank",
-                                      help="Endpoint's max_lora_rank (default: the deploy profile's)."),
+    max_lora_rank: int = typer.Option(DEFAULT_MAX_LORA_RANK, "--max-lora-rank",
+                                      help="Endpoint's max_lora_rank (default: the cluster endpoint's)."),
     profile: str | None = PROFILE_OPTION,
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an adapter already promoted under NAME."),
 ) -> None:
@@ -45,9 +47,6 @@ def promote(
     except PromoteError as err:
         fail(str(err), code=EXIT_USAGE)
 
-    if max_lora_rank is None:
-        profile, deploy_sets = resolve_size(profile)
-        max_lora_rank = deploy_setting(profile, "max_lora_rank", deploy_sets)
     try:
         manifest = run_promote(run, step, to, max_lora_rank=max_lora_rank, overwrite=overwrite)
     except PromoteError as err:
@@ -78,7 +77,7 @@ def _cluster_endpoint(profile: str) -> tuple[str, str]:
 
     settings = load_settings({"profile": profile})
     # infra/stacks/serving.py names the RayService NAME-serve; KubeRay's Serve service is <rayservice>-serve-svc.
-    forward = (f"kubectl -n {settings.ray_namespace} port-forward svc/{settings.name}-serve-serve-svc "
+    forward = (f"kubectl -n {RAY_NAMESPACE} port-forward svc/{settings.name}-serve-serve-svc "
                f"{LOCAL_ENDPOINT_PORT}:{LOCAL_ENDPOINT_PORT} &")
     return forward, settings.base_model_id
 

@@ -32,6 +32,8 @@ from workload.addons import (
 )
 from workload.deployment.settings import HEAD_COUNT
 
+KUBERNETES_HOME = "KUBERNETES_VERSION in workload/deployment/settings.py"
+
 Status = Literal["ok", "warn", "fail"]
 
 # Service Quotas names one HyperPod quota per instance type "ml.TYPE for cluster usage" under the
@@ -248,13 +250,14 @@ def kubernetes_findings(settings, versions: Sequence[dict]) -> list[Finding]:
     offered = sorted({v["clusterVersion"] for v in versions if v.get("versionStatus") in EKS_SUPPORTED_STATUSES})
     if entry is None or entry.get("versionStatus") not in EKS_SUPPORTED_STATUSES:
         status = entry.get("versionStatus", "UNSUPPORTED") if entry else "not offered"
-        choices = f" ({', '.join(offered)})" if offered else ""
-        return [Finding("kubernetes", "fail", f"EKS in {settings.region}: Kubernetes {wanted} is {status}; set "
-                        f"kubernetes_version to a supported version{choices}")]
+        choices = f" (here: {', '.join(offered)})" if offered else ""
+        return [Finding("kubernetes", "fail", f"EKS in {settings.region}: Kubernetes {wanted} is {status}; "
+                        f"the app deploys that version only ({KUBERNETES_HOME}): deploy to a region that offers it"
+                        f"{choices}")]
     if entry["versionStatus"] == "EXTENDED_SUPPORT":
         return [Finding("kubernetes", "warn", f"EKS {wanted} is in extended support (billed at the extended-support "
                         f"hourly rate, ends {_day(entry.get('endOfExtendedSupportDate'))}); a newer "
-                        "kubernetes_version costs less")]
+                        f"version ({KUBERNETES_HOME}) costs less")]
     return [Finding("kubernetes", "ok", f"EKS offers Kubernetes {wanted} in {settings.region} (standard support "
                     f"until {_day(entry.get('endOfStandardSupportDate'))})")]
 
@@ -266,7 +269,7 @@ def _day(value) -> str:
 def check_kubernetes(session, settings, caller: Caller) -> list[Finding]:
     if not settings.creates_eks:
         return [Finding("kubernetes", "ok", f"existing cluster {settings.eks_cluster_name}: its version is checked "
-                        "against kubernetes_version before the deploy")]
+                        f"against Kubernetes {settings.kubernetes_version} before the deploy")]
     answer = session.client("eks").describe_cluster_versions(clusterVersions=[settings.kubernetes_version])
     return kubernetes_findings(settings, answer.get("clusterVersions", []))
 
@@ -330,7 +333,7 @@ def addon_findings(settings, name: str, versions: Sequence[dict], configuration:
     version = default_addon_version(addon_versions, wanted)
     if version is None:
         return [Finding("addon", "fail", f"EKS add-on {name} has no version for Kubernetes {wanted} in "
-                        f"{settings.region}: set kubernetes_version to one it supports"
+                        f"{settings.region}: deploy to a region that has one"
                         + (" or ray_endpoint=false" if name in RAY_ENDPOINT_ADDONS else ""))]
     if configuration is None:
         return [Finding("addon", "ok", f"{name} {version} for Kubernetes {wanted}")]
@@ -344,7 +347,7 @@ def addon_findings(settings, name: str, versions: Sequence[dict], configuration:
 
 
 def hyperpod_kubernetes_finding(settings, observability_versions: Sequence[dict]) -> Finding:
-    """HyperPod on ``kubernetes_version``: AWS documents the supported versions (settings.KUBERNETES_VERSIONS
+    """HyperPod on ``kubernetes_version``: AWS documents the supported versions (settings.KUBERNETES_VERSION
     cites the page) and no API answers it; HyperPod's own add-on publishing a version for it in this
     region is the account's answer."""
     addon_versions = next((a.get("addonVersions", []) for a in observability_versions
@@ -352,7 +355,7 @@ def hyperpod_kubernetes_finding(settings, observability_versions: Sequence[dict]
     if default_addon_version(addon_versions, settings.kubernetes_version) is None:
         return Finding("hyperpod", "fail", f"HyperPod's add-on {OBSERVABILITY_ADDON} lists no version for Kubernetes "
                        f"{settings.kubernetes_version} in {settings.region}: HyperPod does not support it here yet; "
-                       "set kubernetes_version to one the HyperPod EKS prerequisites list")
+                       "deploy to a region where it does")
     return Finding("hyperpod", "ok", f"HyperPod supports Kubernetes {settings.kubernetes_version} (AWS's HyperPod EKS "
                    f"prerequisites; its add-on {OBSERVABILITY_ADDON} has a version for it in {settings.region})")
 

@@ -74,7 +74,8 @@ class TrainingSettings(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     recipe: Recipe
-    # The endpoint's max_lora_rank (the deploy profile's setting); None skips that rule.
+    # The endpoint's max_lora_rank (the cluster's: DEFAULT_MAX_LORA_RANK in workload/serving_rules.py);
+    # None skips that rule.
     serving_max_lora_rank: PositiveInt | None = None
     values: dict[str, Any] = Field(default_factory=dict, description="The recipe's resolved SkyRL overrides.")
 
@@ -193,7 +194,7 @@ def check_lora(s: TrainingSettings) -> list[str]:
     if s.serving_max_lora_rank is not None and rank > s.serving_max_lora_rank:
         problems.append(
             f"trainer.policy.model.lora.rank: {rank} exceeds the endpoint's max_lora_rank {s.serving_max_lora_rank} "
-            "(deploy setting). Fix: lower the rank, or deploy with a larger one (--deploy-set max_lora_rank=...)."
+            "(DEFAULT_MAX_LORA_RANK in workload/serving_rules.py). Fix: lower the rank."
         )
     exclude = s.get("trainer.policy.model.lora.exclude_modules")
     if not exclude or not re.fullmatch(str(exclude), VISION_MODULE_SAMPLE):

@@ -18,7 +18,9 @@ from __future__ import annotations
 import dataclasses
 import enum
 
-from workload.deployment.supervisor import SupervisorLimits
+from pydantic import Field, model_validator
+
+from workload.deployment.supervisor import BACKOFF_BASE_S, BACKOFF_CAP_S, SupervisorLimits
 from workload.supervise.causes import Cause
 
 ACTIVE = frozenset({"PENDING", "RUNNING"})
@@ -47,8 +49,25 @@ class Kind(enum.Enum):
     DONE = "done"
 
 
-Policy = SupervisorLimits
-"""How hard the supervisor tries, and what it frees at the end: the one model of its limits."""
+class Policy(SupervisorLimits):
+    """The supervisor's limits and the wait between resubmissions (constants of
+    workload/deployment/supervisor.py; the drills shorten it)."""
+
+    backoff_base_s: float = Field(BACKOFF_BASE_S, gt=0, description="First wait before a resubmission; it doubles "
+                                  "each time.")
+    backoff_cap_s: float = Field(BACKOFF_CAP_S, gt=0, description="Longest wait before a resubmission.")
+
+    @model_validator(mode="after")
+    def _backoff_order(self) -> Policy:
+        if self.backoff_base_s > self.backoff_cap_s:
+            raise ValueError(f"backoff_base_s={self.backoff_base_s}, backoff_cap_s={self.backoff_cap_s}: need "
+                             "base <= cap (the delay doubles from base and stops at cap)")
+        return self
+
+    @classmethod
+    def of(cls, limits: SupervisorLimits) -> Policy:
+        """The policy of ``limits``, with the constant backoff."""
+        return cls(**limits.model_dump())
 
 
 @dataclasses.dataclass(frozen=True)
