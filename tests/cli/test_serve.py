@@ -306,6 +306,10 @@ def test_sigterm_drains_in_flight_requests_refuses_new_ones_and_leaves_no_ray(ti
         assert status == 503, body
         assert (body["error"]["code"], body["error"]["type"]) == ("shutting_down", "server_error"), body
         assert int(headers["Retry-After"]) > 0
+        models = urllib.request.Request(f"{url}/v1/models", headers={"Authorization": f"Bearer {API_KEY}"})
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(models, timeout=STOP_DEADLINE_S)
+        assert (refused.value.code, json.loads(refused.value.read())["error"]["code"]) == (503, "shutting_down")
         status, _, body = reply.result(timeout=DRAIN_DEADLINE_S)
         assert status == 200, body
         assert body["usage"]["completion_tokens"] > 0

@@ -40,8 +40,9 @@ def serve(
     """Serve a base model and its LoRA adapters with the OpenAI API on a local Ray Serve.
 
     Model ids: BASE and BASE:ADAPTER (ADAPTER = a sub-folder of --adapters). Ray's own ports stay
-    on 127.0.0.1 behind Ray's token auth. Stop with Ctrl-C or SIGTERM (exits 0). Every option is
-    also an argument of `serve run workload.serve.app:app_builder KEY=VALUE` (docs/settings.md lists them).
+    on 127.0.0.1 behind Ray's token auth. Ctrl-C or SIGTERM stops it: new requests get 503, the open ones
+    are answered first (up to 25 s; a second Ctrl-C stops at once), exit 0. Every option is also an
+    argument of `serve run workload.serve.app:app_builder KEY=VALUE` (docs/settings.md lists them).
 
     Example:  skymaze serve --model runs/latest/models/sft --adapters adapters --port 8000 --api-key-file ~/.skymaze-key
     """
