@@ -17,7 +17,8 @@ HOME = "workload/local/constants.py"
 
 # trainer.algorithm: what the learner implements (workload/local/grpo.py, grpo_trainer.py)
 ADVANTAGE_ESTIMATOR = "grpo"  # the only estimator the learner implements
-LOSS_REDUCTION = "token_mean"  # the only reduction that keeps merged identical turns exact (docs/rehearsal.md, fidelity)
+# the only reduction that keeps merged identical turns exact (docs/rehearsal.md, the fidelity table)
+LOSS_REDUCTION = "token_mean"
 GRPO_NORM_BY_STD = True  # SkyRL's default trainer.algorithm.grpo_norm_by_std, and the published run's
 # SkyRL's default PPO clip; with one optimizer step per GRPO step (policy_mini_batch_size = train_batch_size)
 # the ratio is 1 and the clip never acts (docs/rehearsal.md, fidelity table)

@@ -2,14 +2,14 @@
 
 The analogue of the VisGym SFT checkpoint: full fine-tuning of the tiny model on
 (frame, solver action) pairs. A fixed step count gives starts that differ widely from seed to
-seed (docs/results.md), so training stops at
-the first check, every ``SFT_CHECK_EVERY`` steps, at which the greedy first token is the
-solver's action on every shortest-path state of at least ``sft.target_solved`` validation
-mazes (never the held-out set), or at ``SFT_MAX_STEPS`` (``workload/local/constants.py``). That check is one batched forward
-(``PathCheck``: the validation prompts are encoded once). The rule reads the validation set
-only and never goes back: the start is whatever the first check at or above the target holds,
-however far above it lands. The recipe's target is the published cluster run's start (28 of
-64 = 43.75 % strict solves before GRPO), fixed before any rehearsal seed of this rule ran.
+seed (docs/results.md), so training stops at the first check, every ``SFT_CHECK_EVERY`` steps,
+at which the greedy first token is the solver's action on every shortest-path state of at least
+``sft.target_solved`` validation mazes (never the held-out set), or at ``SFT_MAX_STEPS`` (both
+in ``workload/local/constants.py``). That check is one batched forward (``PathCheck``: the
+validation prompts are encoded once). The rule reads the validation set only and never goes
+back: the start is whatever the first check at or above the target holds, however far above it
+lands. The recipe's target is the published cluster run's start (28 of 64 = 43.75 % strict
+solves before GRPO), fixed before any rehearsal seed of this rule ran.
 Progress is checkpointed at every check, so a killed run resumes from the last one.
 """
 
