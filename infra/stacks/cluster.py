@@ -6,6 +6,8 @@ and this stack adds a kubectl provider (with its own access entry) for the Helm 
 
 from __future__ import annotations
 
+import json
+
 from aws_cdk import Annotations, CfnCondition, CfnOutput, Stack
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
@@ -21,8 +23,14 @@ from infra.constructs.node_waiter import HyperPodNodeWaiter
 from infra.constructs.pod_identity import pod_identity_role
 from infra.constructs.ray_endpoint import RayEndpoint, join_users_group
 from workload.addons import CORE_ADDONS, FSX_CSI_ADDON
-from workload.deployment.names import HYPERPOD_GPU_GROUP
-from workload.deployment.settings import HEAD_COUNT, Settings
+from workload.deployment.names import HYPERPOD_GPU_GROUP, RAY_NAMESPACE
+from workload.deployment.settings import (
+    HEAD_COUNT,
+    HYPERPOD_CHART_VERSION,
+    NODE_VOLUME_GIB,
+    RAY_ENDPOINT_CHART_VERSION,
+    Settings,
+)
 
 FSX_CSI_SERVICE_ACCOUNT = "fsx-csi-controller-sa"
 HEAD_GROUP = "head"
@@ -86,7 +94,7 @@ class ClusterStack(Stack):
             self,
             "HyperPodChart",
             cluster=self.eks,
-            version=settings.hyperpod_chart_version,
+            version=HYPERPOD_CHART_VERSION,
             values=dependency_chart_values(self.region),
             kubectl_layer=kubectl_layer,
             vpc=vpc,
@@ -112,7 +120,7 @@ class ClusterStack(Stack):
         if settings.ray_endpoint:  # `sagemaker_ray://` addresses; off: port-forward only
             self.ray_endpoint = RayEndpoint(
                 self, "RayEndpoint", cluster=self.eks, domain=settings.ray_endpoint_domain,
-                hosted_zone_id=settings.ray_endpoint_hosted_zone_id, chart_version=settings.ray_endpoint_chart_version,
+                hosted_zone_id=settings.ray_endpoint_hosted_zone_id, chart_version=RAY_ENDPOINT_CHART_VERSION,
                 kubectl_layer=kubectl_layer, vpc=vpc, security_group=security_group, destroy=settings.destroy_data,
                 after=[self.node_waiter.resource, *core])
             for arn in settings.user_principal_arns:
@@ -120,8 +128,10 @@ class ClusterStack(Stack):
         if settings.budget_usd_per_month or settings.max_deployed_hours:
             SpendingGuard(self, "Spending", name=settings.name, budget_usd_per_month=settings.budget_usd_per_month,
                           alert_emails=settings.alert_emails, max_deployed_hours=settings.max_deployed_hours,
-                          warn_before_hours=settings.deploy_guard_warn_hours, hyperpod_cluster_name=self.hyperpod.cluster_name,
-                          hyperpod_cluster_arn=self.hyperpod.attr_cluster_arn, execution_role_arn=self.execution_role.role_arn,
+                          warn_before_hours=settings.deploy_guard_warn_hours,
+                          hyperpod_cluster_name=self.hyperpod.cluster_name,
+                          hyperpod_cluster_arn=self.hyperpod.attr_cluster_arn,
+                          execution_role_arn=self.execution_role.role_arn,
                           gpu_groups=[WORKER_GROUP], destroy=settings.destroy_data)
         CfnOutput(self, "EksClusterName", value=self.eks.cluster_name)
         CfnOutput(self, "HyperPodClusterName", value=self.hyperpod.cluster_name)
@@ -183,7 +193,7 @@ class ClusterStack(Stack):
                                                           access_scope_type=eks.AccessScopeType.CLUSTER)]
         user = [eks.AccessPolicy.from_access_policy_name(USER_ACCESS_POLICY,
                                                          access_scope_type=eks.AccessScopeType.NAMESPACE,
-                                                         namespaces=[settings.ray_namespace])]
+                                                         namespaces=[RAY_NAMESPACE])]
         grants = ([(f"Admin{_short_hash(arn)}", arn, admin) for arn in settings.admin_principal_arns]
                   + [(f"User{_short_hash(arn)}", arn, user) for arn in settings.user_principal_arns])
         for construct_id, arn, policies in grants:
@@ -217,8 +227,9 @@ class ClusterStack(Stack):
         )
         # HyperPod (EKS) execution-role permissions from the HyperPod prerequisites page.
         role.add_to_policy(iam.PolicyStatement(
-            actions=["ec2:AssignPrivateIpAddresses", "ec2:CreateNetworkInterface", "ec2:CreateNetworkInterfacePermission",
-                     "ec2:DeleteNetworkInterface", "ec2:DeleteNetworkInterfacePermission", "ec2:DescribeNetworkInterfaces",
+            actions=["ec2:AssignPrivateIpAddresses", "ec2:CreateNetworkInterface",
+                     "ec2:CreateNetworkInterfacePermission", "ec2:DeleteNetworkInterface",
+                     "ec2:DeleteNetworkInterfacePermission", "ec2:DescribeNetworkInterfaces",
                      "ec2:DescribeVpcs", "ec2:DescribeDhcpOptions", "ec2:DescribeSubnets", "ec2:DescribeSecurityGroups",
                      "ec2:DetachNetworkInterface", "ec2:ModifyNetworkInterfaceAttribute",
                      "ec2:UnassignPrivateIpAddresses", "cloudwatch:DescribeAlarms"],
@@ -248,7 +259,7 @@ class ClusterStack(Stack):
             source_s3_uri=lifecycle_uri, on_create=LIFECYCLE_ENTRYPOINT)
         volume = [sagemaker.CfnCluster.ClusterInstanceStorageConfigProperty(
             ebs_volume_config=sagemaker.CfnCluster.ClusterEbsVolumeConfigProperty(
-                volume_size_in_gb=settings.node_volume_gib))]
+                volume_size_in_gb=NODE_VOLUME_GIB))]
         group = sagemaker.CfnCluster.ClusterInstanceGroupProperty
         return sagemaker.CfnCluster(
             self,
@@ -281,6 +292,10 @@ class ClusterStack(Stack):
         kubectl_scope = self.eks if self._settings.creates_eks else self.kubectl_provider
         (ecr_public_condition,) = [self.get_logical_id(c) for c in kubectl_scope.node.find_all()
                                    if isinstance(c, CfnCondition) and c.node.id == "HasEcrPublic"]
+        # cdk-nag names that conditional policy by its CloudFormation expression, as compact JSON.
+        ecr_public_policy = json.dumps({"Fn::If": [ecr_public_condition, {"Fn::Join": ["", [
+            "arn:", {"Ref": "AWS::Partition"}, ":iam::aws:policy/AmazonElasticContainerRegistryPublicReadOnly"]]},
+            {"Ref": "AWS::NoValue"}]}, separators=(",", ":"))
         acknowledge_handlers(kubectl_scope, what="CDK kubectl provider")
         kubectl_role = "CDK kubectl provider"
         acknowledge(kubectl_scope, {
@@ -288,7 +303,7 @@ class ClusterStack(Stack):
                 "the EKS service role needs exactly this AWS-maintained policy",
             "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/AmazonEC2ContainerRegistryReadOnly]":
                 f"{kubectl_role}: pulls Helm charts from ECR",
-            "AwsSolutions-IAM4[Policy::{\"Fn::If\":[\"" + ecr_public_condition + "\",{\"Fn::Join\":[\"\",[\"arn:\",{\"Ref\":\"AWS::Partition\"},\":iam::aws:policy/AmazonElasticContainerRegistryPublicReadOnly\"]]},{\"Ref\":\"AWS::NoValue\"}]}]":
+            f"AwsSolutions-IAM4[Policy::{ecr_public_policy}]":
                 f"{kubectl_role}: pulls public Helm charts from ECR Public",
         })
         acknowledge(self.execution_role, {

@@ -15,7 +15,7 @@ from infra.constructs.nag import acknowledge
 from infra.constructs.pod_identity import pod_identity_role
 from infra.constructs.ray_endpoint import connection_rbac, endpoint_annotations
 from infra.constructs.supervisor import RunSupervisor, SupervisorConfig
-from workload.deployment.names import trainer_raycluster
+from workload.deployment.names import RAY_NAMESPACE, trainer_raycluster
 from workload.deployment.settings import KUBERAY_CHART_VERSION, Settings
 
 KUBERAY_REPOSITORY = "https://ray-project.github.io/kuberay-helm/"
@@ -43,7 +43,7 @@ class RayStack(Stack):
         super().__init__(scope, construct_id, **kwargs)
         # The image is an asset of the images stack: deploying this stack alone must push it first.
         self.add_stack_dependency(Stack.of(trainer_image))
-        ns = settings.ray_namespace
+        ns = RAY_NAMESPACE
         self.namespace = ns
         self.operator = eks.HelmChart(
             self, "KubeRay", cluster=cluster, chart=KUBERAY_CHART, repository=KUBERAY_REPOSITORY,
@@ -80,10 +80,12 @@ class RayStack(Stack):
         if settings.ray_endpoint:  # the trainer gets an endpoint (the RayService does not) and users may connect
             trainer["metadata"]["annotations"] = endpoint_annotations()
             self._manifest(cluster, "RayEndpointAccess", connection_rbac(ns), after=[namespace])
-        self.trainer = self._manifest(cluster, "TrainerRayCluster", [trainer], after=[self.operator, account, claim, fsx_csi, self.s3_identity])
+        self.trainer = self._manifest(cluster, "TrainerRayCluster", [trainer],
+                                      after=[self.operator, account, claim, fsx_csi, self.s3_identity])
         if settings.supervisor:
             self.supervisor = RunSupervisor(
-                self, "Supervisor", cluster=cluster, image=trainer_image.image_uri, node_instance_type=settings.head_instance_type,
+                self, "Supervisor", cluster=cluster, image=trainer_image.image_uri,
+                node_instance_type=settings.head_instance_type,
                 env=self.pod_env, after=[self.trainer, account, claim],
                 hyperpod_cluster_arn=hyperpod.attr_cluster_arn if hyperpod else None,
                 execution_role_arn=execution_role.role_arn if execution_role else None,

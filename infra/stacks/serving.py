@@ -8,8 +8,9 @@ from aws_cdk import aws_eks_v2 as eks
 from constructs import Construct, IDependable
 
 from infra.constructs import ray_manifests as rm
-from workload.deployment.settings import Settings
+from workload.deployment.settings import ENDPOINT_MAX_ADAPTERS, ENDPOINT_MAX_LORAS, Settings
 from workload.serve.cluster_config import build_llm_serve_config, serve_config_v2_yaml
+from workload.serving_rules import DEFAULT_MAX_LORA_RANK
 
 ADAPTERS_PREFIX = "adapters"  # `skymaze promote --to s3://<artifacts>/adapters/<name>` writes here
 SERVE_REPLICAS = 1
@@ -21,9 +22,9 @@ def serve_config(settings: Settings, *, region: str) -> dict:
         base_model_id=settings.base_model_id,
         model_source=settings.serve_model_source,
         adapters_uri=f"s3://{settings.artifacts_bucket_name}/{ADAPTERS_PREFIX}",
-        max_num_adapters_per_replica=settings.max_adapters_per_replica,
-        max_lora_rank=settings.max_lora_rank,
-        max_loras=settings.max_loras,
+        max_num_adapters_per_replica=ENDPOINT_MAX_ADAPTERS,
+        max_lora_rank=DEFAULT_MAX_LORA_RANK,
+        max_loras=ENDPOINT_MAX_LORAS,
         tensor_parallel_size=settings.gpus_per_worker,
         num_replicas=SERVE_REPLICAS,
         aws_region=region,

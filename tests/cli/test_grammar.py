@@ -1,6 +1,6 @@
 """One grammar on the command line, checked over every command of the ``skymaze`` app.
 
-`--set KEY=VALUE` edits a recipe, `--deploy-set KEY=VALUE` (`-c`) a deploy setting, `--heldout`
+`--set KEY=VALUE` edits a recipe (on `supervise`, the supervisor's limits), `--deploy-set KEY=VALUE` (`-c`) a deploy setting, `--heldout`
 names a held-out set, and `--size` (old name `--profile`) has one default, the Makefile's too.
 """
 
@@ -12,12 +12,14 @@ from pathlib import Path
 import typer
 from typer.testing import CliRunner
 
-from workload.cli import _common
+from workload.cli import _common, jobs
 from workload.cli.main import app
 from workload.config import DEFAULT_PROFILE, DEPLOY_FLAG, RECIPE_FLAG
 
 ROOT = Path(__file__).resolve().parents[2]
 OVERRIDE_SPELLINGS = {(RECIPE_FLAG,): "recipe", (DEPLOY_FLAG, "-c"): "deploy"}
+# Commands whose --set edits another model than a recipe, with the same grammar: its help names the keys.
+SET_HELP = {("supervise",): jobs.LIMITS_HELP}
 runner = CliRunner()
 
 
@@ -52,7 +54,7 @@ def test_every_override_option_is_set_or_deploy_set():
                 spelling = tuple(sorted(option.opts, key=len, reverse=True))
                 assert spelling in OVERRIDE_SPELLINGS, (path, option.opts)
                 assert option.multiple, (path, option.opts)
-                expected = _common.RECIPE_SET_HELP if spelling == (RECIPE_FLAG,) else _common.DEPLOY_SET_HELP
+                expected = SET_HELP.get(path, _common.RECIPE_SET_HELP) if spelling == (RECIPE_FLAG,) else _common.DEPLOY_SET_HELP
                 assert option.help == expected, (path, option.opts)
 
 
@@ -60,7 +62,7 @@ def test_set_and_c_mean_one_thing_each():
     for path, command in commands():
         for option in options(command):
             if RECIPE_FLAG in option.opts:
-                assert option.help == _common.RECIPE_SET_HELP, path
+                assert option.help == SET_HELP.get(path, _common.RECIPE_SET_HELP), path
             if "-c" in option.opts or DEPLOY_FLAG in option.opts:
                 assert option.opts == [DEPLOY_FLAG, "-c"] and option.help == _common.DEPLOY_SET_HELP, path
             assert "--context" not in option.opts, path

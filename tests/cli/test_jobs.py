@@ -75,16 +75,23 @@ def test_in_cluster_outside_a_pod_is_refused_up_front_in_one_line(tmp_path):
     ("args", "message"),
     [
         (["--hyperpod-cluster", "skymaze"], "supervise.group_idle_s is not"),
-        (["--backoff-base-s", "0"], "--backoff-base-s 0.0: Input should be greater than 0"),
-        (["--backoff-base-s", "60", "--backoff-cap-s", "30"], "need base <= cap"),
-        (["--max-submissions", "0"], "--max-submissions 0: Input should be greater than or equal to 1"),
-        (["--hyperpod-cluster", "skymaze", "--group-idle-s", "60", "--hyperpod-idle-count", "-1"],
-         "--hyperpod-idle-count -1: Input should be greater than or equal to 0"),
+        (["--set", "max_submissions=0"], "max_submissions=0: Input should be greater than or equal to 1"),
+        (["--set", "max_submisions=3"], "unknown setting 'max_submisions'; did you mean max_submissions?"),
+        (["--set", "backoff_base_s=5"], "--set backoff_base_s: no longer a setting; it is fixed at 30.0 (BACKOFF_BASE_S"),
+        (["--hyperpod-cluster", "skymaze", "--set", "group_idle_s=60", "--set", "group_idle_count=-1"],
+         "group_idle_count=-1: Input should be greater than or equal to 0"),
     ],
 )
 def test_supervise_refuses_bad_settings_naming_the_key(args, message):
     result = runner.invoke(app, ["supervise", "raysubmit_x", *args, "--address", f"http://127.0.0.1:{_closed_port()}"])
-    assert result.exit_code == 2 and message in result.stderr
+    assert result.exit_code == 2 and message in result.stderr, result.output
+
+
+def test_supervise_takes_its_limits_as_set_pairs_only():
+    """The limits are one model on one grammar: the former per-limit options are gone."""
+    result = runner.invoke(app, ["supervise", "raysubmit_x", "--max-submissions", "3"])
+    assert result.exit_code == 2 and "No such option: --max-submissions" in result.stderr
+    assert "max_submissions (8)" in runner.invoke(app, ["supervise", "--help"], terminal_width=400).stdout
 
 
 @pytest.fixture(scope="module")
@@ -99,12 +106,17 @@ def ray_head():
 @pytest.mark.e2e
 def test_a_supervised_preflight_is_watched_to_the_end_once(ray_head, tmp_path):
     address = ["--address", ray_head.dashboard_url]
+    # No supervised job yet (no test of this module submits one before): one error line, not a second one
+    # from the supervision loop's own failure handler.
+    none = runner.invoke(app, ["supervise", "--metrics-port", "0", *address])
+    assert none.exit_code == 1 and none.stderr.splitlines() == [
+        "error: no job submitted with `skymaze submit --supervise` on this Ray cluster; submit one, or name the job id"]
     submitted = runner.invoke(app, ["submit", "--recipe", "blog", "--size", "blog", "--set", f"shared_root={tmp_path}", "--preflight", "--supervise", *address])
     assert submitted.exit_code == 0, submitted.output
     job_id = submitted.stdout.split()[1]
     assert f"skymaze supervise {job_id}" in submitted.stdout
 
-    flags = ["--no-release", "--poll-s", "0.2", "--metrics-port", "0", *address]
+    flags = ["--set", "release_workers=false", "--poll-s", "0.2", "--metrics-port", "0", *address]
     one = runner.invoke(app, ["supervise", *flags])  # no job id: the newest job submitted with --supervise
     assert one.exit_code == 0, one.output
     assert f"job {job_id} (the newest supervised one; run maze-blog)" in one.stderr

@@ -110,9 +110,8 @@ def test_a_misspelt_recipe_field_names_the_close_match():
 
 
 def test_check_holds_the_lora_rank_to_the_deploy_profiles_endpoint():
-    from workload.deployment.settings import load_settings
+    from workload.serving_rules import DEFAULT_MAX_LORA_RANK as limit
 
-    limit = load_settings({"profile": "small"}).max_lora_rank
     result = runner.invoke(app, ["recipe", "check", "small", "--set", f"trainer.policy.model.lora.rank={limit * 2}"])
     assert result.exit_code == 1
     assert f"exceeds the endpoint's max_lora_rank {limit}" in result.stderr

@@ -40,9 +40,8 @@ def test_turning_it_on_without_a_domain_names_both_keys():
 
 
 @pytest.mark.parametrize(("key", "value"), [("ray_endpoint_domain", "Ray.Example.com"), ("ray_endpoint_domain", "localhost"),
-                                            ("ray_endpoint_domain", "ray.example.com."), ("ray_endpoint_hosted_zone_id", "z-12"),
-                                            ("ray_endpoint_chart_version", "3.9.0")])
-def test_a_bad_domain_zone_or_chart_release_names_the_key(key, value):
+                                            ("ray_endpoint_domain", "ray.example.com."), ("ray_endpoint_hosted_zone_id", "z-12")])
+def test_a_bad_domain_or_zone_names_the_key(key, value):
     with pytest.raises(SettingsError, match=key):
         load_settings({"profile": "blog", **ON, key: value})
 

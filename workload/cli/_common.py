@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from typing import Any, NoReturn
 
 import typer
@@ -125,25 +126,21 @@ def fail(message: str, *, code: int = EXIT_FAILED) -> NoReturn:
     raise typer.Exit(code=code)
 
 
+def doc_help(doc: str | None) -> str:
+    """A command's docstring as its --help text, each paragraph joined into one line.
+
+    Typer's rich help keeps a docstring's single line breaks, so a paragraph wrapped in the source would
+    print wrapped at those breaks; joined, the terminal wraps it to its own width.
+    """
+    paragraphs = inspect.cleandoc(doc or "").split("\n\n")
+    return "\n\n".join(" ".join(paragraph.splitlines()) for paragraph in paragraphs)
+
+
 def next_step(*commands: str) -> None:
     """Print the commands a user most likely runs next (stdout, last lines)."""
     typer.echo("\nNext:")
     for command in commands:
         typer.echo(f"  {command}")
-
-
-def deploy_setting(profile: str, name: str, deploy_sets: list[str] | tuple[str, ...] = ()):
-    """One deployment setting of ``profile`` with ``-c`` pairs ``deploy_sets`` (workload/deployment/settings.py),
-    or exit 2 saying what to pass."""
-    from workload.deployment.settings import SettingsError, load_settings
-
-    try:
-        from workload.config import split_pair
-
-        pairs = dict(split_pair(pair, flag=DEPLOY_FLAG, example="worker_count=2") for pair in deploy_sets)
-        return getattr(load_settings({"profile": profile, **pairs}), name)
-    except (SettingsError, ValueError) as err:
-        fail(str(err), code=EXIT_USAGE)
 
 
 def aws_identity(region: str, *, expected_account: str | None = None, err: bool = False):

@@ -49,48 +49,73 @@ def deploy(
     """
     from datetime import UTC, datetime
 
-    from workload.ops.cdk import PROJECT_ROOT, CdkError, resolve_cdk, run_cdk
-    from workload.ops.deploy import APPROVAL_LEVELS, deploy_args, next_steps, outputs_path, read_outputs
+    from workload.ops.cdk import PROJECT_ROOT
+    from workload.ops.deploy import deploy_args, next_steps, outputs_path, read_outputs
 
     profile, context = resolve_size(profile, context)
     overrides, settings, target = deploy_target_or_exit(profile, context)
-    approval = "never" if no_approval else require_approval
-    if approval not in APPROVAL_LEVELS:
-        fail(f"--require-approval {approval!r}: expected one of {', '.join(APPROVAL_LEVELS)}", code=EXIT_USAGE)
+    approval = _approval_or_exit(require_approval, no_approval=no_approval)
     outputs = (outputs_file or PROJECT_ROOT / outputs_path(profile)).resolve()
     deploy = deploy_args(target, outputs, dashboards_revision=datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ"),
                          require_approval=approval)
+    session = None
     if dry_run:
         if settings.creates_eks:  # without AWS calls: the real deploy adds the caller's IAM principal as admin
             deploy += ["-c", "admin_principal_arns=<your IAM role, from sts get-caller-identity>"]
     else:
-        # Identity first: no synth, bootstrap or bucket lookup before the account is known to be usable.
-        session, identity = aws_identity(target.region, expected_account=dict(overrides).get("account"))
-        if "account" not in dict(overrides):
-            deploy += ["-c", f"account={identity.account}"]
-        _check_existing_resources(session, settings)
-        deploy += _account_context(session, settings)
-        _preflight_or_exit(session, settings, identity, profile, bootstrap_pending=bootstrap, skip=skip_preflight)
+        session, account_args = _account_args(target, settings, overrides, profile, bootstrap=bootstrap,
+                                              skip_preflight=skip_preflight)
+        deploy += account_args
     commands = ([["bootstrap", *target.cdk_context]] if bootstrap else []) + [deploy]
     if dry_run:
         for args in commands:
             typer.echo(f"would run: cdk {' '.join(args)}")
         next_step(f"skymaze deploy --size {profile}")
         return
+    _run_cdk_or_exit(cdk_bin, commands, approval=approval, session=session, settings=settings, profile=profile)
+    typer.echo(f"deployed size {profile!r}; stack outputs in {outputs}")
+    recorded = _record(target, context, read_outputs(outputs))
+    typer.echo(f"recorded {recorded}: later commands default to size {profile!r}")
+    next_step(*next_steps(target, read_outputs(outputs)))
+
+
+def _approval_or_exit(require_approval: str, *, no_approval: bool) -> str:
+    """cdk's --require-approval level (``never`` with --yes), or exit 2 naming the allowed ones."""
+    from workload.ops.deploy import APPROVAL_LEVELS
+
+    approval = "never" if no_approval else require_approval
+    if approval not in APPROVAL_LEVELS:
+        fail(f"--require-approval {approval!r}: expected one of {', '.join(APPROVAL_LEVELS)}", code=EXIT_USAGE)
+    return approval
+
+
+def _account_args(target, settings, overrides, profile: str, *, bootstrap: bool, skip_preflight: bool):
+    """(boto3 session, the `-c` pairs the account adds): the identity, existing resources and the preflight
+    checked first, each exiting on a failure."""
+    # Identity first: no synth, bootstrap or bucket lookup before the account is known to be usable.
+    session, identity = aws_identity(target.region, expected_account=dict(overrides).get("account"))
+    args = [] if "account" in dict(overrides) else ["-c", f"account={identity.account}"]
+    _check_existing_resources(session, settings)
+    args += _account_context(session, settings)
+    _preflight_or_exit(session, settings, identity, profile, bootstrap_pending=bootstrap, skip=skip_preflight)
+    return session, args
+
+
+def _run_cdk_or_exit(cdk_bin: str | None, commands: list[list[str]], *, approval: str, session, settings,
+                     profile: str) -> None:
+    """Run each cdk command (the last is the deploy); on a failure exit 1 saying how to resume or clean up."""
+    from workload.ops.cdk import CdkError, resolve_cdk, run_cdk
+
     started = False
     try:
         binary = resolve_cdk(cdk_bin)
         for args in commands:
-            started = args is deploy
+            started = args is commands[-1]
             # A prompt needs cdk on the terminal itself; without one cdk streams through us line by line.
             run_cdk(binary, args, echo=typer.echo, terminal=started and approval != "never")
     except CdkError as exc:
         fail(f"{exc}; fix the cause shown above and rerun `skymaze deploy --size {profile}`"
              + _half_built_hint(session, settings, profile, started))
-    typer.echo(f"deployed size {profile!r}; stack outputs in {outputs}")
-    recorded = _record(target, context, read_outputs(outputs))
-    typer.echo(f"recorded {recorded}: later commands default to size {profile!r}")
-    next_step(*next_steps(target, read_outputs(outputs)))
 
 
 def _record(target, context: list[str], outputs: dict[str, str]):

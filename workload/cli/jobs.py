@@ -20,9 +20,9 @@ from workload.cli._common import (
     print_json,
     recipe_for_profile,
     resolve_size,
-    setting_option,
 )
 from workload.cli.recipe import load_or_exit, problems_of, profile_fit_problems
+from workload.config import RECIPE_FLAG
 from workload.deployment.names import (
     HYPERPOD_GPU_GROUP,
     RAY_GPU_GROUP,
@@ -30,7 +30,7 @@ from workload.deployment.names import (
     SUPERVISOR_METRICS_PORT,
     TRAINER_RAYCLUSTER,
 )
-from workload.deployment.supervisor import FLAGS, SupervisorLimits
+from workload.deployment.supervisor import SupervisorLimits, limits_from_sets
 
 ADDRESS_HELP = "Ray dashboard: http://HOST:8265 (local head or port-forward) or sagemaker_ray://CLUSTER/NAMESPACE."
 ADDRESS_OPTION = typer.Option(None, "--address", envvar="RAY_ADDRESS", help=ADDRESS_HELP, show_envvar=True)
@@ -126,21 +126,35 @@ def submit(
 
     Example:  skymaze submit --recipe blog --supervise --address http://127.0.0.1:8265 --tracker wandb
     """
-    import os
-
-    from workload.skyrl import jobs
-    from workload.skyrl.entrypoint import job_spec
-    from workload.skyrl.job_env import JobEnvError, build_job_env
-
     profile, context = resolve_size(profile, context)
     recipe_name = recipe_for_profile(recipe_name, profile)
     recipe = load_run_or_exit(recipe_name, [*(sets or []), *([f"trainer.logger={tracker}"] if tracker != "console" else [])],
                               keep_run_name=keep_run_name)
+    job_env = _job_env_or_exit(env, env_from_shell, runtime_env_json, tracker, recipe.run_dir)
+    _refuse_a_recipe_that_cannot_run(recipe, recipe_name, profile, context)
+    resolved, client = _client(address)
+    job_id = _submit_and_report(client, recipe, recipe_name, resolved, job_env, preflight=preflight, wait_s=wait_s,
+                                supervise=supervise, as_json=as_json)
+    if as_json:
+        return
+    next_step(f"skymaze status {job_id}{_address_flag(resolved)}", f"skymaze logs {job_id}{_address_flag(resolved)}")
+
+
+def _job_env_or_exit(env: list[str], env_from_shell: list[str], runtime_env_json: str | None, tracker: str, run_dir):
+    """The job's env vars and runtime_env from the options and the shell, or exit 2 naming the bad one."""
+    import os
+
+    from workload.skyrl.job_env import JobEnvError, build_job_env
+
     try:
-        job_env = build_job_env(env=env, env_from_shell=env_from_shell, runtime_env_json=runtime_env_json,
-                                tracker=tracker, run_dir=recipe.run_dir, environ=os.environ)
+        return build_job_env(env=env, env_from_shell=env_from_shell, runtime_env_json=runtime_env_json,
+                             tracker=tracker, run_dir=run_dir, environ=os.environ)
     except JobEnvError as err:
         fail(str(err), code=EXIT_USAGE)
+
+
+def _refuse_a_recipe_that_cannot_run(recipe, recipe_name: str, profile: str, context: list[str]) -> None:
+    """Exit 2, each problem on stderr, when the recipe would fail on the cluster or cannot be placed on the size."""
     problems = problems_of(recipe, profile, context)
     if problems:
         for line in problems:
@@ -152,7 +166,14 @@ def submit(
         for line in misfit:
             typer.echo(f"error: {line}", err=True)
         fail(f"recipe {recipe_name!r} cannot run on size {profile!r}; nothing was submitted", code=EXIT_USAGE)
-    resolved, client = _client(address)
+
+
+def _submit_and_report(client, recipe, recipe_name: str, resolved: str, job_env, *, preflight: bool, wait_s: float,
+                       supervise: bool, as_json: bool) -> str:
+    """Submit the job, print what was submitted (and, with ``wait_s``, how it ended); exit 1 unless it succeeded."""
+    from workload.skyrl import jobs
+    from workload.skyrl.entrypoint import job_spec
+
     spec = job_spec(recipe)
     try:
         job_id = jobs.submit(client, spec, preflight=preflight, job_env=job_env,
@@ -175,9 +196,7 @@ def submit(
             fail(f"job {job_id} is {final.status}; see `skymaze logs {job_id}`")
     except jobs.JobsError as err:
         fail(str(err))
-    if as_json:
-        return
-    next_step(f"skymaze status {job_id}{_address_flag(resolved)}", f"skymaze logs {job_id}{_address_flag(resolved)}")
+    return job_id
 
 
 def _supervise_metadata(spec) -> dict[str, str]:
@@ -294,21 +313,63 @@ def stop(job_id: str | None = typer.Argument(None, help=JOB_HELP), address: str 
     next_step(f"skymaze status {job_id}{_address_flag(resolved)}")
 
 
-def _limit(name: str):
-    """The option of supervisor limit ``name`` (workload/deployment/supervisor.py)."""
-    return setting_option(SupervisorLimits, name, flag=FLAGS[name])
+def _limits_help() -> str:
+    from workload.config import show_value
+
+    keys = ", ".join(f"{name} ({show_value(info.get_default())})" for name, info in SupervisorLimits.model_fields.items())
+    return (f"Change one supervisor limit, KEY=VALUE (repeatable), e.g. max_submissions=4: {keys}; docs/settings.md "
+            "(supervise.*) says what each does.")
 
 
-def _limits_or_exit(**values) -> SupervisorLimits:
-    """The supervisor's limits from its options, or exit 2 naming each bad option and its rule."""
-    from pydantic import ValidationError
+LIMITS_HELP = _limits_help()
+
+
+def _supervisor_settings_or_exit(sets: list[str], *, address: str | None, kube, expected_workers: int | None,
+                                 hyperpod: tuple[str | None, str], metrics: tuple[int, str], poll_s: float):
+    """The supervisor's settings from its options and ``--set`` limits, or exit 2 naming the bad key."""
+    from workload.supervise.machine import Policy
+    from workload.supervise.settings import HyperPodTarget, SupervisorSettings
+
+    (hyperpod_cluster, hyperpod_group), (metrics_port, metrics_host) = hyperpod, metrics
+    try:
+        limits = limits_from_sets(sets)
+        return SupervisorSettings(
+            address=address or "", policy=Policy.of(limits), kube=kube, expected_workers=expected_workers,
+            hyperpod=HyperPodTarget(hyperpod_cluster, hyperpod_group, limits.group_idle_count) if hyperpod_cluster else None,
+            metrics_port=metrics_port or None, metrics_host=metrics_host, poll_s=poll_s,
+        )
+    except ValueError as err:  # ConfigError included: it names the key and the rule
+        fail(str(err), code=EXIT_USAGE)
+
+
+def _refuse_outside_a_pod() -> None:
+    from workload.supervise.kube import in_cluster_problem
+
+    problem = in_cluster_problem()
+    if problem:
+        fail(problem, code=EXIT_USAGE)
+
+
+def _supervising(step):
+    """``step()``, its failures as exits: 2 for a run that cannot be supervised, 1 when an edge failed."""
+    from workload.supervise import service
 
     try:
-        return SupervisorLimits(**values)
-    except ValidationError as err:
-        problems = [f"{FLAGS[e['loc'][0]].split('/')[0]} {e['input']}: {e['msg']}" if e["loc"]
-                    else e["msg"].removeprefix("Value error, ") for e in err.errors()]
-        fail("; ".join(problems), code=EXIT_USAGE)
+        return step()
+    except service.SuperviseError as err:
+        fail(str(err), code=EXIT_USAGE)
+    except Exception as err:  # an edge failed (Kubernetes, SageMaker, Ray): say which, exit 1
+        fail(f"supervision stopped: {err}")
+
+
+def _report_outcome(outcome, run_id: str, address: str) -> None:
+    """The run's end on stdout and the next command; exit 1 when the supervisor gave up."""
+    last = outcome.job_ids[-1]
+    gave_up = next((r["reason"] for r in outcome.records if r["action"] == "give_up"), None)
+    if gave_up is not None:
+        fail(f"gave up on run {run_id}: {gave_up}; see `skymaze logs {last}{_address_flag(address)}`")
+    typer.echo(f"run {run_id} finished in {len(outcome.job_ids)} submission(s): {' '.join(outcome.job_ids)}")
+    next_step(f"skymaze logs {last}{_address_flag(address)}", "skymaze promote --help")
 
 
 def supervise(
@@ -322,16 +383,9 @@ def supervise(
     raycluster: str = typer.Option(TRAINER_RAYCLUSTER, "--raycluster", help="The trainer RayCluster."),
     gpu_group: str = typer.Option(RAY_GPU_GROUP, "--gpu-group", help="Its GPU worker group."),
     expected_workers: int = typer.Option(None, "--expected-workers", help="GPU workers the run needs (default: the group's replicas; locally: Ray's worker nodes)."),
-    max_submissions: int = _limit("max_submissions"),
-    max_failures_at_same_step: int = _limit("max_failures_at_same_step"),
-    backoff_base_s: float = _limit("backoff_base_s"),
-    backoff_cap_s: float = _limit("backoff_cap_s"),
-    node_wait_timeout_s: float = _limit("node_wait_timeout_s"),
-    release: bool = _limit("release_workers"),
-    group_idle_s: float = _limit("group_idle_s"),
-    hyperpod_cluster: str = typer.Option(None, "--hyperpod-cluster", help="HyperPod cluster whose GPU group to scale down (needs --group-idle-s)."),
+    sets: list[str] = typer.Option([], RECIPE_FLAG, metavar="KEY=VALUE", help=LIMITS_HELP),
+    hyperpod_cluster: str = typer.Option(None, "--hyperpod-cluster", help="HyperPod cluster whose GPU group to scale down (needs --set group_idle_s=SECONDS)."),
     hyperpod_group: str = typer.Option(HYPERPOD_GPU_GROUP, "--hyperpod-group", help="Its GPU instance group."),
-    hyperpod_idle_count: int = _limit("group_idle_count"),
     metrics_port: int = typer.Option(SUPERVISOR_METRICS_PORT, "--metrics-port", help="Serve Prometheus /metrics here (0: off)."),
     metrics_host: str = typer.Option("127.0.0.1", "--metrics-host", help="In the pod: 0.0.0.0, so the scraper reaches it."),
     poll_s: float = typer.Option(15.0, "--poll-s", help="Seconds between looks at the job and the cluster."),
@@ -342,54 +396,30 @@ def supervise(
     GPU worker is Ready again; gives up on a bad recipe, a crash loop or a spent budget. Each
     decision is one JSON line on stdout. Exit 0 when the run finished, 1 when it gave up.
 
-    Example:  skymaze supervise raysubmit_abc123 --address http://127.0.0.1:8265 --poll-s 5
+    Example:  skymaze supervise raysubmit_abc123 --address http://127.0.0.1:8265 --poll-s 5 --set max_submissions=4
     """
     from workload.supervise import service
-    from workload.supervise.settings import HyperPodTarget, KubeTarget, SupervisorSettings
+    from workload.supervise.settings import KubeTarget
     from workload.supervise.telemetry import Telemetry
 
-    try:
-        policy = _limits_or_exit(max_submissions=max_submissions, max_failures_at_same_step=max_failures_at_same_step,
-                                 backoff_base_s=backoff_base_s, backoff_cap_s=backoff_cap_s,
-                                 node_wait_timeout_s=node_wait_timeout_s, release_workers=release,
-                                 group_idle_s=group_idle_s, group_idle_count=hyperpod_idle_count)
-        settings = SupervisorSettings(
-            address=address or "", policy=policy,
-            kube=KubeTarget(namespace, raycluster, gpu_group) if in_cluster else None,
-            expected_workers=expected_workers,
-            hyperpod=HyperPodTarget(hyperpod_cluster, hyperpod_group, policy.group_idle_count) if hyperpod_cluster else None,
-            metrics_port=metrics_port or None, metrics_host=metrics_host, poll_s=poll_s,
-        )
-    except ValueError as err:
-        fail(str(err), code=EXIT_USAGE)
+    settings = _supervisor_settings_or_exit(
+        sets, address=address, kube=KubeTarget(namespace, raycluster, gpu_group) if in_cluster else None,
+        expected_workers=expected_workers, hyperpod=(hyperpod_cluster, hyperpod_group),
+        metrics=(metrics_port, metrics_host), poll_s=poll_s)
     if in_cluster:
-        from workload.supervise.kube import in_cluster_problem
-
-        problem = in_cluster_problem()
-        if problem:
-            fail(problem, code=EXIT_USAGE)
+        _refuse_outside_a_pod()
     resolved, client = _client(address)
     settings = dataclasses.replace(settings, address=resolved)
     telemetry = Telemetry("", sys.stdout)
     if settings.metrics_port:
         telemetry.serve(settings.metrics_port, settings.metrics_host)
-    try:
-        if watch:
-            handled = service.watch(settings, client, handled_file, telemetry, forever=not once)
-            typer.echo(f"supervised {len(handled)} run(s): {' '.join(handled) or '-'}")
-            return
-        outcome = service.run_one(settings, client, _job_or_newest(client, job_id, supervised=True), telemetry)
-    except service.SuperviseError as err:
-        fail(str(err), code=EXIT_USAGE)
-    except Exception as err:  # an edge failed (Kubernetes, SageMaker, Ray): say which, exit 1
-        fail(f"supervision stopped: {err}")
-    last = outcome.job_ids[-1]
-    gave_up = any(r["action"] == "give_up" for r in outcome.records)
-    if gave_up:
-        reason = next(r["reason"] for r in outcome.records if r["action"] == "give_up")
-        fail(f"gave up on run {telemetry.run_id}: {reason}; see `skymaze logs {last}{_address_flag(resolved)}`")
-    typer.echo(f"run {telemetry.run_id} finished in {len(outcome.job_ids)} submission(s): {' '.join(outcome.job_ids)}")
-    next_step(f"skymaze logs {last}{_address_flag(resolved)}", "skymaze promote --help")
+    if watch:
+        handled = _supervising(lambda: service.watch(settings, client, handled_file, telemetry, forever=not once))
+        typer.echo(f"supervised {len(handled)} run(s): {' '.join(handled) or '-'}")
+        return
+    job = _job_or_newest(client, job_id, supervised=True)
+    outcome = _supervising(lambda: service.run_one(settings, client, job, telemetry))
+    _report_outcome(outcome, telemetry.run_id, resolved)
 
 
 def register(app: typer.Typer) -> None:

@@ -6,7 +6,9 @@ from pathlib import Path
 
 import typer
 
-from workload.cli._common import EXIT_USAGE, PROFILE_OPTION, deploy_setting, fail, next_step, resolve_size
+from workload.cli._common import EXIT_USAGE, PROFILE_OPTION, fail, next_step, resolve_size
+from workload.deployment.names import RAY_NAMESPACE
+from workload.serving_rules import DEFAULT_MAX_LORA_RANK
 
 
 def promote(
@@ -15,11 +17,13 @@ def promote(
         None, "--step", min=0,
         help="Global step of the export (exports/global_step_N/policy); default: a rehearsal's step selected on "
              "validation, else the newest export."),
-    to: str = typer.Option(None, "--to", help="s3://BUCKET/adapters/NAME or a folder; NAME becomes the model id suffix."),
+    to: str = typer.Option(None, "--to",
+                           help="s3://BUCKET/adapters/NAME or a folder; NAME becomes the model id suffix."),
     name: str = typer.Option(
         None, "--name",
         help="On the cluster's pods: promote to s3://<artifacts bucket>/adapters/NAME (instead of --to)."),
-    max_lora_rank: int = typer.Option(None, "--max-lora-rank", help="Endpoint's max_lora_rank (default: the deploy profile's)."),
+    max_lora_rank: int = typer.Option(DEFAULT_MAX_LORA_RANK, "--max-lora-rank",
+                                      help="Endpoint's max_lora_rank (default: the cluster endpoint's)."),
     profile: str | None = PROFILE_OPTION,
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an adapter already promoted under NAME."),
 ) -> None:
@@ -35,16 +39,14 @@ def promote(
     from workload.skyrl.promote import promote as run_promote
 
     if (to is None) == (name is None):
-        fail("give --to (s3://BUCKET/adapters/NAME or a folder) or, on the cluster's pods, --name NAME", code=EXIT_USAGE)
+        fail("give --to (s3://BUCKET/adapters/NAME or a folder) or, on the cluster's pods, --name NAME",
+             code=EXIT_USAGE)
     try:
         to = to or artifacts_destination(name, dict(os.environ))
         step = default_step(run) if step is None else step
     except PromoteError as err:
         fail(str(err), code=EXIT_USAGE)
 
-    if max_lora_rank is None:
-        profile, deploy_sets = resolve_size(profile)
-        max_lora_rank = deploy_setting(profile, "max_lora_rank", deploy_sets)
     try:
         manifest = run_promote(run, step, to, max_lora_rank=max_lora_rank, overwrite=overwrite)
     except PromoteError as err:
@@ -59,7 +61,8 @@ def promote(
     if manifest.get("already_promoted"):
         typer.echo(f"{to} already holds this adapter (same files and sha256s): nothing copied")
     typer.echo(f"promoted {manifest['name']} (rank {manifest['rank']}, {len(manifest['files'])} files) to {to}")
-    typer.echo(f"base model: {manifest['base_model']}; strict pass@1 at step {step}: {'n/a' if strict is None else strict}")
+    strict_shown = "n/a" if strict is None else strict
+    typer.echo(f"base model: {manifest['base_model']}; strict pass@1 at step {step}: {strict_shown}")
     endpoint = _cluster_endpoint(resolve_size(profile)[0]) if to.startswith("s3://") else None
     next_step(*_next_commands(manifest, to, run / "exports" / f"global_step_{step}" / "policy", endpoint))
 
@@ -74,7 +77,7 @@ def _cluster_endpoint(profile: str) -> tuple[str, str]:
 
     settings = load_settings({"profile": profile})
     # infra/stacks/serving.py names the RayService NAME-serve; KubeRay's Serve service is <rayservice>-serve-svc.
-    forward = (f"kubectl -n {settings.ray_namespace} port-forward svc/{settings.name}-serve-serve-svc "
+    forward = (f"kubectl -n {RAY_NAMESPACE} port-forward svc/{settings.name}-serve-serve-svc "
                f"{LOCAL_ENDPOINT_PORT}:{LOCAL_ENDPOINT_PORT} &")
     return forward, settings.base_model_id
 
@@ -93,7 +96,8 @@ def _next_commands(manifest: dict, to: str, export: Path, endpoint: tuple[str, s
     wait = f"--wait-s {SERVER_START_WAIT_S}"
     if to.startswith("s3://") or not base:
         forward, base_id = endpoint or ("", "BASE_MODEL_ID")
-        evaluate = f"skymaze evaluate --endpoint {url} --model {base_id}:{name} --adapter {export} {wait} --out evals/{name}"
+        evaluate = (f"skymaze evaluate --endpoint {url} --model {base_id}:{name} --adapter {export} {wait} "
+                    f"--out evals/{name}")
         return [forward, evaluate] if forward else [evaluate]
     # One model-id scheme: a rehearsal's SFT model is `maze-sft` wherever it is served (the rehearsal's own
     # endpoint names it so); another base model is named after its folder, as `skymaze serve` does by default.

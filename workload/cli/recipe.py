@@ -11,7 +11,6 @@ from workload.cli._common import (
     PROFILE_OPTION,
     RECIPE_SET_HELP,
     RECIPE_SETS_OPTION,
-    deploy_setting,
     fail,
     flags,
     next_step,
@@ -67,13 +66,15 @@ def load_rehearsal_or_exit(name: str, sets: list[str] | None):
 def problems_of(recipe, profile: str | None = None, deploy_sets: list[str] | tuple[str, ...] = ()) -> list[str]:
     """Validation problems of a cluster recipe, one line each (empty when it is sound).
 
-    The LoRA rank is checked against the endpoint's ``max_lora_rank`` of deploy ``profile``.
+    With a deploy ``profile``, the LoRA rank is checked against the cluster endpoint's ``max_lora_rank``
+    (DEFAULT_MAX_LORA_RANK); its ``-c`` pairs are checked by :func:`profile_fit_problems`.
     """
     from pydantic import ValidationError
 
+    from workload.serving_rules import DEFAULT_MAX_LORA_RANK
     from workload.skyrl.validate import validate_recipe
 
-    max_rank = deploy_setting(profile, "max_lora_rank", deploy_sets) if profile else None
+    max_rank = DEFAULT_MAX_LORA_RANK if profile else None
     try:
         validate_recipe(recipe, max_lora_rank=max_rank)
     except ValidationError as err:
@@ -193,7 +194,8 @@ def check(
     fixes = ", ".join(f"{k}={'on' if v else 'off'}" for k, v in recipe.fixes.model_dump().items())
     typer.echo(f"recipe {name!r}: ok ({len(recipe.overrides())} overrides; fixes: {fixes})")
     kept = f"{flags('--set', sets)}{flags('-c', given_c)}"
-    next_step(f"skymaze plan --recipe {name} --size {profile}{kept}", f"skymaze submit --recipe {name} --size {profile}{kept}")
+    next_step(f"skymaze plan --recipe {name} --size {profile}{kept}",
+              f"skymaze submit --recipe {name} --size {profile}{kept}")
 
 
 def _model_of(kind: str, name: str):

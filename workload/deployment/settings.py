@@ -13,11 +13,11 @@ from typing import Any, Literal
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
-from workload.config import DEFAULT_PROFILE, ConfigModel, did_you_mean, field_paths, set_values
+from workload.config import DEFAULT_PROFILE, ConfigModel, did_you_mean, field_paths, set_values, show_value
 from workload.config import settings_table as settings_rows
 from workload.deployment import fit
 from workload.deployment.names import DEFAULT_APP_NAME, HYPERPOD_GPU_GROUP, RAY_NAMESPACE
-from workload.deployment.supervisor import SupervisorLimits
+from workload.deployment.supervisor import FIXED_LIMITS, SupervisorLimits
 from workload.serving_rules import DEFAULT_MAX_LORA_RANK
 
 # Regions where both ml.r5d.16xlarge and ml.g7e.12xlarge HyperPod instances are listed
@@ -32,10 +32,31 @@ HEAD_INSTANCES = {name: fit.INSTANCES[name] for name in fit.CPU_TYPES}
 # Kubernetes versions the HyperPod EKS prerequisites page lists as supported (1.28-1.34 in its newest
 # copy, https://docs.amazonaws.cn/sagemaker/latest/dg/sagemaker-hyperpod-eks-prerequisites.md),
 # narrowed to those within kubectl's one-minor-version skew of the CDK kubectl layer the cluster
-# stack uses (kubectl 1.35: 1.34, 1.35, 1.36), which leaves 1.34.
-KUBERNETES_VERSIONS = ("1.34",)
+# stack uses (kubectl 1.35: 1.34, 1.35, 1.36), which leaves 1.34: the one version this app deploys.
+KUBERNETES_VERSION = "1.34"
 HEAD_COUNT = 1  # CPU head nodes: one Ray head per RayCluster, both on the one head node
 KUBERAY_CHART_VERSION = "1.7.0"  # KubeRay operator chart: matches the ray.io/v1 CRDs validated in tests
+# SMT on the CPU head: its Ray heads get all its vCPUs (with 1, a head node offers half of them and
+# the small profile's two heads no longer fit). The GPU workers' setting stays a choice (AWS's HyperPod
+# samples default GPU groups to 1; 2 nearly doubles a worker pod's CPUs).
+HEAD_THREADS_PER_CORE = 2
+# HyperPod dependency chart (sagemaker-hyperpod-cli's helm_chart/HyperPodHelmChart): g7e GPUs are
+# advertised from v3.7.1 on, and fit.py counts the system pods of that release's templates.
+HYPERPOD_CHART_VERSION = "3.7.1"
+# The Ray endpoint operator's chart first ships in sagemaker-hyperpod-cli v3.10.0 (release notes,
+# https://github.com/aws/sagemaker-hyperpod-cli/releases/tag/v3.10.0); its values are written for that release.
+RAY_ENDPOINT_CHART_VERSION = "3.10.0"
+# EBS volume of every HyperPod node (images and containers): the trainer image (CUDA, vLLM, torch) and
+# the serve image unpacked, with room for a second version during an update.
+NODE_VOLUME_GIB = 500
+# The deploy guard e-mails this long before it scales the GPU group down, or halfway through a shorter
+# max_deployed_hours (1 h: a warning after 30 min; infra/MANUAL_TEST.md runs it so).
+DEPLOY_GUARD_WARN_HOURS = 2.0
+# The cluster endpoint's vLLM LoRA slots: adapters one batch mixes (vLLM max_loras) and adapters a
+# replica keeps loaded (Serve's LRU, vLLM max_cpu_loras); a batch mixes only adapters the replica holds.
+ENDPOINT_MAX_LORAS = 4
+ENDPOINT_MAX_ADAPTERS = 8
+assert ENDPOINT_MAX_LORAS <= ENDPOINT_MAX_ADAPTERS
 # Smallest Ray heads worth running: the trainer's head also runs the job driver (SkyRL's
 # controller) submitted through the Jobs API; the RayService head runs the Serve controller and proxy.
 MIN_TRAINER_HEAD = (4, 16)  # (CPUs, GiB)
@@ -46,12 +67,7 @@ TRAINER_HEAD_SHARE_WITH_SERVING = 2 / 3
 FSX_FIRST_STEP_GIB = 1200
 FSX_STEP_GIB = 2400
 FSX_THROUGHPUTS_MBPS_PER_TIB = (125, 250, 500, 1000)  # PERSISTENT_2 per-unit throughput values
-# HyperPod dependency chart: g7e GPUs are advertised from sagemaker-hyperpod-cli v3.7.1 on.
-MIN_HYPERPOD_CHART_VERSION = (3, 7, 1)
 PLACEHOLDER_ACCOUNT = "111111111111"  # offline synth; `cdk deploy` passes the real account
-# The Ray endpoint operator's chart first ships in sagemaker-hyperpod-cli v3.10.0 (release notes,
-# https://github.com/aws/sagemaker-hyperpod-cli/releases/tag/v3.10.0).
-MIN_RAY_ENDPOINT_CHART_VERSION = (3, 10, 0)
 # A lower-case DNS name of two or more labels, no trailing dot (the 253-character total is ACM's to check).
 DNS_NAME = r"^([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,63}$"
 HOSTED_ZONE_ID = r"^[A-Z0-9]{1,32}$"  # Route 53 zone ids: upper-case letters and digits, at most 32
@@ -92,14 +108,11 @@ class Settings(ConfigModel):
                       description="Prefix of stack, cluster and bucket names.")
     removal: Literal["dev", "retain"] = Field("dev", description="dev: `cdk destroy` removes everything, bucket "
                                               "contents included; retain: keeps the artifacts bucket.")
-    kubernetes_version: Literal[KUBERNETES_VERSIONS] = Field("1.34", description="EKS Kubernetes version (an existing "
-                                                                "eks_cluster_name must run it).")
     head_instance_type: str = Field("ml.r5d.16xlarge", description="HyperPod instance of the CPU head group (Ray heads).")
-    # SMT on the CPU head (2 threads per core: all its vCPUs) and off on the GPU workers (AWS's
-    # HyperPod samples default GPU groups to 1): each worker node then offers half its vCPUs.
-    head_threads_per_core: int = Field(default=2, ge=1, le=2, description="Threads per core on the head nodes.")
     worker_instance_type: str = Field("ml.g7e.12xlarge", description="HyperPod instance of the GPU worker group.")
     worker_count: int = Field(default=3, ge=1, le=16, description="GPU worker nodes.")
+    # SMT off on the GPU workers by default (AWS's HyperPod samples default GPU groups to 1): each worker
+    # node then offers half its vCPUs.
     worker_threads_per_core: int = Field(default=1, ge=1, le=2, description="Threads per core on the GPU workers.")
     # Ray pod sizes; unset, they are derived from the node (workload/deployment/fit.py): the largest that fit.
     worker_pod_cpu: int | None = Field(default=None, ge=1, description="CPUs of a Ray worker pod (unset: the largest that fits).")
@@ -110,24 +123,14 @@ class Settings(ConfigModel):
                                             description="Memory of the trainer's Ray head pod (unset: derived).")
     trainer_workers: int | None = Field(default=None, ge=1, le=16, description="GPU nodes the trainer's RayCluster "
                                         "takes (unset: all); leave one free for the serving endpoint.")
-    node_volume_gib: int = Field(default=500, ge=100, le=16384, description="EBS volume of every node (images, containers).")
     fsx_storage_gib: int = Field(FSX_FIRST_STEP_GIB, description="FSx for Lustre capacity: 1200, 2400, then steps of 2400.")
     fsx_throughput_mbps_per_tib: int = Field(250, description="FSx PERSISTENT_2 throughput per TiB: 125, 250, 500 or 1000.")
-    hyperpod_chart_version: str = Field("3.7.1", description="HyperPod dependency Helm chart release (>= 3.7.1 for g7e).")
-    ray_namespace: str = Field(default=RAY_NAMESPACE, pattern=r"^[a-z][a-z0-9-]{0,40}$",
-                               description="Kubernetes namespace of the Ray clusters.")
     serving: bool = Field(True, description="Deploy the Ray Serve endpoint (base model + LoRA adapters).")
     base_model_id: str = Field("Qwen/Qwen3-VL-8B-Instruct", description="Model id the endpoint serves; adapters are "
                                "BASE:NAME.")
     serve_model_source: str = Field("/shared/models/visgym_model/mixed_qwen3vl", description="Weights the endpoint "
                                     "loads: the VisGym SFT checkpoint the trainer stages onto FSx (recipe blog's "
                                     "trainer.policy.model.path).")
-    max_lora_rank: Literal[8, 16, 32, 64, 128, 256] = Field(DEFAULT_MAX_LORA_RANK, description="Largest adapter rank the endpoint loads "
-                                                            "(vLLM max_lora_rank); recipe check and promote hold "
-                                                            "adapters to it.")
-    max_loras: int = Field(default=4, ge=1, le=16, description="Adapters one vLLM batch mixes (vLLM max_loras).")
-    max_adapters_per_replica: int = Field(default=8, ge=1, le=64, description="Adapters a replica keeps loaded "
-                                          "(vLLM max_cpu_loras).")
     # Any new value re-imports the Grafana dashboards; `skymaze deploy` passes a fresh one each deploy
     # (synth stays deterministic: the default never changes, and dashboard edits re-import anyway).
     dashboards_revision: str = Field(default="0", pattern=r"^[A-Za-z0-9._:-]{1,64}$",
@@ -156,8 +159,6 @@ class Settings(ConfigModel):
                                           "deploy-guard alerts.")
     max_deployed_hours: float | None = Field(default=None, gt=0, description="Hours after which the deploy guard "
                                              "scales the GPU group to 0 (unset: no guard).")
-    deploy_guard_warn_hours: float = Field(default=2.0, gt=0, description="Hours before that scale-down the guard "
-                                           "e-mails a warning.")
     # The HyperPod Ray endpoint (README "Reaching Ray"): a public, authenticated dashboard per Ray cluster
     # for `sagemaker_ray://` addresses; off, Ray is reached by `kubectl port-forward` as before.
     ray_endpoint: bool = Field(False, description="Install the HyperPod Ray endpoint operator (and the SageMaker "
@@ -170,8 +171,6 @@ class Settings(ConfigModel):
     ray_endpoint_hosted_zone_id: str | None = Field(None, pattern=HOSTED_ZONE_ID, description="Route 53 public "
                                                     "hosted zone that holds ray_endpoint_domain (certificate "
                                                     "validation and the endpoints' DNS records).")
-    ray_endpoint_chart_version: str = Field("3.10.0", description="sagemaker-hyperpod-cli release whose "
-                                            "hyperpod-ray-endpoint-operator chart is installed (>= 3.10.0).")
     # Bring your own network or EKS cluster (README "Bring your own VPC or EKS cluster"), as AWS's HyperPod
     # templates allow (CreateVPCStack=false + VpcId/PrivateSubnetIds, CreateEKSClusterStack=false +
     # EKSClusterName/SecurityGroupId). Unset: the network stack creates a VPC, the cluster stack an EKS cluster.
@@ -191,7 +190,7 @@ class Settings(ConfigModel):
                                                 "be where the GPU capacity is.")
     eks_cluster_name: str | None = Field(None, pattern=EKS_CLUSTER_NAME, description="An existing EKS cluster "
                                          "in vpc_id to attach HyperPod to instead of creating one (API or "
-                                         "API_AND_CONFIG_MAP authentication, version kubernetes_version, core "
+                                         "API_AND_CONFIG_MAP authentication, Kubernetes 1.34, core "
                                          "add-ons installed); needs eks_cluster_security_group_id.")
     eks_cluster_security_group_id: str | None = Field(None, pattern=SECURITY_GROUP_ID, description="The "
                                                       "cluster security group EKS created for eks_cluster_name "
@@ -272,14 +271,6 @@ class Settings(ConfigModel):
             raise ValueError(f"{value} is not allowed; allowed values: {FSX_THROUGHPUTS_MBPS_PER_TIB}")
         return value
 
-    @field_validator("hyperpod_chart_version")
-    @classmethod
-    def _chart_version(cls, value: str) -> str:
-        match = re.fullmatch(r"(\d+)\.(\d+)\.(\d+)", value)
-        if not match or tuple(int(g) for g in match.groups()) < MIN_HYPERPOD_CHART_VERSION:
-            raise ValueError(f"{value!r} is not allowed; allowed values: a release >= 3.7.1 (g7e GPU support)")
-        return value
-
     @model_validator(mode="after")
     def _trainer_fits(self) -> Settings:
         if self.trainer_workers is not None and self.trainer_workers > self.worker_count:
@@ -300,19 +291,7 @@ class Settings(ConfigModel):
     def _spending_guard(self) -> Settings:
         if (self.budget_usd_per_month or self.max_deployed_hours) and not self.alert_emails:
             raise ValueError("budget_usd_per_month / max_deployed_hours alert by e-mail: set alert_emails=you@example.com")
-        if self.max_deployed_hours and self.deploy_guard_warn_hours >= self.max_deployed_hours:
-            raise ValueError(f"deploy_guard_warn_hours={self.deploy_guard_warn_hours} must be below "
-                             f"max_deployed_hours={self.max_deployed_hours}: the warning comes before the scale-down")
         return self
-
-    @field_validator("ray_endpoint_chart_version")
-    @classmethod
-    def _ray_endpoint_chart(cls, value: str) -> str:
-        match = re.fullmatch(r"(\d+)\.(\d+)\.(\d+)", value)
-        if not match or tuple(int(g) for g in match.groups()) < MIN_RAY_ENDPOINT_CHART_VERSION:
-            raise ValueError(f"{value!r} is not allowed; allowed values: a release >= 3.10.0 (first with the "
-                             "hyperpod-ray-endpoint-operator chart)")
-        return value
 
     @model_validator(mode="after")
     def _ray_endpoint_needs_a_domain(self) -> Settings:
@@ -410,6 +389,19 @@ class Settings(ConfigModel):
         return self
 
     @property
+    def kubernetes_version(self) -> str:
+        """The EKS Kubernetes version (KUBERNETES_VERSION); an existing eks_cluster_name must run it."""
+        return KUBERNETES_VERSION
+
+    @property
+    def deploy_guard_warn_hours(self) -> float:
+        """Hours before the deploy guard's scale-down that it e-mails a warning (DEPLOY_GUARD_WARN_HOURS, or
+        half of a shorter max_deployed_hours)."""
+        if self.max_deployed_hours is None:
+            return DEPLOY_GUARD_WARN_HOURS
+        return min(DEPLOY_GUARD_WARN_HOURS, self.max_deployed_hours / 2)
+
+    @property
     def creates_vpc(self) -> bool:
         """False when the deployment goes into an existing VPC (vpc_id)."""
         return self.vpc_id is None
@@ -423,13 +415,6 @@ class Settings(ConfigModel):
     def creates_eks(self) -> bool:
         """False when HyperPod attaches to an existing EKS cluster (eks_cluster_name)."""
         return self.eks_cluster_name is None
-
-    @model_validator(mode="after")
-    def _lora_slots(self) -> Settings:
-        if self.max_loras > self.max_adapters_per_replica:
-            raise ValueError(f"max_loras={self.max_loras} must not exceed max_adapters_per_replica="
-                             f"{self.max_adapters_per_replica}: a batch mixes only adapters the replica holds")
-        return self
 
     @model_validator(mode="after")
     def _pods_fit(self) -> Settings:
@@ -449,7 +434,7 @@ class Settings(ConfigModel):
         cpu, memory = fit.whole(worker_free)
         worker = fit.PodSize("ray worker", self.worker_pod_cpu or cpu, self.worker_pod_memory_gib or memory,
                              worker_facts.gpus, worker_facts.efa)
-        head_cpu, head_memory = fit.whole(fit.free_for_ray(head_facts, self.head_threads_per_core, self.fit_features))
+        head_cpu, head_memory = fit.whole(fit.free_for_ray(head_facts, HEAD_THREADS_PER_CORE, self.fit_features))
         share = TRAINER_HEAD_SHARE_WITH_SERVING if self.serving else 1.0
         trainer = fit.PodSize("trainer ray head", self.head_pod_cpu or int(head_cpu * share),
                               self.head_pod_memory_gib or int(head_memory * share))
@@ -462,7 +447,7 @@ class Settings(ConfigModel):
         """(head group, worker group) fits; raises ValueError when a pod cannot be scheduled."""
         sizes = self.pod_sizes()
         heads = (sizes.trainer_head,) + ((sizes.serve_head,) if sizes.serve_head else ())
-        head = fit.group_fit("head", self.head_instance_type, self.head_threads_per_core, heads, self.fit_features)
+        head = fit.group_fit("head", self.head_instance_type, HEAD_THREADS_PER_CORE, heads, self.fit_features)
         worker = fit.group_fit(HYPERPOD_GPU_GROUP, self.worker_instance_type, self.worker_threads_per_core,
                                (sizes.worker,), self.fit_features)
         free = worker.allocatable - worker.system
@@ -485,12 +470,12 @@ class Settings(ConfigModel):
             detail = "; ".join(f"{pod.name} gets {pod.cpu} CPU / {pod.memory_gib} GiB, needs >= {low[0]} / {low[1]}"
                                for pod, low in small) or f"requested {head.requested.describe()}"
             raise ValueError(
-                f"head_instance_type={self.head_instance_type} with head_threads_per_core={self.head_threads_per_core}"
+                f"head_instance_type={self.head_instance_type}"
                 f"{' and serving=true' if self.serving else ''} (head_pod_cpu={sizes.trainer_head.cpu}, "
                 f"head_pod_memory_gib={sizes.trainer_head.memory_gib}) does not fit: allocatable "
                 f"{head.allocatable.describe()} minus system pods {head.system.describe()} leaves "
                 f"{head_free.describe()} for the Ray heads ({detail}); the heads need >= {need[0]} CPU and "
-                f"{need[1]} GiB together: choose a larger head_instance_type, head_threads_per_core=2, smaller "
+                f"{need[1]} GiB together: choose a larger head_instance_type, smaller "
                 "head_pod_cpu/head_pod_memory_gib, or serving=false")
         return head, worker
 
@@ -541,6 +526,27 @@ PROFILES: dict[str, dict[str, Any]] = {
 # Set by the tool, not the user (`skymaze deploy` passes them): left out of the user's table.
 TOOL_SET = ("profile", "account", "dashboards_revision", "reuse_artifacts_bucket")
 
+# Former settings with one sensible value: key -> (the value, where it is fixed). `-c KEY=VALUE` names the home.
+FIXED: dict[str, tuple[Any, str]] = {
+    "kubernetes_version": (KUBERNETES_VERSION, "KUBERNETES_VERSION in workload/deployment/settings.py"),
+    "head_count": (HEAD_COUNT, "HEAD_COUNT in workload/deployment/settings.py"),
+    "kuberay_chart_version": (KUBERAY_CHART_VERSION, "KUBERAY_CHART_VERSION in workload/deployment/settings.py"),
+    "head_threads_per_core": (HEAD_THREADS_PER_CORE, "HEAD_THREADS_PER_CORE in workload/deployment/settings.py"),
+    "hyperpod_chart_version": (HYPERPOD_CHART_VERSION, "HYPERPOD_CHART_VERSION in workload/deployment/settings.py"),
+    "ray_endpoint_chart_version": (RAY_ENDPOINT_CHART_VERSION,
+                                   "RAY_ENDPOINT_CHART_VERSION in workload/deployment/settings.py"),
+    "node_volume_gib": (NODE_VOLUME_GIB, "NODE_VOLUME_GIB in workload/deployment/settings.py"),
+    "deploy_guard_warn_hours": (DEPLOY_GUARD_WARN_HOURS, "DEPLOY_GUARD_WARN_HOURS in workload/deployment/settings.py, "
+                                "halved for a shorter max_deployed_hours"),
+    "max_loras": (ENDPOINT_MAX_LORAS, "ENDPOINT_MAX_LORAS in workload/deployment/settings.py"),
+    "max_adapters_per_replica": (ENDPOINT_MAX_ADAPTERS, "ENDPOINT_MAX_ADAPTERS in workload/deployment/settings.py"),
+    "max_lora_rank": (DEFAULT_MAX_LORA_RANK, "DEFAULT_MAX_LORA_RANK in workload/serving_rules.py (the local "
+                      "endpoint's cap too); `skymaze promote --max-lora-rank` takes another"),
+    "ray_namespace": (RAY_NAMESPACE, "RAY_NAMESPACE in workload/deployment/names.py"),
+    **{f"supervise.{key}": (value, f"{where} in workload/deployment/supervisor.py")
+       for key, (value, where) in FIXED_LIMITS.items()},
+}
+
 
 def settings_table() -> list[str]:
     """The deploy settings a user chooses, one row each with a column per profile (docs/settings.md)."""
@@ -560,6 +566,11 @@ def load_settings(context: Mapping[str, Any]) -> Settings:
     profile = str(context.get("profile", DEFAULT_PROFILE))
     if profile not in PROFILES:
         raise SettingsError(f"profile: {profile!r} is not allowed; allowed values: {', '.join(PROFILES)}")
+    fixed = sorted(key for key in context if key in FIXED)
+    if fixed:
+        value, home = FIXED[fixed[0]]
+        raise SettingsError(f"{fixed[0]}: no longer a setting; it is fixed at {show_value(value)} ({home}); "
+                            f"drop -c {fixed[0]}=...")
     # CDK's own keys have ':' or '@' or '-'; a snake_case key (dotted for a group) that is not a setting is a typo.
     known = field_paths(Settings)
     typos = sorted(k for k in context if re.fullmatch(r"[a-z]+(_[a-z0-9]+)*(\.[a-z0-9_]+)*", k) and ("_" in k or "." in k)

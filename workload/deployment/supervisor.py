@@ -1,17 +1,36 @@
 """The run supervisor's limits: one model.
 
-``SupervisorLimits`` is read by ``skymaze supervise`` (one option per field, the flag named in
-``FLAGS``), by the deploy settings (``-c supervise.KEY=VALUE``) and by the supervisor construct,
-which renders the same options into the Deployment's command (:func:`limit_args`).
+``SupervisorLimits`` is read by ``skymaze supervise`` (``--set KEY=VALUE``, :func:`limits_from_sets`),
+by the deploy settings (``-c supervise.KEY=VALUE``) and by the supervisor construct, which renders
+the same ``--set`` pairs into the Deployment's command (:func:`limit_args`).
 """
 
 from __future__ import annotations
 
-from pydantic import Field, model_validator
+from collections.abc import Iterable
 
-from workload.config import ConfigModel
+from pydantic import Field
+
+from workload.config import (
+    RECIPE_FLAG,
+    ConfigError,
+    ConfigModel,
+    set_values,
+    show_value,
+    split_pair,
+    validate,
+)
 from workload.deployment import fit
 from workload.deployment.names import HYPERPOD_GPU_GROUP
+
+# The wait before a resubmission: 30 s, doubling after each crash without progress, at most 15 min.
+# Long enough for a restarted head to take jobs again and short against a GPU node's return
+# (node_wait_timeout_s, about 2 h); the crash loop is bounded by max_failures_at_same_step, not by it.
+BACKOFF_BASE_S = 30.0
+BACKOFF_CAP_S = 900.0
+# Former limits, now constants: key -> (value, constant's name in this module).
+FIXED_LIMITS = {"backoff_base_s": (BACKOFF_BASE_S, "BACKOFF_BASE_S"), "backoff_cap_s": (BACKOFF_CAP_S, "BACKOFF_CAP_S")}
+SUPERVISE_HELP = "skymaze supervise --help"
 
 
 class SupervisorLimits(ConfigModel):
@@ -22,8 +41,6 @@ class SupervisorLimits(ConfigModel):
     max_failures_at_same_step: int = Field(3, ge=1, le=100, description="Crashes with no new checkpoint between "
                                            "them before the supervisor gives up (node loss, preemption and head "
                                            "restarts never count).")
-    backoff_base_s: float = Field(30.0, gt=0, description="First wait before a resubmission; it doubles each time.")
-    backoff_cap_s: float = Field(900.0, gt=0, description="Longest wait before a resubmission.")
     node_wait_timeout_s: float = Field(fit.NODE_READY_S, gt=0, description="How long the supervisor waits for every "
                                        "GPU worker pod to be Ready again (a replaced node launches, then runs deep "
                                        "health checks: about 2 h).")
@@ -34,37 +51,34 @@ class SupervisorLimits(ConfigModel):
     group_idle_count: int = Field(0, ge=0, description="GPU nodes the HyperPod group keeps after that scale-down "
                                   "(1 keeps one for serving; HyperPod allows 0).")
 
-    @model_validator(mode="after")
-    def _backoff_order(self) -> SupervisorLimits:
-        if self.backoff_base_s > self.backoff_cap_s:
-            raise ValueError(f"backoff_base_s={self.backoff_base_s}, backoff_cap_s={self.backoff_cap_s}: need "
-                             "base <= cap (the delay doubles from base and stops at cap)")
-        return self
+
+def limits_from_sets(sets: Iterable[str]) -> SupervisorLimits:
+    """The limits ``--set KEY=VALUE`` pairs give (the defaults for the others); ConfigError names a bad key."""
+    pairs = [split_pair(item, example="max_submissions=4") for item in sets]
+    for key, _ in pairs:
+        if key in FIXED_LIMITS:
+            value, constant = FIXED_LIMITS[key]
+            raise ConfigError(f"{RECIPE_FLAG} {key}: no longer a setting; it is fixed at {show_value(value)} "
+                              f"({constant} in workload/deployment/supervisor.py)")
+    hint = f" (`{SUPERVISE_HELP}` lists them)"
+    return validate(SupervisorLimits, set_values(SupervisorLimits, {}, pairs, hint=hint), what="supervisor limits",
+                    hint=hint)
 
 
-# The `skymaze supervise` option of each limit (the others are --KEY with '-' for '_').
-FLAGS = {name: "--" + name.replace("_", "-") for name in SupervisorLimits.model_fields}
-FLAGS.update(release_workers="--release/--no-release", group_idle_count="--hyperpod-idle-count")
-
-
-def _text(value: float | int) -> str:
-    return str(int(value)) if float(value).is_integer() else str(value)
+def _set(limits: SupervisorLimits, name: str) -> list[str]:
+    value = getattr(limits, name)
+    text = str(int(value)) if isinstance(value, float) and value.is_integer() else show_value(value)
+    return [RECIPE_FLAG, f"{name}={text}"]
 
 
 def limit_args(limits: SupervisorLimits) -> list[str]:
-    """The ``skymaze supervise`` options that give ``limits`` (the supervisor construct's command);
-    the backoff options only where they differ from the defaults."""
-    args = [FLAGS["max_submissions"], _text(limits.max_submissions),
-            FLAGS["node_wait_timeout_s"], _text(limits.node_wait_timeout_s),
-            FLAGS["max_failures_at_same_step"], _text(limits.max_failures_at_same_step)]
-    defaults = SupervisorLimits()
-    for name in ("backoff_base_s", "backoff_cap_s"):
-        if getattr(limits, name) != getattr(defaults, name):
-            args += [FLAGS[name], _text(getattr(limits, name))]
-    return [*args, "--release" if limits.release_workers else "--no-release"]
+    """The ``skymaze supervise --set`` pairs that give ``limits`` (the supervisor construct's command),
+    all but the GPU group's (:func:`group_args`)."""
+    names = ("max_submissions", "node_wait_timeout_s", "max_failures_at_same_step", "release_workers")
+    return [arg for name in names for arg in _set(limits, name)]
 
 
 def group_args(limits: SupervisorLimits, hyperpod_cluster: str) -> list[str]:
     """The options that let the supervisor scale ``hyperpod_cluster``'s GPU group after ``group_idle_s``."""
-    return [FLAGS["group_idle_s"], _text(limits.group_idle_s), "--hyperpod-cluster", hyperpod_cluster,
-            "--hyperpod-group", HYPERPOD_GPU_GROUP, FLAGS["group_idle_count"], _text(limits.group_idle_count)]
+    return [*_set(limits, "group_idle_s"), "--hyperpod-cluster", hyperpod_cluster, "--hyperpod-group",
+            HYPERPOD_GPU_GROUP, *_set(limits, "group_idle_count")]

@@ -32,6 +32,8 @@ from workload.addons import (
 )
 from workload.deployment.settings import HEAD_COUNT
 
+KUBERNETES_HOME = "KUBERNETES_VERSION in workload/deployment/settings.py"
+
 Status = Literal["ok", "warn", "fail"]
 
 # Service Quotas names one HyperPod quota per instance type "ml.TYPE for cluster usage" under the
@@ -197,7 +199,8 @@ def node_zone(settings, zones: Sequence[dict]) -> tuple[str | None, str]:
     if settings.node_availability_zone:
         return settings.node_availability_zone, "node_availability_zone"
     available = [z["ZoneName"] for z in zones if z.get("State") == "available"]
-    return (available[0] if available else None), f"the first available zone of {settings.region}, where the created VPC puts the nodes"
+    source = f"the first available zone of {settings.region}, where the created VPC puts the nodes"
+    return (available[0] if available else None), source
 
 
 def zone_findings(settings, zone: str | None, how: str, offerings: Sequence[dict]) -> list[Finding]:
@@ -247,12 +250,14 @@ def kubernetes_findings(settings, versions: Sequence[dict]) -> list[Finding]:
     offered = sorted({v["clusterVersion"] for v in versions if v.get("versionStatus") in EKS_SUPPORTED_STATUSES})
     if entry is None or entry.get("versionStatus") not in EKS_SUPPORTED_STATUSES:
         status = entry.get("versionStatus", "UNSUPPORTED") if entry else "not offered"
-        return [Finding("kubernetes", "fail", f"EKS in {settings.region}: Kubernetes {wanted} is {status}; set "
-                        f"kubernetes_version to a supported version{' (' + ', '.join(offered) + ')' if offered else ''}")]
+        choices = f" (here: {', '.join(offered)})" if offered else ""
+        return [Finding("kubernetes", "fail", f"EKS in {settings.region}: Kubernetes {wanted} is {status}; "
+                        f"the app deploys that version only ({KUBERNETES_HOME}): deploy to a region that offers it"
+                        f"{choices}")]
     if entry["versionStatus"] == "EXTENDED_SUPPORT":
         return [Finding("kubernetes", "warn", f"EKS {wanted} is in extended support (billed at the extended-support "
                         f"hourly rate, ends {_day(entry.get('endOfExtendedSupportDate'))}); a newer "
-                        "kubernetes_version costs less")]
+                        f"version ({KUBERNETES_HOME}) costs less")]
     return [Finding("kubernetes", "ok", f"EKS offers Kubernetes {wanted} in {settings.region} (standard support "
                     f"until {_day(entry.get('endOfStandardSupportDate'))})")]
 
@@ -264,7 +269,7 @@ def _day(value) -> str:
 def check_kubernetes(session, settings, caller: Caller) -> list[Finding]:
     if not settings.creates_eks:
         return [Finding("kubernetes", "ok", f"existing cluster {settings.eks_cluster_name}: its version is checked "
-                        "against kubernetes_version before the deploy")]
+                        f"against Kubernetes {settings.kubernetes_version} before the deploy")]
     answer = session.client("eks").describe_cluster_versions(clusterVersions=[settings.kubernetes_version])
     return kubernetes_findings(settings, answer.get("clusterVersions", []))
 
@@ -328,7 +333,7 @@ def addon_findings(settings, name: str, versions: Sequence[dict], configuration:
     version = default_addon_version(addon_versions, wanted)
     if version is None:
         return [Finding("addon", "fail", f"EKS add-on {name} has no version for Kubernetes {wanted} in "
-                        f"{settings.region}: set kubernetes_version to one it supports"
+                        f"{settings.region}: deploy to a region that has one"
                         + (" or ray_endpoint=false" if name in RAY_ENDPOINT_ADDONS else ""))]
     if configuration is None:
         return [Finding("addon", "ok", f"{name} {version} for Kubernetes {wanted}")]
@@ -342,7 +347,7 @@ def addon_findings(settings, name: str, versions: Sequence[dict], configuration:
 
 
 def hyperpod_kubernetes_finding(settings, observability_versions: Sequence[dict]) -> Finding:
-    """HyperPod on ``kubernetes_version``: AWS documents the supported versions (settings.KUBERNETES_VERSIONS
+    """HyperPod on ``kubernetes_version``: AWS documents the supported versions (settings.KUBERNETES_VERSION
     cites the page) and no API answers it; HyperPod's own add-on publishing a version for it in this
     region is the account's answer."""
     addon_versions = next((a.get("addonVersions", []) for a in observability_versions
@@ -350,7 +355,7 @@ def hyperpod_kubernetes_finding(settings, observability_versions: Sequence[dict]
     if default_addon_version(addon_versions, settings.kubernetes_version) is None:
         return Finding("hyperpod", "fail", f"HyperPod's add-on {OBSERVABILITY_ADDON} lists no version for Kubernetes "
                        f"{settings.kubernetes_version} in {settings.region}: HyperPod does not support it here yet; "
-                       "set kubernetes_version to one the HyperPod EKS prerequisites list")
+                       "deploy to a region where it does")
     return Finding("hyperpod", "ok", f"HyperPod supports Kubernetes {settings.kubernetes_version} (AWS's HyperPod EKS "
                    f"prerequisites; its add-on {OBSERVABILITY_ADDON} has a version for it in {settings.region})")
 
@@ -390,7 +395,8 @@ def identity_center_findings(settings, instances: Sequence[dict], missing_users:
                         f"store {store}; `aws identitystore list-users --identity-store-id {store}` lists them")
                 for user in missing_users]
     findings += [Finding("identity-center", "fail", f"grafana_admin_group_ids: {group} is not a group of Identity "
-                         f"Center store {store}; `aws identitystore list-groups --identity-store-id {store}` lists them")
+                         f"Center store {store}; "
+                         f"`aws identitystore list-groups --identity-store-id {store}` lists them")
                  for group in missing_groups]
     if not findings:
         who = len(settings.grafana_admin_user_ids) + len(settings.grafana_admin_group_ids)
@@ -426,7 +432,8 @@ def check_identity_center(session, settings, caller: Caller) -> list[Finding]:
 # ---------------------------------------------------------------- permissions
 
 def cdk_role_arn(caller: Caller, region: str, kind: str) -> str:
-    return f"arn:{caller.partition}:iam::{caller.account}:role/cdk-{CDK_QUALIFIER}-{kind}-role-{caller.account}-{region}"
+    role_name = f"cdk-{CDK_QUALIFIER}-{kind}-role-{caller.account}-{region}"
+    return f"arn:{caller.partition}:iam::{caller.account}:role/{role_name}"
 
 
 def simulation_finding(who: str, results: Sequence[dict], fix: str) -> Finding:
@@ -460,7 +467,8 @@ def check_permissions(session, settings, caller: Caller, *, bootstrap_pending: b
         except ValueError as exc:
             return [Finding("permissions", "warn", f"cannot simulate {caller.arn}'s policies: {exc}")]
         roles = [cdk_role_arn(caller, settings.region, kind) for kind in CDK_CLI_ROLES]
-        results = _simulate(iam, principal, ["sts:AssumeRole"], roles) + _simulate(iam, principal, DEPLOY_CALLER_ACTIONS)
+        assume = _simulate(iam, principal, ["sts:AssumeRole"], roles)
+        results = assume + _simulate(iam, principal, DEPLOY_CALLER_ACTIONS)
         findings.append(simulation_finding(f"the deploying identity {principal}", results,
                                            "grant them (the CDK roles are assumed by whoever deploys), or deploy "
                                            "with a role that has them"))
@@ -520,7 +528,8 @@ def run_preflight(session, settings, caller: Caller, *, progress: Callable[[str]
         ("kubernetes", f"EKS: Kubernetes {settings.kubernetes_version} in {settings.region}",
          lambda: check_kubernetes(session, settings, caller)),
         ("addon", "EKS: add-on versions and configuration schemas", lambda: check_addons(session, settings, caller)),
-        ("identity-center", "IAM Identity Center for Grafana", lambda: check_identity_center(session, settings, caller)),
+        ("identity-center", "IAM Identity Center for Grafana",
+         lambda: check_identity_center(session, settings, caller)),
     ]
     if not bootstrap_pending:
         steps.append(("bootstrap", "CDK bootstrap", lambda: check_bootstrap(session, settings, caller)))

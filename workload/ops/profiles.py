@@ -9,8 +9,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from workload.config import DEPLOY_FLAG, ConfigError, did_you_mean, field_paths, split_pair
-from workload.deployment.names import HYPERPOD_GPU_GROUP
-from workload.deployment.settings import HEAD_COUNT, PROFILES, Settings, SettingsError, load_settings
+from workload.deployment.names import HYPERPOD_GPU_GROUP, RAY_NAMESPACE
+from workload.deployment.settings import (
+    HEAD_COUNT,
+    NODE_VOLUME_GIB,
+    PROFILES,
+    Settings,
+    SettingsError,
+    load_settings,
+)
 from workload.ops.cost import ClusterShape, InstanceGroup
 from workload.ops.plan import TeardownTarget
 
@@ -46,7 +53,7 @@ def target_for(settings: Settings, *, overrides: tuple[tuple[str, str], ...] = (
     """What ``skymaze teardown`` acts on for these settings."""
     return TeardownTarget(profile=settings.profile, region=settings.region, app_name=settings.name,
                           keep_data=keep_data, overrides=overrides, existing_eks_cluster=settings.eks_cluster_name,
-                          ray_namespace=settings.ray_namespace)
+                          ray_namespace=RAY_NAMESPACE)
 
 
 def shape_for(settings: Settings) -> ClusterShape:
@@ -54,8 +61,8 @@ def shape_for(settings: Settings) -> ClusterShape:
     return ClusterShape(
         profile=settings.profile,
         instance_groups=(
-            InstanceGroup("head", settings.head_instance_type, HEAD_COUNT, settings.node_volume_gib),
-            InstanceGroup(HYPERPOD_GPU_GROUP, settings.worker_instance_type, settings.worker_count, settings.node_volume_gib),
+            InstanceGroup("head", settings.head_instance_type, HEAD_COUNT, NODE_VOLUME_GIB),
+            InstanceGroup(HYPERPOD_GPU_GROUP, settings.worker_instance_type, settings.worker_count, NODE_VOLUME_GIB),
         ),
         fsx_tier=f"PERSISTENT_2_{settings.fsx_throughput_mbps_per_tib}",
         fsx_gib=settings.fsx_storage_gib,

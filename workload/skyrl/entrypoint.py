@@ -268,9 +268,7 @@ def _tickets(paths: Any, tokenizer: Any, cfg: Any) -> Any:
 def _experiment(cfg: Any, spec: JobSpec) -> None:
     """Runs inside the Ray task: the env registry and the trainer live in this process."""
     import ray
-    from skyrl.train.entrypoints.main_base import BasePPOExp
 
-    from workload.skyrl.callback import MazeTrainingCallback
     from workload.skyrl.env import register_maze_env
 
     mask_secrets_in_skyrl_logs(os.environ)
@@ -279,6 +277,25 @@ def _experiment(cfg: Any, spec: JobSpec) -> None:
     print(f"skymaze: env vars of the job's runtime_env in this worker: {', '.join(job_env) or '-'}", flush=True)
     with stages.running("env-registry"):
         register_maze_env(ENV_CLASS)
+    try:
+        _maze_experiment_class(stages, spec)(cfg).run()
+    except StageFailed:
+        raise
+    except Exception as error:
+        raise StageFailed.of(stages.current, error, tuple(stages.reached)) from error
+
+
+def _maze_callback(spec: JobSpec) -> Any:
+    """The callback that logs the maze metrics and writes the run's files (workload/skyrl/callback.py)."""
+    from workload.skyrl.callback import MazeTrainingCallback
+
+    return MazeTrainingCallback(run_dir=spec.run_dir, run_id=spec.run_id, eval_set=spec.tickets.eval_set,
+                                strict_metric=spec.strict_metric, trajectories_per_step=spec.trajectories_per_step)
+
+
+def _maze_experiment_class(stages: Stages, spec: JobSpec) -> type:
+    """SkyRL's ``BasePPOExp`` with the maze callback, the ticket datasets and a stage marker at each start-up step."""
+    from skyrl.train.entrypoints.main_base import BasePPOExp
 
     class MazeExp(BasePPOExp):
         """SkyRL's experiment with the maze callback and a marker at each start-up stage."""
@@ -321,15 +338,7 @@ def _experiment(cfg: Any, spec: JobSpec) -> None:
         def get_trainer(self, *args: Any, **kwargs: Any) -> Any:
             with stages.running("trainer"):
                 trainer = super().get_trainer(*args, **kwargs)
-                trainer.add_callback(
-                    MazeTrainingCallback(
-                        run_dir=spec.run_dir,
-                        run_id=spec.run_id,
-                        eval_set=spec.tickets.eval_set,
-                        strict_metric=spec.strict_metric,
-                        trajectories_per_step=spec.trajectories_per_step,
-                    )
-                )
+                trainer.add_callback(_maze_callback(spec))
             stages.enter("build-models")  # BasePPOExp._setup_trainer builds the FSDP workers next
             return trainer
 
@@ -340,12 +349,7 @@ def _experiment(cfg: Any, spec: JobSpec) -> None:
             stages.enter("train")  # BasePPOExp.run: asyncio.run(trainer.train())
             return trainer
 
-    try:
-        MazeExp(cfg).run()
-    except StageFailed:
-        raise
-    except Exception as error:
-        raise StageFailed.of(stages.current, error, tuple(stages.reached)) from error
+    return MazeExp
 
 
 def main(argv: list[str] | None = None) -> int:

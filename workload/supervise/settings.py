@@ -60,7 +60,7 @@ class SupervisorSettings:
         if self.hyperpod is not None and self.policy.group_idle_s is None:
             raise ValueError(
                 "supervise.hyperpod_cluster is set but supervise.group_idle_s is not: "
-                "say after how many idle seconds the GPU group is scaled down (e.g. --group-idle-s 1800)"
+                "say after how many idle seconds the GPU group is scaled down (e.g. --set group_idle_s=1800)"
             )
         if self.poll_s <= 0:
             raise ValueError(f"supervise.poll_s={self.poll_s}: must be > 0")

@@ -60,7 +60,7 @@ def test_the_guard_is_scheduled_and_may_touch_only_its_cluster():
 
 @pytest.mark.slow  # CDK synth
 def test_a_warning_later_than_the_limit_is_refused():
-    with pytest.raises(ValueError, match="deploy_guard_warn_hours=30 must be > 0 and below max_deployed_hours=24"):
+    with pytest.raises(ValueError, match="warn_before_hours=30 must be > 0 and below max_deployed_hours=24"):
         _template(max_deployed_hours=24, warn_before_hours=30, hyperpod_cluster_name="c", hyperpod_cluster_arn=ARN,
                   execution_role_arn=ROLE, gpu_groups=["workers"])
 

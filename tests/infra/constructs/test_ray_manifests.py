@@ -110,15 +110,29 @@ def _prepare_as_ray_user(shared: Path) -> str:
 
 @pytest.fixture(scope="module")
 def imports_done(tmp_path_factory):
-    """Load what the preparation imports before a child drops root (the interpreter lives under /root)."""
+    """Load what the preparation imports before a child drops root (the interpreter lives under /root).
+
+    The preparation also reads the repository's frozen held-out sets. In a checkout closed to other users
+    (a `mktemp -d` clone is mode 700) uid 1000 cannot read them there, so they are read from a copy in an
+    open folder: what is under test is /shared, not where the checkout lives."""
     import stat
 
-    import workload
-    closed = [d for d in Path(workload.__file__).resolve().parents if not d.stat().st_mode & stat.S_IXOTH]
-    if closed:  # the preparation reads the repository's data files as uid 1000 too
-        pytest.skip(f"{closed[0]} is closed to other users (mode {stat.filemode(closed[0].stat().st_mode)}); "
-                    "clone the repository where uid 1000 can read it")
-    prepare_data(job_spec(load_recipe("blog", sets=[f"shared_root={tmp_path_factory.mktemp('warm')}", "run_id=w"])))
+    from workload.maze import heldout
+
+    closed = [d for d in heldout.HELDOUT_DIR.resolve().parents if not d.stat().st_mode & stat.S_IXOTH]
+    with pytest.MonkeyPatch.context() as patch:
+        if closed:
+            copy = Path(tempfile.mkdtemp(prefix="heldout-", dir="/tmp"))
+            copy.chmod(0o755)
+            for path in heldout.HELDOUT_DIR.glob("*.json"):
+                shutil.copy(path, copy / path.name)
+                (copy / path.name).chmod(0o644)
+            original = heldout.load_set
+            patch.setattr(heldout, "load_set", lambda name, directory=None: original(name, copy))
+        prepare_data(job_spec(load_recipe("blog", sets=[f"shared_root={tmp_path_factory.mktemp('warm')}", "run_id=w"])))
+        yield
+        if closed:
+            shutil.rmtree(copy)
 
 
 @needs_root

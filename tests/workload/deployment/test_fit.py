@@ -61,12 +61,12 @@ def test_every_ray_pod_of_the_profile_fits_its_node(profile):
 
 
 def test_a_profile_that_cannot_fit_fails_naming_the_key_and_the_numbers():
-    # small's 16-vCPU head with SMT off (8 vCPUs) cannot hold both Ray heads beside the system pods.
+    # small's 16-vCPU head: a 13-CPU trainer head leaves the serving head nothing beside the system pods.
     with pytest.raises(SettingsError) as caught:
-        load_settings({"profile": "small", "serving": "true", "head_threads_per_core": "1"})
+        load_settings({"profile": "small", "serving": "true", "head_pod_cpu": "13"})
     message = str(caught.value)
-    assert "head_instance_type=ml.m5.4xlarge with head_threads_per_core=1 and serving=true" in message
-    assert "allocatable 7.91 CPU" in message and "needs >= 4 / 16" in message
+    assert "head_instance_type=ml.m5.4xlarge and serving=true (head_pod_cpu=13" in message
+    assert "allocatable 15.89 CPU" in message and "serve ray head gets 0 CPU / 18 GiB, needs >= 2 / 8" in message
 
 
 def test_explicit_pod_sizes_that_fit_are_kept():

@@ -2,9 +2,18 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
-from workload.deployment.settings import SettingsError, load_settings
+from workload.deployment.settings import (
+    DEPLOY_GUARD_WARN_HOURS,
+    FIXED,
+    KUBERNETES_VERSION,
+    SettingsError,
+    load_settings,
+    settings_table,
+)
 
 
 def test_blog_profile_is_the_published_topology():
@@ -72,11 +81,6 @@ def test_fsx_throughput_outside_persistent_2_values_is_rejected():
         load_settings({"profile": "blog", "fsx_throughput_mbps_per_tib": "100"})
 
 
-def test_chart_older_than_g7e_support_is_rejected():
-    with pytest.raises(SettingsError, match=r"hyperpod_chart_version: .*'3.6.0' is not allowed; .*>= 3.7.1"):
-        load_settings({"profile": "blog", "hyperpod_chart_version": "3.6.0"})
-
-
 def test_removal_policy_must_be_dev_or_retain():
     with pytest.raises(SettingsError, match=r"removal: Input should be 'dev' or 'retain'"):
         load_settings({"profile": "blog", "removal": "keep"})
@@ -92,32 +96,43 @@ def test_bad_account_is_rejected():
         load_settings({"profile": "blog", "account": "12345"})
 
 
-@pytest.mark.parametrize("version", ["1.29", "1.35"])
-def test_kubernetes_version_hyperpod_does_not_document_is_rejected(version):
+def test_the_kubernetes_version_is_one_hyperpod_documents():
     # The HyperPod EKS prerequisites page lists 1.28-1.34; the kubectl 1.35 layer reaches 1.34-1.36.
-    with pytest.raises(SettingsError, match=r"kubernetes_version: Input should be '1.34'"):
-        load_settings({"profile": "blog", "kubernetes_version": version})
+    assert load_settings({"profile": "blog"}).kubernetes_version == KUBERNETES_VERSION == "1.34"
 
 
-def test_default_kubernetes_version_is_one_hyperpod_documents():
-    assert load_settings({"profile": "blog"}).kubernetes_version == "1.34"
+@pytest.mark.parametrize(("key", "value", "home"), [
+    ("kubernetes_version", "1.34", "KUBERNETES_VERSION in workload/deployment/settings.py"),
+    ("head_count", "1", "HEAD_COUNT in workload/deployment/settings.py"),
+    ("kuberay_chart_version", "1.7.0", "KUBERAY_CHART_VERSION in workload/deployment/settings.py"),
+    ("head_threads_per_core", "2", "HEAD_THREADS_PER_CORE in workload/deployment/settings.py"),
+    ("hyperpod_chart_version", "3.7.1", "HYPERPOD_CHART_VERSION in workload/deployment/settings.py"),
+    ("ray_endpoint_chart_version", "3.10.0", "RAY_ENDPOINT_CHART_VERSION in workload/deployment/settings.py"),
+    ("node_volume_gib", "500", "NODE_VOLUME_GIB in workload/deployment/settings.py"),
+    ("deploy_guard_warn_hours", "2.0", "DEPLOY_GUARD_WARN_HOURS in workload/deployment/settings.py"),
+    ("max_loras", "4", "ENDPOINT_MAX_LORAS in workload/deployment/settings.py"),
+    ("max_adapters_per_replica", "8", "ENDPOINT_MAX_ADAPTERS in workload/deployment/settings.py"),
+    ("max_lora_rank", "64", "DEFAULT_MAX_LORA_RANK in workload/serving_rules.py"),
+    ("ray_namespace", "ray", "RAY_NAMESPACE in workload/deployment/names.py"),
+    ("supervise.backoff_base_s", "30.0", "BACKOFF_BASE_S in workload/deployment/supervisor.py"),
+    ("supervise.backoff_cap_s", "900.0", "BACKOFF_CAP_S in workload/deployment/supervisor.py"),
+])
+def test_a_former_setting_given_with_c_names_where_it_is_fixed(key, value, home):
+    with pytest.raises(SettingsError, match=rf"^{re.escape(key)}: no longer a setting; it is fixed at {re.escape(value)} "
+                                            rf"\({re.escape(home)}"):
+        load_settings({"profile": "blog", key: "3"})
 
 
-@pytest.mark.parametrize("key", ["head_count", "kuberay_chart_version"])
-def test_a_knob_with_one_legal_value_is_a_constant_not_a_setting(key):
-    # One head node (both Ray heads share it); the KubeRay chart whose CRDs the tests validate.
-    with pytest.raises(SettingsError, match=rf"{key}: not a deployment setting"):
-        load_settings({"profile": "blog", key: "1"})
+def test_the_former_settings_are_left_out_of_the_user_table():
+    table = "\n".join(settings_table())
+    assert all(f"| `{key}` |" not in table for key in FIXED)
+    assert len(settings_table()) - 2 <= 40  # rows: 52 before the one-value knobs became constants
 
 
-def test_lora_rank_vllm_cannot_serve_is_rejected():
-    with pytest.raises(SettingsError, match=r"max_lora_rank: Input should be 8, 16, 32, 64, 128 or 256"):
-        load_settings({"profile": "blog", "max_lora_rank": "48"})
-
-
-def test_more_batched_adapters_than_cached_is_rejected():
-    with pytest.raises(SettingsError, match=r"max_loras=9 must not exceed max_adapters_per_replica=8"):
-        load_settings({"profile": "blog", "max_loras": "9"})
+def test_the_deploy_guard_warns_halfway_through_a_short_deployment():
+    guarded = {"profile": "blog", "alert_emails": "a@example.com"}
+    assert load_settings({**guarded, "max_deployed_hours": "14"}).deploy_guard_warn_hours == DEPLOY_GUARD_WARN_HOURS
+    assert load_settings({**guarded, "max_deployed_hours": "1"}).deploy_guard_warn_hours == 0.5
 
 
 def test_a_misspelt_setting_is_an_error_not_a_silent_default():

@@ -100,7 +100,7 @@ def test_an_existing_cluster_in_another_vpc_or_version_is_named(network):
                          eks_cluster_security_group_id="sg-0123456789abcdef0")
     problems = existing_resource_problems(network.session, settings)
     assert any(p.startswith("eks_cluster_name: platform is in vpc-") and network.vpc in p for p in problems)
-    assert "eks_cluster_name: platform runs Kubernetes 1.33, not kubernetes_version=1.34" in " | ".join(problems)
+    assert "eks_cluster_name: platform runs Kubernetes 1.33, not 1.34, the version this app deploys" in " | ".join(problems)
     missing = _settings(network, network.private, ("us-west-2a", "us-west-2b"), eks_cluster_name="nope",
                         eks_cluster_security_group_id="sg-0123456789abcdef0")
     assert existing_resource_problems(network.session, missing)[-1].startswith("eks_cluster_name: cannot describe nope")

@@ -67,7 +67,7 @@ FAILING = {
                               "us-west-2a (the first available zone of us-west-2, where the created VPC puts the nodes) "
                               "does not offer g7e.12xlarge"),
     "unsupported version": (Answers(version_status="UNSUPPORTED"), {}, "kubernetes",
-                            "EKS in us-west-2: Kubernetes 1.34 is UNSUPPORTED; set kubernetes_version"),
+                            "EKS in us-west-2: Kubernetes 1.34 is UNSUPPORTED; the app deploys that version only"),
     "schema-invalid add-on config": (Answers(observability_schema=schema_without("customMetrics")), {}, "addon",
                                      "amazon-sagemaker-hyperpod-observability v1.0.0-eksbuild.1 rejects the "
                                      "configuration the deploy gives it at metricsProvider: Additional properties are "
@@ -110,8 +110,8 @@ def test_an_addon_without_a_version_for_the_kubernetes_version_fails_hyperpod_an
     lines = [f.message for f in failed(findings)]
     assert any(line.startswith("HyperPod's add-on amazon-sagemaker-hyperpod-observability lists no version for "
                                "Kubernetes 1.34") for line in lines)
-    assert "EKS add-on vpc-cni has no version for Kubernetes 1.34 in us-west-2: set kubernetes_version to one it " \
-           "supports" in lines
+    assert "EKS add-on vpc-cni has no version for Kubernetes 1.34 in us-west-2: deploy to a region that has " \
+           "one" in lines
 
 
 def test_an_existing_vpc_names_private_subnet_azs_when_its_first_zone_lacks_the_type():
