@@ -304,7 +304,8 @@ class PolicyState:
 
     def optimizer_step(self) -> float:
         """Clip the accumulated gradient, step AdamW and the schedule; returns the gradient norm."""
-        norm = float(torch.nn.utils.clip_grad_norm_(self.params, self.cfg.trainer.policy.optimizer_config.max_grad_norm))
+        max_norm = self.cfg.trainer.policy.optimizer_config.max_grad_norm
+        norm = float(torch.nn.utils.clip_grad_norm_(self.params, max_norm))
         self.optimizer.step()
         self.scheduler.step()
         return norm
@@ -410,8 +411,9 @@ class GrpoLearner:
         t, n = self.cfg.trainer, self.cfg.generator.n_samples_per_prompt
         seeds = draw_seeds(t.train_batch_size, seed=t.seed, phase=PHASE_GRPO, step=step, accept=self.accept)
         states = [generate_from_seed(s, self.cfg.environment.maze.size) for s in seeds]
+        shares = worker_shares(len(seeds), len(self.workers))
         jobs = []
-        for i, (worker, mine) in enumerate(zip(self.workers, worker_shares(len(seeds), len(self.workers)), strict=True)):
+        for i, (worker, mine) in enumerate(zip(self.workers, shares, strict=True)):
             if mine:
                 job = worker.play_groups.remote(
                     [states[j] for j in mine], [seeds[j] for j in mine], n, rollout_seed(t.seed, step, i)
@@ -473,7 +475,8 @@ class GrpoLearner:
         for groups, mine in mini_batches(
             samples, n_minis=t.train_batch_size // t.policy_mini_batch_size, groups_per_mini=t.policy_mini_batch_size
         ):
-            micro = [self._micro_batch(chunk, prompts, with_old=with_old) for chunk in micro_batches(mine, MICRO_BATCH_SAMPLES)]
+            chunks = micro_batches(mine, MICRO_BATCH_SAMPLES)
+            micro = [self._micro_batch(chunk, prompts, with_old=with_old) for chunk in chunks]
             encoded.append((micro, token_denominator(mine, groups, group_tokens)))
         return encoded
 
