@@ -166,7 +166,7 @@ def _phase_grpo(cfg: RehearsalConfig, run: RunDir, ctx: PhaseContext, echo: Call
             validation=ctx.validation,
         )
         if start:
-            learner.load_checkpoint(start)
+            learner.policy.load_checkpoint(start)
             echo(f"[grpo] resumed from checkpoint global_step_{start} (trainer.resume_mode=none starts afresh)")
         elif constants.EVAL_BEFORE_TRAIN and not run.eval_report(0).is_file():
             learner.evaluate(0)
