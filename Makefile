@@ -14,7 +14,9 @@ RUN ?=
 # torch: PyPI's Linux wheel of torch 2.13.0 is the CUDA build (several GB of CUDA libraries), and the
 # rehearsal and the tests run on the CPU; so on Linux torch comes from PyTorch's CPU index (the +cpu
 # build). macOS wheels on PyPI are CPU builds already. TORCH_INDEX= (empty) leaves it to pip's own
-# configuration, e.g. a mirror or a wheel folder that already holds the CPU build.
+# configuration, e.g. a mirror or a wheel folder that already holds the CPU build. Only torch itself comes
+# from that index (its dependencies from requirements.txt and constraints.txt), tried once more at most:
+# where the index is unreachable, pip falls through to its own configuration within seconds.
 UNAME_S ?= $(shell uname -s)
 TORCH_VERSION := 2.13.0
 ifeq ($(UNAME_S),Linux)
@@ -45,7 +47,7 @@ $(STAMP): requirements.txt constraints.txt pyproject.toml package.json package-l
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	@echo "install: pinned Python environment into $(VENV) (first time: ~2 min)"
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX) )$(TORCH_SPEC)
+	$(PY) -m pip install -q --no-deps --retries 1 --timeout 15 $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX) )$(TORCH_SPEC)
 	$(PY) -m pip install -q -r requirements.txt -c constraints.txt
 	$(PY) -m pip install -q --no-deps --no-build-isolation -e .
 	@echo "install: aws-cdk CLI (npm ci)"

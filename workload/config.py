@@ -150,7 +150,10 @@ def merge(base: Mapping[str, Any], top: Mapping[str, Any]) -> dict[str, Any]:
     merged = {key: (merge(value, {}) if isinstance(value, Mapping) else value) for key, value in base.items()}
     for key, value in top.items():
         both_maps = isinstance(value, Mapping) and isinstance(merged.get(key), Mapping)
-        merged[key] = merge(merged[key], value) if both_maps else (merge(value, {}) if isinstance(value, Mapping) else value)
+        if both_maps:
+            merged[key] = merge(merged[key], value)
+        else:
+            merged[key] = merge(value, {}) if isinstance(value, Mapping) else value
     return merged
 
 
@@ -211,7 +214,8 @@ def describe_errors(err: ValidationError) -> str:
 
 
 def settings_table(model: type[BaseModel], defaults: Mapping[str, Any] | None = None, *,
-                   skip: tuple[str, ...] = ("name",), profiles: Mapping[str, Mapping[str, Any]] | None = None) -> list[str]:
+                   skip: tuple[str, ...] = ("name",),
+                   profiles: Mapping[str, Mapping[str, Any]] | None = None) -> list[str]:
     """A Markdown table (setting, default, what it does) of every leaf field, from the descriptions.
 
     ``defaults`` (a recipe's values) fills the default column where the model has none; ``skip``
@@ -229,8 +233,10 @@ def settings_table(model: type[BaseModel], defaults: Mapping[str, Any] | None = 
         for values in flat.values():
             if path in values:
                 cells.append(f"`{show_value(values[path])}`")
+            elif info.is_required():
+                cells.append("")
             else:
-                cells.append("" if info.is_required() else f"`{show_value(info.get_default(call_default_factory=True))}`")
+                cells.append(f"`{show_value(info.get_default(call_default_factory=True))}`")
         text = (info.description or "").replace("|", r"\|")
         rows.append(f"| `{path}` | {' | '.join(cells)} | {text} |")
     return rows

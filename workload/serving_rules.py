@@ -24,7 +24,9 @@ ADAPTER_WEIGHTS = "adapter_model.safetensors"
 
 # LoRA ranks vLLM accepts for `max_lora_rank` (vllm/config/lora.py, `possible_max_ranks`).
 VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
-# The deploy profile's default `max_lora_rank`: the rank cap of both endpoints and of `promote`.
+# The largest LoRA rank either endpoint serves: the cluster's vLLM `max_lora_rank` (infra/stacks/serving.py)
+# and the local server's cap (`skymaze serve`, the rehearsal); `skymaze promote` and the recipe check refuse
+# larger ranks unless told otherwise. One home: what serves locally also serves on the cluster.
 DEFAULT_MAX_LORA_RANK = 64
 
 # Adapter names become the ADAPTER of model id BASE:ADAPTER, an S3 key segment and a folder name.

@@ -35,10 +35,14 @@ KEY_DELETION_WINDOW = Duration.days(7)  # the shortest waiting period KMS allows
 
 
 class SpendingGuard(Construct):
-    """Alert topic; with ``budget_usd_per_month`` the budget, with ``max_deployed_hours`` the scheduled GPU scale-down."""
+    """Alert topic, and what the settings ask for around it.
+
+    With ``budget_usd_per_month`` the budget, with ``max_deployed_hours`` the scheduled GPU scale-down.
+    """
 
     def __init__(self, scope: Construct, construct_id: str, *, name: str, budget_usd_per_month: float | None,
-                 alert_emails: Sequence[str], max_deployed_hours: float | None = None, warn_before_hours: float = DEPLOY_GUARD_WARN_HOURS,
+                 alert_emails: Sequence[str], max_deployed_hours: float | None = None,
+                 warn_before_hours: float = DEPLOY_GUARD_WARN_HOURS,
                  hyperpod_cluster_name: str | None = None, hyperpod_cluster_arn: str | None = None,
                  execution_role_arn: str | None = None, gpu_groups: Sequence[str] = (), destroy: bool = False) -> None:
         super().__init__(scope, construct_id)
@@ -53,17 +57,19 @@ class SpendingGuard(Construct):
             resources=["*"], conditions={"StringEquals": {"aws:SourceAccount": stack.account}}))
         self.topic = sns.Topic(self, "Alerts", display_name=f"{name} spending alerts", master_key=key, enforce_ssl=True)
         self.topic.add_to_resource_policy(iam.PolicyStatement(
-            actions=["sns:Publish"], principals=[iam.ServicePrincipal(BUDGETS_PRINCIPAL)], resources=[self.topic.topic_arn],
-            conditions={"StringEquals": {"aws:SourceAccount": stack.account}}))
+            actions=["sns:Publish"], principals=[iam.ServicePrincipal(BUDGETS_PRINCIPAL)],
+            resources=[self.topic.topic_arn], conditions={"StringEquals": {"aws:SourceAccount": stack.account}}))
         for email in alert_emails:
             self.topic.add_subscription(subscriptions.EmailSubscription(email))
-        self.budget = None if budget_usd_per_month is None else budgets.CfnBudget(self, "Budget", budget=budgets.CfnBudget.BudgetDataProperty(
-            budget_name=f"{name}-monthly", budget_type="COST", time_unit="MONTHLY",
-            budget_limit=budgets.CfnBudget.SpendProperty(amount=budget_usd_per_month, unit="USD"),
-        ), notifications_with_subscribers=[
-            self._notification("ACTUAL", ACTUAL_ALERT_PERCENT),
-            self._notification("FORECASTED", FORECAST_ALERT_PERCENT),
-        ])
+        self.budget = None
+        if budget_usd_per_month is not None:
+            self.budget = budgets.CfnBudget(self, "Budget", budget=budgets.CfnBudget.BudgetDataProperty(
+                budget_name=f"{name}-monthly", budget_type="COST", time_unit="MONTHLY",
+                budget_limit=budgets.CfnBudget.SpendProperty(amount=budget_usd_per_month, unit="USD"),
+            ), notifications_with_subscribers=[
+                self._notification("ACTUAL", ACTUAL_ALERT_PERCENT),
+                self._notification("FORECASTED", FORECAST_ALERT_PERCENT),
+            ])
         self.guard = None
         if max_deployed_hours is not None:
             self.guard = self._guard(max_deployed_hours, warn_before_hours, hyperpod_cluster_name, hyperpod_cluster_arn,
@@ -72,7 +78,8 @@ class SpendingGuard(Construct):
     def _notification(self, kind: str, percent: int) -> budgets.CfnBudget.NotificationWithSubscribersProperty:
         return budgets.CfnBudget.NotificationWithSubscribersProperty(
             notification=budgets.CfnBudget.NotificationProperty(
-                notification_type=kind, comparison_operator="GREATER_THAN", threshold=percent, threshold_type="PERCENTAGE"),
+                notification_type=kind, comparison_operator="GREATER_THAN", threshold=percent,
+                threshold_type="PERCENTAGE"),
             subscribers=[budgets.CfnBudget.SubscriberProperty(subscription_type="SNS", address=self.topic.topic_arn)],
         )
 
@@ -80,14 +87,18 @@ class SpendingGuard(Construct):
         if not (cluster_name and cluster_arn and execution_role_arn and gpu_groups):
             raise ValueError("max_deployed_hours needs the HyperPod cluster, its execution role and its GPU groups")
         if not 0 < warn_hours < max_hours:
-            raise ValueError(f"warn_before_hours={warn_hours} must be > 0 and below max_deployed_hours={max_hours}")
+            raise ValueError(
+                f"warn_before_hours={warn_hours} must be > 0 and below max_deployed_hours={max_hours}"
+            )
         function = handler_function(
             self, "GuardFunction", handler_dir="deploy_guard", handler="handler", timeout=Duration.minutes(1),
-            environment={"CLUSTER_NAME": cluster_name, "GPU_GROUPS": ",".join(gpu_groups), "TOPIC_ARN": self.topic.topic_arn,
+            environment={"CLUSTER_NAME": cluster_name, "GPU_GROUPS": ",".join(gpu_groups),
+                         "TOPIC_ARN": self.topic.topic_arn,
                          "MAX_HOURS": str(max_hours), "WARN_HOURS": str(warn_hours),
                          "PERIOD_HOURS": str(CHECK_PERIOD.to_minutes() / 60)},
             initial_policy=[
-                iam.PolicyStatement(actions=["sagemaker:DescribeCluster", "sagemaker:UpdateCluster"], resources=[cluster_arn]),
+                iam.PolicyStatement(actions=["sagemaker:DescribeCluster", "sagemaker:UpdateCluster"],
+                                    resources=[cluster_arn]),
                 iam.PolicyStatement(actions=["iam:PassRole"], resources=[execution_role_arn],
                                     conditions={"StringEquals": {"iam:PassedToService": "sagemaker.amazonaws.com"}}),
             ],
@@ -101,13 +112,16 @@ class SpendingGuard(Construct):
                                       description="deploy guard: warn, then scale GPU groups to 0")
         function_id = Stack.of(self).get_logical_id(function.node.default_child)
         acknowledge(invoker, {
-            f"AwsSolutions-IAM5[Resource::<{function_id}.Arn>:*]": "deploy guard: CDK's invoke grant covers the function's versions",
+            f"AwsSolutions-IAM5[Resource::<{function_id}.Arn>:*]":
+                "deploy guard: CDK's invoke grant covers the function's versions",
         })
         acknowledge(function, {
             "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole]":
                 "deploy guard: Lambda needs only to write its own CloudWatch logs",
             "AwsSolutions-L1": "deploy guard: runtime pinned by this project",
-            "AwsSolutions-IAM5[Action::kms:GenerateDataKey*]": "deploy guard: CDK's grant for publishing to the encrypted topic",
-            "AwsSolutions-IAM5[Action::kms:ReEncrypt*]": "deploy guard: CDK's grant for publishing to the encrypted topic",
+            "AwsSolutions-IAM5[Action::kms:GenerateDataKey*]":
+                "deploy guard: CDK's grant for publishing to the encrypted topic",
+            "AwsSolutions-IAM5[Action::kms:ReEncrypt*]":
+                "deploy guard: CDK's grant for publishing to the encrypted topic",
         })
         return schedule

@@ -20,8 +20,9 @@ def enable_nag(app: cdk.App) -> None:
     cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app))
 
 
-LAMBDA_BASIC = "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole]"
-LAMBDA_VPC = "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaVPCAccessExecutionRole]"
+_MANAGED_POLICY = "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/{}]"
+LAMBDA_BASIC = _MANAGED_POLICY.format("AWSLambdaBasicExecutionRole")
+LAMBDA_VPC = _MANAGED_POLICY.format("AWSLambdaVPCAccessExecutionRole")
 
 
 def acknowledge_handlers(scope: IConstruct, *, what: str) -> None:

@@ -6,6 +6,8 @@ and this stack adds a kubectl provider (with its own access entry) for the Helm 
 
 from __future__ import annotations
 
+import json
+
 from aws_cdk import Annotations, CfnCondition, CfnOutput, Stack
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
@@ -126,8 +128,10 @@ class ClusterStack(Stack):
         if settings.budget_usd_per_month or settings.max_deployed_hours:
             SpendingGuard(self, "Spending", name=settings.name, budget_usd_per_month=settings.budget_usd_per_month,
                           alert_emails=settings.alert_emails, max_deployed_hours=settings.max_deployed_hours,
-                          warn_before_hours=settings.deploy_guard_warn_hours, hyperpod_cluster_name=self.hyperpod.cluster_name,
-                          hyperpod_cluster_arn=self.hyperpod.attr_cluster_arn, execution_role_arn=self.execution_role.role_arn,
+                          warn_before_hours=settings.deploy_guard_warn_hours,
+                          hyperpod_cluster_name=self.hyperpod.cluster_name,
+                          hyperpod_cluster_arn=self.hyperpod.attr_cluster_arn,
+                          execution_role_arn=self.execution_role.role_arn,
                           gpu_groups=[WORKER_GROUP], destroy=settings.destroy_data)
         CfnOutput(self, "EksClusterName", value=self.eks.cluster_name)
         CfnOutput(self, "HyperPodClusterName", value=self.hyperpod.cluster_name)
@@ -223,8 +227,9 @@ class ClusterStack(Stack):
         )
         # HyperPod (EKS) execution-role permissions from the HyperPod prerequisites page.
         role.add_to_policy(iam.PolicyStatement(
-            actions=["ec2:AssignPrivateIpAddresses", "ec2:CreateNetworkInterface", "ec2:CreateNetworkInterfacePermission",
-                     "ec2:DeleteNetworkInterface", "ec2:DeleteNetworkInterfacePermission", "ec2:DescribeNetworkInterfaces",
+            actions=["ec2:AssignPrivateIpAddresses", "ec2:CreateNetworkInterface",
+                     "ec2:CreateNetworkInterfacePermission", "ec2:DeleteNetworkInterface",
+                     "ec2:DeleteNetworkInterfacePermission", "ec2:DescribeNetworkInterfaces",
                      "ec2:DescribeVpcs", "ec2:DescribeDhcpOptions", "ec2:DescribeSubnets", "ec2:DescribeSecurityGroups",
                      "ec2:DetachNetworkInterface", "ec2:ModifyNetworkInterfaceAttribute",
                      "ec2:UnassignPrivateIpAddresses", "cloudwatch:DescribeAlarms"],
@@ -287,6 +292,10 @@ class ClusterStack(Stack):
         kubectl_scope = self.eks if self._settings.creates_eks else self.kubectl_provider
         (ecr_public_condition,) = [self.get_logical_id(c) for c in kubectl_scope.node.find_all()
                                    if isinstance(c, CfnCondition) and c.node.id == "HasEcrPublic"]
+        # cdk-nag names that conditional policy by its CloudFormation expression, as compact JSON.
+        ecr_public_policy = json.dumps({"Fn::If": [ecr_public_condition, {"Fn::Join": ["", [
+            "arn:", {"Ref": "AWS::Partition"}, ":iam::aws:policy/AmazonElasticContainerRegistryPublicReadOnly"]]},
+            {"Ref": "AWS::NoValue"}]}, separators=(",", ":"))
         acknowledge_handlers(kubectl_scope, what="CDK kubectl provider")
         kubectl_role = "CDK kubectl provider"
         acknowledge(kubectl_scope, {
@@ -294,7 +303,7 @@ class ClusterStack(Stack):
                 "the EKS service role needs exactly this AWS-maintained policy",
             "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/AmazonEC2ContainerRegistryReadOnly]":
                 f"{kubectl_role}: pulls Helm charts from ECR",
-            "AwsSolutions-IAM4[Policy::{\"Fn::If\":[\"" + ecr_public_condition + "\",{\"Fn::Join\":[\"\",[\"arn:\",{\"Ref\":\"AWS::Partition\"},\":iam::aws:policy/AmazonElasticContainerRegistryPublicReadOnly\"]]},{\"Ref\":\"AWS::NoValue\"}]}]":
+            f"AwsSolutions-IAM4[Policy::{ecr_public_policy}]":
                 f"{kubectl_role}: pulls public Helm charts from ECR Public",
         })
         acknowledge(self.execution_role, {

@@ -88,7 +88,8 @@ class ObservabilityStack(Stack):
                 service="grafana", action="UpdatePermissions",
                 parameters={"workspaceId": self.grafana.attr_id, "updateInstructionBatch": [
                     {"action": action, "role": GRAFANA_ROLE, "users": principals}]},
-                physical_resource_id=cr.PhysicalResourceId.of(f"grafana-admins-{json.dumps(principals, sort_keys=True)}"[:200]),
+                physical_resource_id=cr.PhysicalResourceId.of(
+                    f"grafana-admins-{json.dumps(principals, sort_keys=True)}"[:200]),
             )
 
         access = cr.AwsCustomResource(self, "GrafanaAccess", on_create=call("ADD"), on_update=call("ADD"),
@@ -150,13 +151,15 @@ class ObservabilityStack(Stack):
             "AwsSolutions-IAM5[Resource::*]": "aps:ListWorkspaces has no resource-level scoping",
         })
         acknowledge(self.addon_role, {
-            f"AwsSolutions-IAM5[Resource::arn:{self.partition}:logs:{self.region}:{self.account}:{HYPERPOD_LOG_GROUPS}]":
+            f"AwsSolutions-IAM5[Resource::arn:{self.partition}:logs:{self.region}:{self.account}:"
+            f"{HYPERPOD_LOG_GROUPS}]":
                 "HyperPod names its log groups per cluster id, known only after creation",
         })
         acknowledge(self.dashboards.function, {
             "AwsSolutions-IAM5[Action::s3:GetBucket*]": "grant_read on the dashboards asset object only",
             "AwsSolutions-IAM5[Action::s3:GetObject*]": "grant_read on the dashboards asset object only",
             "AwsSolutions-IAM5[Action::s3:List*]": "grant_read on the dashboards asset object only",
-            f"AwsSolutions-IAM5[Resource::arn:{self.partition}:s3:::cdk-hnb659fds-assets-{self.account}-{self.region}/*]":
+            f"AwsSolutions-IAM5[Resource::arn:{self.partition}:s3:::"
+            f"cdk-hnb659fds-assets-{self.account}-{self.region}/*]":
                 "reads the dashboards zip from the CDK bootstrap asset bucket",
         })

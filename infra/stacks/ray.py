@@ -80,10 +80,12 @@ class RayStack(Stack):
         if settings.ray_endpoint:  # the trainer gets an endpoint (the RayService does not) and users may connect
             trainer["metadata"]["annotations"] = endpoint_annotations()
             self._manifest(cluster, "RayEndpointAccess", connection_rbac(ns), after=[namespace])
-        self.trainer = self._manifest(cluster, "TrainerRayCluster", [trainer], after=[self.operator, account, claim, fsx_csi, self.s3_identity])
+        self.trainer = self._manifest(cluster, "TrainerRayCluster", [trainer],
+                                      after=[self.operator, account, claim, fsx_csi, self.s3_identity])
         if settings.supervisor:
             self.supervisor = RunSupervisor(
-                self, "Supervisor", cluster=cluster, image=trainer_image.image_uri, node_instance_type=settings.head_instance_type,
+                self, "Supervisor", cluster=cluster, image=trainer_image.image_uri,
+                node_instance_type=settings.head_instance_type,
                 env=self.pod_env, after=[self.trainer, account, claim],
                 hyperpod_cluster_arn=hyperpod.attr_cluster_arn if hyperpod else None,
                 execution_role_arn=execution_role.role_arn if execution_role else None,

@@ -83,7 +83,8 @@ class StorageStack(Stack):
             "AwsSolutions-IAM5[Action::s3:GetObject*]": f"{copier}: grant_read on the CDK asset bucket",
             "AwsSolutions-IAM5[Action::s3:List*]": f"{copier}: grant_read on the CDK asset bucket",
             "AwsSolutions-IAM5[Action::s3:Abort*]": f"{copier}: grant_read_write on the lifecycle bucket only",
-            "AwsSolutions-IAM5[Action::s3:DeleteObject*]": f"{copier}: prunes stale scripts in the lifecycle bucket only",
+            "AwsSolutions-IAM5[Action::s3:DeleteObject*]":
+                f"{copier}: prunes stale scripts in the lifecycle bucket only",
             f"AwsSolutions-IAM5[Resource::arn:aws:s3:::cdk-hnb659fds-assets-{self.account}-{self.region}/*]":
                 f"{copier} reads the asset zip from the CDK bootstrap bucket",
             f"AwsSolutions-IAM5[Resource::<{self.get_logical_id(self.lifecycle_bucket.node.default_child)}.Arn>/*]":

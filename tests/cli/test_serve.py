@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import concurrent.futures
+import http.client
 import json
 import os
 import pathlib
+import queue
 import signal
 import subprocess
 import sys
+import threading
+import time
+import urllib.error
+import urllib.request
 
 import pytest
 import typer
@@ -27,6 +34,16 @@ LOOPBACK_ADDRESSES = {"127.0.0.1", "::ffff:127.0.0.1", "::1"}
 # Ray Serve 2.60 binds each replica's inter-deployment gRPC server to "[::]:0" with no option to
 # change it (ray/serve/_private/replica.py); with RAY_AUTH_MODE=token those servers ask for Ray's token.
 WILDCARD_ALLOWED_PROCESSES = ("ray::ServeRepli",)
+API_KEY = "sk-local"
+# Serve names each replica process after its app and deployment (`skymaze serve`'s app is "skymaze").
+MODEL_REPLICA_TITLE = "ray::ServeReplica:skymaze:model"
+# limits.max_tokens' default: the tiny model generates it in a few CPU seconds (docs/serve.md).
+LONG_REPLY_TOKENS = 1024
+# CPU seconds the model replica spends beyond its idle share once it is generating (an idle replica
+# uses a few hundredths of a second a second; a generation about one CPU second a second).
+GENERATING_CPU_S = 0.3
+LONG_REQUEST_TIMEOUT_S = 120
+POLL_S = 0.05
 
 
 @pytest.mark.slow
@@ -158,48 +175,170 @@ def _listeners(pid: int) -> list[tuple[str, int, str]]:
     return found
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
-def test_serve_listens_on_loopback_only_and_stops_cleanly_on_a_signal(
-    tiny_model_dir, serve_adapters_dir, tmp_path, signum
-):
-    """`skymaze serve` as a user runs it: every port of it and of its Ray on 127.0.0.1; a signal to
-    the whole process group (a process manager, or Ctrl-C in a terminal) exits 0, Ray's temp folder gone."""
-    key_file = tmp_path / "key"
-    key_file.write_text("sk-local\n")
-    log = (tmp_path / "serve.log").open("w")
-    process = subprocess.Popen(
-        [sys.executable, "-m", "workload.cli.main", "serve", "--model", str(tiny_model_dir),
-         "--adapters", str(serve_adapters_dir), "--port", "0", "--cache-dir", str(tmp_path / "cache"),
-         "--api-key-file", str(key_file)],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=log, text=True, start_new_session=True,
-    )  # fmt: skip
-    try:
-        lines = []
-        for line in process.stdout:
-            lines.append(line)
-            if "Ctrl-C stops the server." in line:
+class _ServeProcess:
+    """`skymaze serve` as a user runs it, in its own session (as a process manager or a terminal starts it),
+    its stdout and stderr read line by line in a thread."""
+
+    def __init__(self, tiny_model_dir: pathlib.Path, adapters: pathlib.Path, tmp_path: pathlib.Path) -> None:
+        key_file = tmp_path / "key"
+        key_file.write_text(f"{API_KEY}\n")
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "workload.cli.main", "serve", "--model", str(tiny_model_dir), "--model-id", "tiny",
+             "--adapters", str(adapters), "--port", "0", "--cache-dir", str(tmp_path / "cache"),
+             "--api-key-file", str(key_file)],
+            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+        )  # fmt: skip
+        self.lines: queue.Queue[str] = queue.Queue()
+        self.output: list[str] = []
+        threading.Thread(target=lambda: [self.lines.put(line) for line in self.process.stdout], daemon=True).start()
+
+    def wait_for(self, text: str, timeout_s: float) -> str:
+        """The first line (from here on) holding ``text``; fails with the output so far after ``timeout_s``."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            try:
+                line = self.lines.get(timeout=deadline - time.monotonic())
+            except queue.Empty:
                 break
-        assert "Ctrl-C stops the server." in "".join(lines), "".join(lines)
-        listeners = _listeners(process.pid)
-        assert len(listeners) >= 4, listeners  # Serve's HTTP port, GCS, raylet, a worker at least
-        exposed = [
-            (addr, port, name)
-            for addr, port, name in listeners
-            if addr not in LOOPBACK_ADDRESSES and not name.startswith(WILDCARD_ALLOWED_PROCESSES)
-        ]
-        assert not exposed, listeners
-        assert os.environ["RAY_AUTH_MODE"] == "token"  # what the server inherits (tests/conftest.py)
-        temp_dirs = list(pathlib.Path("/tmp").glob(f"ray-{process.pid}-*"))
+            self.output.append(line)
+            if text in line:
+                return line
+        pytest.fail(f"no line with {text!r} within {timeout_s} s:\n" + "".join(self.output[-50:]))
+
+    def signal(self, signum: int) -> None:
+        os.killpg(self.process.pid, signum)  # the whole group, as Ctrl-C in a terminal or a process manager
+
+    def kill(self, ray_processes: list) -> None:
+        """After a failure: SIGKILL the server and its Ray's processes (they have sessions of their own)."""
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait()
+        for process in _alive(ray_processes):
+            process.kill()
+
+
+def _chat(url: str, max_tokens: int) -> tuple[int, http.client.HTTPMessage, dict]:
+    """``(status, headers, JSON body)`` of a chat completion request."""
+    body = json.dumps({"model": "tiny", "messages": [{"role": "user", "content": "go left"}],
+                       "max_tokens": max_tokens, "temperature": 0}).encode()
+    request = urllib.request.Request(f"{url}/v1/chat/completions", data=body, method="POST", headers={
+        "Authorization": f"Bearer {API_KEY}", "Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=LONG_REQUEST_TIMEOUT_S) as answer:
+            return answer.status, answer.headers, json.loads(answer.read())
+    except urllib.error.HTTPError as error:
+        return error.code, error.headers, json.loads(error.read())
+
+
+def _check_loopback_only(pid: int) -> None:
+    """Every port of the server and of its Ray on 127.0.0.1 (Serve's replica gRPC servers excepted)."""
+    listeners = _listeners(pid)
+    assert len(listeners) >= 4, listeners  # Serve's HTTP port, GCS, raylet, a worker at least
+    exposed = [(addr, port, name) for addr, port, name in listeners
+               if addr not in LOOPBACK_ADDRESSES and not name.startswith(WILDCARD_ALLOWED_PROCESSES)]
+    assert not exposed, listeners
+    assert os.environ["RAY_AUTH_MODE"] == "token"  # what the server inherits (tests/conftest.py)
+
+
+def _generating(pid: int):
+    """A long request's generation is running: the model replica's CPU time grows by GENERATING_CPU_S."""
+    import psutil
+
+    replicas = [p for p in psutil.Process(pid).children(recursive=True)
+                if " ".join(p.cmdline()).startswith(MODEL_REPLICA_TITLE)]
+    assert len(replicas) == 1, [p.cmdline() for p in psutil.Process(pid).children(recursive=True)]
+    (replica,) = replicas
+    before = sum(replica.cpu_times()[:2])
+    return lambda: sum(replica.cpu_times()[:2]) - before >= GENERATING_CPU_S
+
+
+def _in_flight(server: _ServeProcess, url: str) -> concurrent.futures.Future:
+    """A long generation, polled until the model replica is running it."""
+    generating = _generating(server.process.pid)
+    pool = concurrent.futures.ThreadPoolExecutor(1)
+    reply = pool.submit(_chat, url, LONG_REPLY_TOKENS)
+    pool.shutdown(wait=False)
+    while not generating():
+        done, _ = concurrent.futures.wait([reply], timeout=POLL_S)
+        assert not done, reply.result()  # it must still be generating when the signal comes
+    return reply
+
+
+def _descendants(pid: int) -> list:
+    import psutil
+
+    return psutil.Process(pid).children(recursive=True)
+
+
+def _alive(processes: list) -> list:
+    import psutil
+
+    alive = []
+    for process in processes:
+        try:
+            if process.is_running() and process.status() != psutil.STATUS_ZOMBIE:
+                alive.append(process)
+        except psutil.NoSuchProcess:
+            continue
+    return alive
+
+
+@pytest.mark.slow
+def test_sigterm_drains_in_flight_requests_refuses_new_ones_and_leaves_no_ray(tiny_model_dir, serve_adapters_dir,
+                                                                               tmp_path):
+    """A SIGTERM to the server's whole process group (a process manager): the generation running then completes
+    with 200, a request arriving after it gets an OpenAI-shaped 503 with Retry-After, the server exits 0 within
+    the drain deadline, and no process of its Ray is left. Ports all on loopback meanwhile."""
+    from workload.serve.local import DRAIN_DEADLINE_S
+
+    server, ray_processes = _ServeProcess(tiny_model_dir, serve_adapters_dir, tmp_path), []
+    try:
+        url = server.wait_for("serving at ", START_DEADLINE_S).split()[2].removesuffix("/v1")
+        server.wait_for("Ctrl-C stops the server.", START_DEADLINE_S)
+        _check_loopback_only(server.process.pid)
+        ray_processes = _descendants(server.process.pid)
+        temp_dirs = list(pathlib.Path("/tmp").glob(f"ray-{server.process.pid}-*"))
         assert temp_dirs
-        os.killpg(process.pid, signum)
-        assert process.wait(timeout=STOP_DEADLINE_S) == 0
+        reply = _in_flight(server, url)
+        server.signal(signal.SIGTERM)
+        server.wait_for("stopping: new requests get 503", STOP_DEADLINE_S)
+        status, headers, body = _chat(url, 2)
+        assert status == 503, body
+        assert (body["error"]["code"], body["error"]["type"]) == ("shutting_down", "server_error"), body
+        assert int(headers["Retry-After"]) > 0
+        models = urllib.request.Request(f"{url}/v1/models", headers={"Authorization": f"Bearer {API_KEY}"})
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(models, timeout=STOP_DEADLINE_S)
+        assert (refused.value.code, json.loads(refused.value.read())["error"]["code"]) == (503, "shutting_down")
+        status, _, body = reply.result(timeout=DRAIN_DEADLINE_S)
+        assert status == 200, body
+        assert body["usage"]["completion_tokens"] > 0
+        assert server.process.wait(timeout=DRAIN_DEADLINE_S + STOP_DEADLINE_S) == 0
+        assert not _alive(ray_processes)
         assert not any(d.exists() for d in temp_dirs)
     finally:
-        if process.poll() is None:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
-        log.close()
+        server.kill(ray_processes)
+
+
+@pytest.mark.slow
+def test_a_second_ctrl_c_stops_at_once_and_leaves_no_ray(tiny_model_dir, serve_adapters_dir, tmp_path):
+    """Ctrl-C (SIGINT to the terminal's process group) starts the drain; a second one stops the server without
+    waiting for the generation still running, exit 0, no process of its Ray left."""
+    server, ray_processes = _ServeProcess(tiny_model_dir, serve_adapters_dir, tmp_path), []
+    try:
+        url = server.wait_for("serving at ", START_DEADLINE_S).split()[2].removesuffix("/v1")
+        server.wait_for("Ctrl-C stops the server.", START_DEADLINE_S)
+        ray_processes = _descendants(server.process.pid)
+        reply = _in_flight(server, url)
+        server.signal(signal.SIGINT)
+        server.wait_for("stopping: new requests get 503", STOP_DEADLINE_S)
+        server.signal(signal.SIGINT)
+        assert server.process.wait(timeout=STOP_DEADLINE_S) == 0
+        with pytest.raises((urllib.error.URLError, http.client.HTTPException, ConnectionError)):
+            reply.result(timeout=STOP_DEADLINE_S)  # the connection ends without an answer
+        assert not _alive(ray_processes)
+    finally:
+        server.kill(ray_processes)
 
 
 @pytest.mark.parametrize(("command", "models"), [("serve", (ServeSettings, LocalServeSettings)),

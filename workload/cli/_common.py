@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from typing import Any, NoReturn
 
 import typer
@@ -123,6 +124,16 @@ def fail(message: str, *, code: int = EXIT_FAILED) -> NoReturn:
     """Print ``error: message`` to stderr and exit with ``code`` (1 failed, 2 bad input)."""
     typer.echo(f"error: {message}", err=True)
     raise typer.Exit(code=code)
+
+
+def doc_help(doc: str | None) -> str:
+    """A command's docstring as its --help text, each paragraph joined into one line.
+
+    Typer's rich help keeps a docstring's single line breaks, so a paragraph wrapped in the source would
+    print wrapped at those breaks; joined, the terminal wraps it to its own width.
+    """
+    paragraphs = inspect.cleandoc(doc or "").split("\n\n")
+    return "\n\n".join(" ".join(paragraph.splitlines()) for paragraph in paragraphs)
 
 
 def next_step(*commands: str) -> None:

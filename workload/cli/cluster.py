@@ -10,6 +10,7 @@ from workload.cli._common import (
     DEPLOY_SETS_OPTION,
     PROFILE_OPTION,
     deploy_target_or_exit,
+    doc_help,
     fail,
     next_step,
     resolve_size,
@@ -20,7 +21,6 @@ cluster_app = typer.Typer(help="The deployed cluster.\n\nExample:  skymaze clust
                           no_args_is_help=True)
 
 
-@cluster_app.command("status")
 def status(
     profile: str | None = PROFILE_OPTION,
     context: list[str] = DEPLOY_SETS_OPTION,
@@ -29,7 +29,8 @@ def status(
 ) -> None:
     """Show the HyperPod cluster (status, instance groups, every node with its health) and the Ray jobs.
 
-    Ray jobs are read from the dashboard address; when it does not answer (no port-forward), the AWS part is still shown, and without AWS credentials the Ray jobs are.
+    Ray jobs are read from the dashboard address; when it does not answer (no port-forward), the AWS
+    part is still shown, and without AWS credentials the Ray jobs are.
 
     Exit codes: 0 cluster in service and every node healthy, 1 not found, not ready or a node unhealthy, 2 bad input.
 
@@ -102,6 +103,9 @@ def _why(cluster) -> str:
     short = [f"{g.name} {g.current}/{g.target}" for g in cluster.groups if g.current != g.target]
     bad = [f"{n.instance_id} {n.status}" for n in cluster.nodes if not n.healthy]
     return "; ".join(short + bad)
+
+
+cluster_app.command("status", help=doc_help(status.__doc__))(status)
 
 
 def register(app: typer.Typer) -> None:

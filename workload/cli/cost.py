@@ -23,11 +23,15 @@ def cost(
     hours: float = typer.Option(..., "--hours", help="hours from deploy to teardown (the run's wall time)"),
     context: list[str] = DEPLOY_SETS_OPTION,
     prices: Path = typer.Option(None, "--prices", help="price table (default: workload/ops/prices.yaml)"),
-    nat_gb: float = typer.Option(None, "--nat-gb", help="GB through the NAT gateway a run (default 130: images, model)"),
+    nat_gb: float = typer.Option(None, "--nat-gb",
+                                 help="GB through the NAT gateway a run (default 130: images, model)"),
     amp_series: int = typer.Option(None, "--amp-series", help="active Prometheus series (default 30000)"),
     artifacts_gib: float = typer.Option(None, "--artifacts-gib", help="GiB kept in the artifacts bucket (default 50)"),
-    left_up_hours: float = typer.Option(None, "--left-up-hours", help="also show what the deploy guard saves on a deployment forgotten this long"),
-    guard_hours: float = typer.Option(None, "--guard-hours", help="the guard's limit (default: setting max_deployed_hours)"),
+    left_up_hours: float = typer.Option(
+        None, "--left-up-hours",
+        help="also show what the deploy guard saves on a deployment forgotten this long"),
+    guard_hours: float = typer.Option(None, "--guard-hours",
+                                      help="the guard's limit (default: setting max_deployed_hours)"),
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Estimate the cost of a profile deployed for HOURS: per hour and per run, line by line.
@@ -58,7 +62,9 @@ def cost(
         limit = guard_hours or getattr(settings, "max_deployed_hours", None)
         if left_up_hours is not None and limit is None:
             raise ValueError("no deploy guard to price: pass --guard-hours or deploy with -c max_deployed_hours=H")
-        saving = guard_saving(shape_for(settings), table, left_up_hours=left_up_hours, guard_hours=limit) if left_up_hours else None
+        saving = None
+        if left_up_hours:
+            saving = guard_saving(shape_for(settings), table, left_up_hours=left_up_hours, guard_hours=limit)
     except (SettingsError, ValueError, KeyError) as exc:
         fail(str(exc).strip("'\""), code=EXIT_USAGE)
     if as_json:

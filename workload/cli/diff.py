@@ -9,6 +9,7 @@ from workload.cli._common import (
     PROFILE_OPTION,
     aws_identity,
     deploy_target_or_exit,
+    doc_help,
     fail,
     next_step,
     resolve_size,
@@ -24,7 +25,8 @@ def diff(
 ) -> None:
     """Show what `skymaze deploy` would change: resources, IAM statements and security-group rules.
 
-    Reads the deployed stacks with your AWS credentials (account and region are printed first) and synthesizes the app with the same settings the deploy uses. Changes nothing.
+    Reads the deployed stacks with your AWS credentials (account and region are printed first) and
+    synthesizes the app with the same settings the deploy uses. Changes nothing.
 
     Exit codes: 0 shown (or no change), 1 cdk failed or, with --fail, something would change, 2 bad input.
 
@@ -53,4 +55,4 @@ def diff(
 
 
 def register(app: typer.Typer) -> None:
-    app.command("diff")(diff)
+    app.command("diff", help=doc_help(diff.__doc__))(diff)

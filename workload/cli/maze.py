@@ -10,7 +10,8 @@ from workload.cli._common import EXIT_USAGE, JSON_OPTION, fail, next_step, print
 from workload.maze.render import DEFAULT_CELL_PX
 
 maze_app = typer.Typer(
-    help="The VisGym maze: pictures, frozen held-out sets.\n\nExample:  skymaze maze show --seed 0 --size 9 -o maze.png",
+    help="The VisGym maze: pictures, frozen held-out sets.\n\n"
+         "Example:  skymaze maze show --seed 0 --size 9 -o maze.png",
     no_args_is_help=True,
 )
 

@@ -11,6 +11,7 @@ from workload.cli._common import (
     PROFILE_OPTION,
     aws_identity,
     deploy_target_or_exit,
+    doc_help,
     next_step,
     print_json,
     resolve_size,
@@ -24,7 +25,9 @@ def preflight(
 ) -> None:
     """Check the account before a deploy: quotas, zones, versions, add-on schemas, Identity Center, permissions.
 
-    Read-only AWS calls (Service Quotas, EC2, EKS, IAM Identity Center, IAM policy simulation), a few seconds. Each failure names the setting to change; docs/deploy.md ("Preflight") explains each. `skymaze deploy` runs the same checks before cdk.
+    Read-only AWS calls (Service Quotas, EC2, EKS, IAM Identity Center, IAM policy simulation), a few
+    seconds. Each failure names the setting to change; docs/deploy.md ("Preflight") explains each.
+    `skymaze deploy` runs the same checks before cdk.
 
     Exit codes: 0 every check passed (warnings allowed), 1 a check failed, 2 bad input.
 
@@ -65,4 +68,4 @@ def report(findings, *, as_json: bool = False) -> None:
 
 
 def register(app: typer.Typer) -> None:
-    app.command("preflight")(preflight)
+    app.command("preflight", help=doc_help(preflight.__doc__))(preflight)

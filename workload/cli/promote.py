@@ -17,11 +17,13 @@ def promote(
         None, "--step", min=0,
         help="Global step of the export (exports/global_step_N/policy); default: a rehearsal's step selected on "
              "validation, else the newest export."),
-    to: str = typer.Option(None, "--to", help="s3://BUCKET/adapters/NAME or a folder; NAME becomes the model id suffix."),
+    to: str = typer.Option(None, "--to",
+                           help="s3://BUCKET/adapters/NAME or a folder; NAME becomes the model id suffix."),
     name: str = typer.Option(
         None, "--name",
         help="On the cluster's pods: promote to s3://<artifacts bucket>/adapters/NAME (instead of --to)."),
-    max_lora_rank: int = typer.Option(DEFAULT_MAX_LORA_RANK, "--max-lora-rank", help="Endpoint's max_lora_rank (default: the cluster endpoint's)."),
+    max_lora_rank: int = typer.Option(DEFAULT_MAX_LORA_RANK, "--max-lora-rank",
+                                      help="Endpoint's max_lora_rank (default: the cluster endpoint's)."),
     profile: str | None = PROFILE_OPTION,
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an adapter already promoted under NAME."),
 ) -> None:
@@ -37,7 +39,8 @@ def promote(
     from workload.skyrl.promote import promote as run_promote
 
     if (to is None) == (name is None):
-        fail("give --to (s3://BUCKET/adapters/NAME or a folder) or, on the cluster's pods, --name NAME", code=EXIT_USAGE)
+        fail("give --to (s3://BUCKET/adapters/NAME or a folder) or, on the cluster's pods, --name NAME",
+             code=EXIT_USAGE)
     try:
         to = to or artifacts_destination(name, dict(os.environ))
         step = default_step(run) if step is None else step
@@ -58,7 +61,8 @@ def promote(
     if manifest.get("already_promoted"):
         typer.echo(f"{to} already holds this adapter (same files and sha256s): nothing copied")
     typer.echo(f"promoted {manifest['name']} (rank {manifest['rank']}, {len(manifest['files'])} files) to {to}")
-    typer.echo(f"base model: {manifest['base_model']}; strict pass@1 at step {step}: {'n/a' if strict is None else strict}")
+    strict_shown = "n/a" if strict is None else strict
+    typer.echo(f"base model: {manifest['base_model']}; strict pass@1 at step {step}: {strict_shown}")
     endpoint = _cluster_endpoint(resolve_size(profile)[0]) if to.startswith("s3://") else None
     next_step(*_next_commands(manifest, to, run / "exports" / f"global_step_{step}" / "policy", endpoint))
 
@@ -93,7 +97,8 @@ def _next_commands(manifest: dict, to: str, export: Path, endpoint: tuple[str, s
     wait = f"--wait-s {SERVER_START_WAIT_S}"
     if to.startswith("s3://") or not base:
         forward, base_id = endpoint or ("", "BASE_MODEL_ID")
-        evaluate = f"skymaze evaluate --endpoint {url} --model {base_id}:{name} --adapter {export} {wait} --out evals/{name}"
+        evaluate = (f"skymaze evaluate --endpoint {url} --model {base_id}:{name} --adapter {export} {wait} "
+                    f"--out evals/{name}")
         return [forward, evaluate] if forward else [evaluate]
     # One model-id scheme: a rehearsal's SFT model is `maze-sft` wherever it is served (the rehearsal's own
     # endpoint names it so); another base model is named after its folder, as `skymaze serve` does by default.

@@ -194,7 +194,8 @@ def check(
     fixes = ", ".join(f"{k}={'on' if v else 'off'}" for k, v in recipe.fixes.model_dump().items())
     typer.echo(f"recipe {name!r}: ok ({len(recipe.overrides())} overrides; fixes: {fixes})")
     kept = f"{flags('--set', sets)}{flags('-c', given_c)}"
-    next_step(f"skymaze plan --recipe {name} --size {profile}{kept}", f"skymaze submit --recipe {name} --size {profile}{kept}")
+    next_step(f"skymaze plan --recipe {name} --size {profile}{kept}",
+              f"skymaze submit --recipe {name} --size {profile}{kept}")
 
 
 def _model_of(kind: str, name: str):

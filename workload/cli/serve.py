@@ -28,12 +28,9 @@ def serve(
     max_adapters: int = setting_option(ServeSettings, "max_adapters"),
     cache_dir: Path = setting_option(ServeSettings, "cache_dir"),
     s3_endpoint_url: str | None = setting_option(ServeSettings, "s3_endpoint_url"),
-    num_cpus: int = setting_option(LocalServeSettings, "num_cpus"),
     replica_cpus: float = setting_option(ServeSettings, "replica_cpus"),
     max_ongoing_requests: int = setting_option(ServeSettings, "max_ongoing_requests"),
     max_queued_requests: int = setting_option(ServeSettings, "max_queued_requests"),
-    torch_threads: int = setting_option(ServeSettings, "torch_threads"),
-    max_lora_rank: int = setting_option(ServeSettings, "max_lora_rank"),
     api_key_file: Path | None = typer.Option(
         None, "--api-key-file", dir_okay=False,
         help=f"Require 'Authorization: Bearer KEY' on every request, KEY being this file's first line (or the "
@@ -43,8 +40,9 @@ def serve(
     """Serve a base model and its LoRA adapters with the OpenAI API on a local Ray Serve.
 
     Model ids: BASE and BASE:ADAPTER (ADAPTER = a sub-folder of --adapters). Ray's own ports stay
-    on 127.0.0.1 behind Ray's token auth. Stop with Ctrl-C or SIGTERM (exits 0). Every option is
-    also an argument of `serve run workload.serve.app:app_builder KEY=VALUE` (docs/settings.md lists them).
+    on 127.0.0.1 behind Ray's token auth. Ctrl-C or SIGTERM stops it: new requests get 503, the open ones
+    are answered first (up to 25 s; a second Ctrl-C stops at once), exit 0. Every option is also an
+    argument of `serve run workload.serve.app:app_builder KEY=VALUE` (docs/settings.md lists them).
 
     Example:  skymaze serve --model runs/latest/models/sft --adapters adapters --port 8000 --api-key-file ~/.skymaze-key
     """
@@ -53,21 +51,21 @@ def serve(
     api_key = _api_key(api_key_file)
     try:
         server = LocalServer(
-            model, adapters, host=host, port=port, num_cpus=num_cpus, cache_dir=cache_dir, model_id=model_id,
+            model, adapters, host=host, port=port, cache_dir=cache_dir, model_id=model_id,
             max_adapters=max_adapters, s3_endpoint_url=s3_endpoint_url, replica_cpus=replica_cpus, api_key=api_key,
             max_ongoing_requests=max_ongoing_requests, max_queued_requests=max_queued_requests,
-            torch_threads=torch_threads, max_lora_rank=max_lora_rank,
         )  # fmt: skip
     except ConfigError as error:
         fail(f"{error} (each setting KEY is the option --KEY, e.g. max_adapters is --max-adapters)", code=EXIT_USAGE)
     _refuse_taken_port(host, port)
     for name, reason in unserved_adapters(server.settings):
         typer.echo(f"not serving adapter {name!r}: {reason}", err=True)
-    stop, previous = _stop_on_signals()  # before Ray starts: a signal during start-up also stops cleanly
+    stop, now, previous = _stop_on_signals()  # before Ray starts: a signal during start-up also stops cleanly
     from workload.localhost import RayStartError
 
     try:
-        _serve_until_stopped(server, api_key, stop, once=once, hint=lambda url, example: _evaluate_hint(url, example, adapters))
+        _serve_until_stopped(server, api_key, (stop, now), once=once,
+                             hint=lambda url, example: _evaluate_hint(url, example, adapters))
     except RayStartError as error:
         fail(str(error))
     finally:
@@ -97,18 +95,38 @@ def _evaluate_hint(url: str, model_id: str, adapters: str) -> str:
     return f"skymaze evaluate --endpoint {url} --model {model_id} --heldout easy-64 {out}"
 
 
-def _serve_until_stopped(server, api_key: str | None, stop: threading.Event, *, once: bool, hint) -> None:
-    """Serve until a stop signal; once ready, print the endpoint, its models and the next step (in another shell)."""
+def _serve_until_stopped(server, api_key: str | None, signals: tuple[threading.Event, threading.Event], *,
+                         once: bool, hint) -> None:
+    """Serve until a stop signal, then drain; once ready, print the endpoint, its models and the next step."""
+    from workload.serve.local import DRAIN_DEADLINE_S
+
+    stop, now = signals
     with server:
-        _handle_signals(stop)  # again: starting Ray installs its own SIGTERM handler, which aborts
+        _handle_signals(stop, now)  # again: starting Ray installs its own SIGTERM handler, which aborts
         models = _list_models(server.url, api_key)
         typer.echo(f"serving at {server.url}/v1 (OpenAI API)" + (" with an API key" if api_key else ""))
         typer.echo("models: " + ", ".join(models))
         next_step(hint(server.url, models[-1]) + ("" if once else "   # in another shell"))
         if not once:
-            typer.echo("\nCtrl-C stops the server.")
+            typer.echo(f"\nCtrl-C stops the server. It answers the requests it has first (up to {DRAIN_DEADLINE_S:g} s);"
+                       " a second Ctrl-C stops it at once.")
             while not stop.wait(SIGNAL_POLL_S):
                 pass
+            _drain(server, now)
+
+
+def _drain(server, now: threading.Event) -> None:
+    """Refuse new requests and answer the open ones (up to DRAIN_DEADLINE_S, or until a second signal)."""
+    from workload.serve.local import DRAIN_DEADLINE_S
+
+    def started(open_requests: int) -> None:
+        typer.echo(f"stopping: new requests get 503; answering the {open_requests} open ones first (up to "
+                   f"{DRAIN_DEADLINE_S:g} s; Ctrl-C or SIGTERM again stops at once)", err=True)
+
+    left = server.drain(DRAIN_DEADLINE_S, abort=now, on_start=started)
+    if left:
+        why = "a second signal" if now.is_set() else f"the {DRAIN_DEADLINE_S:g} s deadline"
+        typer.echo(f"stopped with {left} requests unanswered ({why})", err=True)
 
 
 def _list_models(url: str, api_key: str | None) -> list[str]:
@@ -118,14 +136,18 @@ def _list_models(url: str, api_key: str | None) -> list[str]:
     return [m.id for m in client.models.list().data]
 
 
-def _stop_on_signals() -> tuple[threading.Event, dict]:
-    """An event set by SIGTERM (a process manager) or SIGINT (Ctrl-C), and the handlers it replaced."""
-    stop = threading.Event()
-    return stop, _handle_signals(stop)
+def _stop_on_signals() -> tuple[threading.Event, threading.Event, dict]:
+    """Events set by the first and the second SIGTERM (a process manager) or SIGINT (Ctrl-C), and the
+    handlers they replaced: the first stops taking requests, the second stops at once."""
+    stop, now = threading.Event(), threading.Event()
+    return stop, now, _handle_signals(stop, now)
 
 
-def _handle_signals(stop: threading.Event) -> dict:
-    return {signum: signal.signal(signum, lambda *_: stop.set()) for signum in (signal.SIGTERM, signal.SIGINT)}
+def _handle_signals(stop: threading.Event, now: threading.Event) -> dict:
+    def handler(*_: object) -> None:
+        (now if stop.is_set() else stop).set()
+
+    return {signum: signal.signal(signum, handler) for signum in (signal.SIGTERM, signal.SIGINT)}
 
 
 def _refuse_taken_port(host: str, port: int) -> None:
@@ -140,14 +162,14 @@ def _refuse_taken_port(host: str, port: int) -> None:
 def unserved_adapters(settings: ServeSettings) -> list[tuple[str, str]]:
     """``(name, why)`` of each adapter in a local --adapters folder the server refuses (it is not listed and
     answers 400): broken files, a rule it breaks, or a recorded base that is another model folder here."""
-    from workload.serving_rules import ADAPTER_CONFIG, AdapterRuleError, check_servable
+    from workload.serving_rules import ADAPTER_CONFIG, DEFAULT_MAX_LORA_RANK, AdapterRuleError, check_servable
 
     if settings.adapters.startswith("s3://"):
         return []
     refused = []
     for config_file in sorted(Path(settings.adapters).glob(f"*/{ADAPTER_CONFIG}")):
         try:
-            check_servable(config_file.parent, served_model=settings.model_dir, max_lora_rank=settings.max_lora_rank)
+            check_servable(config_file.parent, served_model=settings.model_dir, max_lora_rank=DEFAULT_MAX_LORA_RANK)
         except (AdapterRuleError, OSError) as error:
             refused.append((config_file.parent.name, str(error)))
     return refused
@@ -172,7 +194,6 @@ def evaluate(
     max_tokens: int | None = setting_option(EvaluateSettings, "max_tokens", explicit=True),
     concurrency: int = setting_option(EvaluateSettings, "concurrency"),
     limit: int | None = setting_option(EvaluateSettings, "limit"),
-    reuse_replies: bool = setting_option(EvaluateSettings, "reuse_replies"),
     out: Path | None = typer.Option(None, "--out", help="folder for report.json and the episode picture"),
     wait_s: float = typer.Option(
         0.0, "--wait-s", min=0,
@@ -185,19 +206,44 @@ def evaluate(
 
     Example:  skymaze evaluate --endpoint http://127.0.0.1:8000 --model maze-sft:selected --adapter runs/latest/served/selected --wait-s 300 --out evals/selected
     """
-    from workload.evaluate.adapter_facts import AdapterFacts, endpoint_facts, read_adapter_facts, settle
-    from workload.evaluate.endpoint import EndpointError, evaluate_endpoint, wait_for_model
-    from workload.evaluate.report import format_report
+    from workload.evaluate.endpoint import EndpointError, evaluate_endpoint
 
     given = {"style": style, "max_turns": max_turns, "image_history": image_history, "cell_px": cell_px,
              "max_tokens": max_tokens, "set_name": set_name}
     if wait_s > 0:
-        typer.echo(f"waiting up to {wait_s:g} s for {endpoint} to serve {model}", err=True)
-        try:
-            waited_s = wait_for_model(endpoint, model, timeout_s=wait_s)
-        except EndpointError as error:
-            fail(str(error))
-        typer.echo(f"{endpoint} serves {model} (waited {waited_s:.0f} s)", err=True)
+        _wait_for_model(endpoint, model, wait_s)
+    settings = _evaluate_settings(endpoint, model, adapter, given)
+    try:
+        with _progress(f"{model} on {settings['set_name']}", quiet=as_json) as on_episode:
+            report = evaluate_endpoint(endpoint=endpoint, model=model, concurrency=concurrency, limit=limit,
+                                       out_dir=out, on_episode=on_episode, **settings)
+    except EndpointError as error:
+        fail(str(error))
+    except ValueError as error:  # a setting the model refuses (heldout is --heldout), or a damaged held-out set
+        fail(f"{error} (`skymaze evaluate --help` lists the options)", code=EXIT_USAGE)
+    if as_json:
+        print_json(report)
+        return
+    _print_report(report, out, endpoint, model, settings)
+
+
+def _wait_for_model(endpoint: str, model: str, wait_s: float) -> None:
+    """Wait up to ``wait_s`` for ``endpoint`` to list ``model`` (a server still starting); exit 1 if it does not."""
+    from workload.evaluate.endpoint import EndpointError, wait_for_model
+
+    typer.echo(f"waiting up to {wait_s:g} s for {endpoint} to serve {model}", err=True)
+    try:
+        waited_s = wait_for_model(endpoint, model, timeout_s=wait_s)
+    except EndpointError as error:
+        fail(str(error))
+    typer.echo(f"{endpoint} serves {model} (waited {waited_s:.0f} s)", err=True)
+
+
+def _evaluate_settings(endpoint: str, model: str, adapter: Path | None, given: dict) -> dict:
+    """The adapter-specific settings: the options given, else what the adapter (its folder, or the endpoint's
+    listing) was trained with, else the defaults; exit 2 when they contradict each other."""
+    from workload.evaluate.adapter_facts import AdapterFacts, endpoint_facts, read_adapter_facts, settle
+
     try:
         if adapter is not None:
             facts = read_adapter_facts(adapter)
@@ -206,20 +252,15 @@ def evaluate(
             if facts.settings:
                 shown = ", ".join(f"{key} {value}" for key, value in sorted(facts.settings.items()))
                 typer.echo(f"{model} is played as it was trained, as {endpoint} states: {shown}", err=True)
-        settings = settle(facts, given, EVALUATE_DEFAULTS)
+        return settle(facts, given, EVALUATE_DEFAULTS)
     except ValueError as error:  # a bad --adapter folder, or an option the adapter contradicts
         fail(str(error), code=EXIT_USAGE)
-    try:
-        with _progress(f"{model} on {settings['set_name']}", quiet=as_json) as on_episode:
-            report = evaluate_endpoint(endpoint=endpoint, model=model, concurrency=concurrency, limit=limit,
-                                       reuse_replies=reuse_replies, out_dir=out, on_episode=on_episode, **settings)
-    except EndpointError as error:
-        fail(str(error))
-    except ValueError as error:  # a setting the model refuses (heldout is --heldout), or a damaged held-out set
-        fail(f"{error} (`skymaze evaluate --help` lists the options)", code=EXIT_USAGE)
-    if as_json:
-        print_json(report)
-        return
+
+
+def _print_report(report: dict, out: Path | None, endpoint: str, model: str, settings: dict) -> None:
+    """The report, the files written, and the base model's evaluation with the same settings as the next step."""
+    from workload.evaluate.report import format_report
+
     typer.echo(format_report(report))
     if out is not None:
         typer.echo(f"wrote {out / 'report.json'} and {out / report['picture']}")

@@ -11,6 +11,7 @@ from workload.cli._common import (
     EXIT_USAGE,
     PROFILE_OPTION,
     aws_identity,
+    doc_help,
     fail,
     next_step,
     resolve_size,
@@ -36,7 +37,10 @@ def teardown(
 ) -> None:
     """Tear a profile down completely, in an order that leaves nothing behind.
 
-    First the Kubernetes objects that own AWS resources outside CloudFormation (RayJobs, RayServices, RayClusters, LoadBalancer services, ingresses, dynamic PVCs), waiting until their load balancers and network interfaces are gone; then `cdk destroy --all`. Every step is idempotent: after a failure, fix the cause and rerun the same command.
+    First the Kubernetes objects that own AWS resources outside CloudFormation (RayJobs, RayServices,
+    RayClusters, LoadBalancer services, ingresses, dynamic PVCs), waiting until their load balancers and
+    network interfaces are gone; then `cdk destroy --all`. Every step is idempotent: after a failure, fix
+    the cause and rerun the same command.
 
     Exit codes: 0 ok, 1 a step failed (rerun to continue), 2 bad input.
 
@@ -88,4 +92,4 @@ def _execute(target, steps, *, session, state_dir: Path, cdk_bin: str | None, ku
 
 
 def register(app: typer.Typer) -> None:
-    app.command("teardown")(teardown)
+    app.command("teardown", help=doc_help(teardown.__doc__))(teardown)

@@ -540,8 +540,8 @@ FIXED: dict[str, tuple[Any, str]] = {
                                 "halved for a shorter max_deployed_hours"),
     "max_loras": (ENDPOINT_MAX_LORAS, "ENDPOINT_MAX_LORAS in workload/deployment/settings.py"),
     "max_adapters_per_replica": (ENDPOINT_MAX_ADAPTERS, "ENDPOINT_MAX_ADAPTERS in workload/deployment/settings.py"),
-    "max_lora_rank": (DEFAULT_MAX_LORA_RANK, "DEFAULT_MAX_LORA_RANK in workload/serving_rules.py; `skymaze promote "
-                      "--max-lora-rank` and `skymaze serve --max-lora-rank` take another"),
+    "max_lora_rank": (DEFAULT_MAX_LORA_RANK, "DEFAULT_MAX_LORA_RANK in workload/serving_rules.py (the local "
+                      "endpoint's cap too); `skymaze promote --max-lora-rank` takes another"),
     "ray_namespace": (RAY_NAMESPACE, "RAY_NAMESPACE in workload/deployment/names.py"),
     **{f"supervise.{key}": (value, f"{where} in workload/deployment/supervisor.py")
        for key, (value, where) in FIXED_LIMITS.items()},

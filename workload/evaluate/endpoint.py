@@ -62,10 +62,12 @@ def _frame(message: dict) -> Any:
     return data_uri_to_image(part["image_url"]["url"])
 
 
-def play_episode(client: Any, entry: dict, size: int, options: EvaluateSettings) -> PlayedEpisode:
+def play_episode(client: Any, entry: dict, size: int, options: EvaluateSettings, *,
+                 reuse_replies: bool = False) -> PlayedEpisode:
     """Play one held-out maze through ``client`` (an ``openai.OpenAI``) until stop or the turn cap.
 
     A refused or lost request raises `EndpointError` naming the maze, the turn and the server's reason.
+    ``reuse_replies``: see `evaluate_endpoint`.
     """
     import openai
 
@@ -84,7 +86,7 @@ def play_episode(client: Any, entry: dict, size: int, options: EvaluateSettings)
     done = False
     while not done:
         shown = window(messages, options.image_history)
-        key = json.dumps(shown) if options.reuse_replies else ""
+        key = json.dumps(shown) if reuse_replies else ""
         if key in replies:
             reply = replies[key]
         else:
@@ -102,7 +104,7 @@ def play_episode(client: Any, entry: dict, size: int, options: EvaluateSettings)
                     f"lost the endpoint at turn {len(frames)} of maze seed {entry['seed']}: {error}"
                 ) from None
             reply = response.choices[0].message.content or ""
-            if options.reuse_replies:
+            if reuse_replies:
                 replies[key] = reply
         step = env.step(reply)
         done = step["done"]
@@ -205,7 +207,8 @@ def evaluate_endpoint(
     also writes ``report.json`` and ``episode-seed<N>.png`` (a solved episode when there is one).
     ``on_episode(done, total, solved)`` is called as each episode finishes (a progress display).
     ``reuse_replies`` sends a request repeated within an episode (a wall bump, a loop) once and
-    replays its reply: exact for a server whose greedy replies depend on the request alone.
+    replays its reply: exact only for a server whose greedy replies depend on the request alone, which
+    the caller must know (the rehearsal does, for its own server; `skymaze evaluate` sends every request).
     The settings are :class:`EvaluateSettings`'s; a bad one raises `workload.config.ConfigError`
     before anything is played.
     """
@@ -216,7 +219,7 @@ def evaluate_endpoint(
     options = config.validate_flat(EvaluateSettings, {
         "endpoint": endpoint, "model": model, "set_name": set_name, "max_turns": max_turns, "style": style,
         "image_history": image_history, "cell_px": cell_px, "max_tokens": max_tokens, "concurrency": concurrency,
-        "limit": limit, "reuse_replies": reuse_replies}, what="evaluate settings")
+        "limit": limit}, what="evaluate settings")
     held = load_set(options.set_name)
     entries = list(held.entries)[: options.limit]
     root = options.endpoint.rstrip("/")
@@ -225,8 +228,19 @@ def evaluate_endpoint(
         base_url=base_url, api_key=api_key, timeout=timeout_s, max_retries=DEFAULT_MAX_RETRIES
     )
     _check_model(client, base_url, options.model)
+    played = _play_all(client, entries, held.size, options, on_episode, reuse_replies=reuse_replies)
+    report = build_report([p.episode for p in played], max_turns=options.max_turns, set_name=held.name)
+    report.update(endpoint=base_url, model=options.model)
+    if out_dir is not None:
+        _save(report, played, Path(out_dir))
+    return report
+
+
+def _play_all(client, entries: list, size: int, options: EvaluateSettings,
+              on_episode: Callable[[int, int, int], None] | None, *, reuse_replies: bool) -> list[PlayedEpisode]:
+    """Every episode, ``options.concurrency`` at a time, in the set's order; progress to ``on_episode``."""
     with concurrent.futures.ThreadPoolExecutor(max_workers=options.concurrency) as pool:
-        futures = [pool.submit(play_episode, client, e, held.size, options) for e in entries]
+        futures = [pool.submit(play_episode, client, e, size, options, reuse_replies=reuse_replies) for e in entries]
         solved = 0
         try:
             for done, future in enumerate(concurrent.futures.as_completed(futures), start=1):
@@ -236,12 +250,11 @@ def evaluate_endpoint(
         except BaseException:  # one refused episode ends the evaluation: do not play the queued ones
             pool.shutdown(wait=True, cancel_futures=True)
             raise
-        played = [future.result() for future in futures]  # the set's order, whatever finished first
-    report = build_report([p.episode for p in played], max_turns=options.max_turns, set_name=held.name)
-    report.update(endpoint=base_url, model=options.model)
-    if out_dir is not None:
-        out = Path(out_dir)
-        out.mkdir(parents=True, exist_ok=True)
-        report["picture"] = _picture(played, out).name
-        write_json_atomic(out / REPORT_NAME, report)
-    return report
+        return [future.result() for future in futures]  # the set's order, whatever finished first
+
+
+def _save(report: dict, played: list[PlayedEpisode], out: Path) -> None:
+    """``out/report.json`` (atomically) and the picture of one episode, named in the report."""
+    out.mkdir(parents=True, exist_ok=True)
+    report["picture"] = _picture(played, out).name
+    write_json_atomic(out / REPORT_NAME, report)

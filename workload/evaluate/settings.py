@@ -43,9 +43,6 @@ class EvaluateSettings(ConfigModel):
     max_tokens: PositiveInt = Field(DEFAULT_MAX_TOKENS, description="Reply length cap of a turn, in tokens.")
     concurrency: PositiveInt = Field(DEFAULT_CONCURRENCY, description="Episodes played at once.")
     limit: PositiveInt | None = Field(None, description="Play only the first N mazes of the set (default: all).")
-    reuse_replies: bool = Field(False, description="Send a request repeated within an episode (a wall bump, a loop) "
-                                "once and replay its reply: exact for a server whose greedy replies depend on the "
-                                "request alone.")
 
     @field_validator("set_name")
     @classmethod

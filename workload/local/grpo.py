@@ -74,3 +74,39 @@ def kl_k3(logprobs: torch.Tensor, ref_logprobs: torch.Tensor, mask: torch.Tensor
     """Token-mean k3 estimate of KL(policy || reference): ``exp(d) - d - 1`` with ``d = ref - logp``."""
     delta = (ref_logprobs - logprobs).clamp(-20.0, 20.0)
     return masked_mean(torch.exp(delta) - delta - 1.0, mask)
+
+
+def policy_loss(
+    logprobs: torch.Tensor,
+    old_logprobs: torch.Tensor,
+    advantages: torch.Tensor,
+    weights: torch.Tensor,
+    *,
+    eps_clip_low: float,
+    eps_clip_high: float,
+    denominator: float,
+    ref_logprobs: torch.Tensor | None = None,
+    kl_loss_coef: float = 0.0,
+) -> tuple[torch.Tensor, dict[str, float]]:
+    """One micro-batch's share of its mini-batch's loss: PPO-clip (plus ``kl_loss_coef`` x k3 KL when
+    ``ref_logprobs`` is given), token-mean over ``weights``, scaled by ``weights.sum() / denominator``.
+
+    ``advantages`` holds one value per sequence (each token carries it); ``weights`` counts each
+    generated token (a merged sample's count times its mask). The shares of a mini-batch's
+    micro-batches add up to its token-mean loss when ``denominator`` is its total weight.
+    """
+    loss, metrics = ppo_clip_loss(
+        logprobs,
+        old_logprobs,
+        advantages[:, None].expand_as(logprobs),
+        weights,
+        eps_clip_low=eps_clip_low,
+        eps_clip_high=eps_clip_high,
+    )
+    metrics["policy/loss"] = loss.item()
+    if ref_logprobs is not None:
+        kl = kl_k3(logprobs, ref_logprobs, weights)
+        metrics["policy/kl"] = kl.item()
+        loss = loss + kl_loss_coef * kl
+    share = float(weights.sum()) / denominator
+    return loss * share, {k: v * share for k, v in metrics.items()}

@@ -1,13 +1,17 @@
 """The GRPO learner: rollouts from Ray actors, group advantages, PPO-clip on LoRA, evals, saves.
 
-One step: push the LoRA weights to every actor; each actor plays its share of the
-``train_batch_size`` groups (``n_samples_per_prompt`` episodes of one maze each); rewards
-become group-normalized advantages; every turn of an informative group is a training
-sample (its own context, its generated tokens, its episode's advantage); the learner takes
-``train_batch_size / policy_mini_batch_size`` PPO-clip steps per epoch. Then, on their
-intervals: held-out eval, PEFT export, full checkpoint (written last, so a resume from
-step N finds N's eval and export on disk).
+One step, stage by stage (``GrpoLearner.step``): **rollout**: push the LoRA weights to every
+actor, each actor plays its share of the ``train_batch_size`` groups (``n_samples_per_prompt``
+episodes of one maze each); **score**: rewards become group-normalized advantages and every turn
+of an informative group a training sample (its own context, its generated tokens, its episode's
+advantage); **update**: ``train_batch_size / policy_mini_batch_size`` PPO-clip steps per epoch
+on the policy loss; **log**: the step's metrics. Then, on their intervals: held-out eval, PEFT
+export, full checkpoint (written last, so a resume from step N finds N's eval and export on disk).
+
+The math is plain functions (here and in ``workload.local.grpo``); ``PolicyState`` holds what
+persists across steps (the model, AdamW and its schedule, the weight average, their files).
 """
+
 
 from __future__ import annotations
 
@@ -23,8 +27,8 @@ import numpy as np
 import torch
 
 from workload.files import write_dir_atomic, write_json_atomic, write_text_atomic
-from workload.local import grpo
-from workload.local.config import SCHEDULERS, RehearsalConfig
+from workload.local import constants, grpo
+from workload.local.config import SCHEDULERS, RehearsalConfig, TrainerConfig
 from workload.local.data import PHASE_GRPO, draw_seeds
 from workload.local.episodes import EpisodeRecord
 from workload.local.evaluator import PathCheck, evaluate_heldout
@@ -144,8 +148,235 @@ def merge_duplicates(
     return list(merged.values())
 
 
+
+
+def updates_per_step(trainer: TrainerConfig) -> int:
+    """Optimizer steps in one GRPO step: one per mini-batch of whole groups, every epoch."""
+    return (trainer.train_batch_size // trainer.policy_mini_batch_size) * constants.UPDATE_EPOCHS_PER_BATCH
+
+
+def mini_batches(samples: list[Sample], *, n_minis: int, groups_per_mini: int) -> list[tuple[range, list[Sample]]]:
+    """The samples of each mini-batch (``groups_per_mini`` consecutive groups) with its groups; a
+    mini-batch without a sample (its groups all uninformative) is left out."""
+    minis = []
+    for m in range(n_minis):
+        groups = range(m * groups_per_mini, (m + 1) * groups_per_mini)
+        mine = [s for s in samples if s.group in groups]
+        if mine:
+            minis.append((groups, mine))
+    return minis
+
+
+def token_denominator(samples: list[Sample], groups: range, group_tokens: dict[int, int] | None) -> float:
+    """A mini-batch's token-mean denominator: the generated tokens of its ``groups`` as
+    ``group_tokens`` counts them (uninformative groups included), else its samples' own; at least 1."""
+    if group_tokens is None:
+        total = float(sum(s.count * len(s.completion) for s in samples))
+    else:
+        total = float(sum(n for g, n in group_tokens.items() if g in groups))
+    return max(1.0, total)
+
+
+def micro_batches(samples: list[Sample], size: int) -> list[list[Sample]]:
+    """``samples`` in consecutive chunks of at most ``size``: one forward/backward each."""
+    return [samples[part] for part in _chunks(len(samples), size)]
+
+
+def worker_shares(groups: int, workers: int) -> list[list[int]]:
+    """The groups each rollout actor plays: every ``workers``-th one, from its own index."""
+    return [list(range(i, groups, workers)) for i in range(workers)]
+
+
+def rollout_seed(seed: int, step: int, worker: int) -> int:
+    """Sampling seed of one actor's share of one step: a function of (run seed, step, actor), so a
+    resumed run plays the same rollouts."""
+    return int(np.random.default_rng([seed, PHASE_GRPO, step, 1000 + worker]).integers(2**31))
+
+
+def in_group_order(played: list[tuple[list[int], list[EpisodeRecord]]], group_size: int) -> list[EpisodeRecord]:
+    """Every actor's episodes back in group order; ``played``: (the groups an actor played, its
+    episodes, ``group_size`` per group in that order)."""
+    by_group: dict[int, list[EpisodeRecord]] = {}
+    for groups, episodes in played:
+        for k, group in enumerate(groups):
+            by_group[group] = episodes[k * group_size : (k + 1) * group_size]
+    return [e for group in range(len(by_group)) for e in by_group[group]]
+
+
+@dataclasses.dataclass
+class Scored:
+    """A step's episodes scored: rewards, which groups inform, and the informative groups' turns as
+    training samples (context, generated tokens, episode advantage, group)."""
+
+    rewards: torch.Tensor
+    informative: torch.Tensor  # one flag per group
+    contexts: list[Context]
+    completions: list[list[int]]
+    advantages: list[float]
+    group_of: list[int]
+    group_tokens: dict[int, int]  # usable generated tokens of every group, informative or not
+
+
+def score_episodes(
+    episodes: list[EpisodeRecord],
+    *,
+    group_size: int,
+    norm_by_std: bool,
+    history: int,
+    size: int,
+    skip_tokens: frozenset[int] = frozenset(),
+) -> Scored:
+    """Group advantages of the episodes' rewards, and every usable turn of an informative group as
+    a sample carrying its episode's advantage (groups of equal rewards carry no signal)."""
+    rewards = torch.tensor([e.reward for e in episodes])
+    adv = grpo.group_advantages(rewards, group_size, norm_by_std=norm_by_std)
+    informative = grpo.informative_groups(rewards, group_size)
+    keep = [i for i in range(len(episodes)) if informative[i // group_size]]
+    contexts, completions, advs, owners = turn_samples(
+        [episodes[i] for i in keep],
+        [float(adv[i]) for i in keep],
+        history=history,
+        size=size,
+        skip_tokens=skip_tokens,
+    )
+    group_of = [keep[o] // group_size for o in owners]
+    group_tokens = group_token_counts(episodes, group_size, skip_tokens)
+    return Scored(rewards, informative, contexts, completions, advs, group_of, group_tokens)
+
+
+def step_log(
+    episodes: list[EpisodeRecord], scored: Scored, *, started: float, synced: float, rolled: float, done: float
+) -> dict[str, float]:
+    """A step's reward, rollout and timing metrics (times: ``time.perf_counter`` at each stage's end)."""
+    tokens = sum(len(c) for e in episodes for c in e.completions)
+    return {
+        "reward/avg_raw_reward": scored.rewards.mean().item(),
+        "reward/solved_fraction": float(np.mean([e.solved for e in episodes])),
+        "reward/informative_groups": float(scored.informative.float().mean()),
+        "rollout/mean_turns": float(np.mean([e.turns for e in episodes])),
+        "rollout/samples": float(len(scored.contexts)),
+        "rollout/tokens_per_s": tokens / max(1e-9, rolled - synced),
+        "timing/weight_sync_s": synced - started,
+        "timing/rollout_s": rolled - synced,
+        "timing/update_s": done - rolled,
+        "timing/step_s": done - started,
+    }
+
+
+def ema_update(average: dict[str, torch.Tensor], current: dict[str, torch.Tensor], decay: float) -> None:
+    """Fold ``current`` into the running ``average`` in place: ``decay * average + (1 - decay) * current``."""
+    for key, value in current.items():
+        average[key].mul_(decay).add_(value, alpha=1.0 - decay)
+
+
+def checkpoints_to_prune(steps: list[int], keep: int) -> list[int]:
+    """The checkpoint steps older than the newest ``keep`` (none when ``keep`` <= 0: keep all)."""
+    return sorted(steps)[:-keep] if keep > 0 else []
+
+
+class PolicyState:
+    """What persists across GRPO steps: the peft model, AdamW over its LoRA weights and the
+    learning-rate schedule, the running average of those weights (``trainer.policy.ema_decay``),
+    and their files (checkpoints, PEFT exports)."""
+
+    def __init__(self, model: Any, cfg: RehearsalConfig, run: RunDir):
+        self.model, self.cfg, self.run = model, cfg, run
+        t, opt_cfg = cfg.trainer, cfg.trainer.policy.optimizer_config
+        self.params = [p for p in model.parameters() if p.requires_grad]
+        self.optimizer = torch.optim.AdamW(self.params, lr=opt_cfg.lr, weight_decay=constants.WEIGHT_DECAY)
+        updates = updates_per_step(t)
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(
+            self.optimizer,
+            lr_factor(
+                opt_cfg.scheduler,
+                warmup_steps=constants.NUM_WARMUP_STEPS * updates,
+                total_steps=t.max_training_steps * updates,
+                min_lr_ratio=constants.MIN_LR_RATIO,
+            ),
+        )
+        self.ema_decay = t.policy.ema_decay
+        self.ema = self.lora_state() if self.ema_decay > 0 else None
+
+    def lora_state(self) -> dict[str, torch.Tensor]:
+        from peft import get_peft_model_state_dict
+
+        return {k: v.detach().cpu().clone() for k, v in get_peft_model_state_dict(self.model).items()}
+
+    def optimizer_step(self) -> float:
+        """Clip the accumulated gradient, step AdamW and the schedule; returns the gradient norm."""
+        max_norm = constants.MAX_GRAD_NORM
+        norm = float(torch.nn.utils.clip_grad_norm_(self.params, max_norm))
+        self.optimizer.step()
+        self.scheduler.step()
+        return norm
+
+    def fold_average(self) -> None:
+        """Fold this step's weights into the running average (after every step)."""
+        if self.ema is not None:
+            ema_update(self.ema, self.lora_state(), self.ema_decay)
+
+    @contextlib.contextmanager
+    def served_weights(self):
+        """The weights that are evaluated and exported: the running average when one is kept."""
+        if self.ema is None:
+            yield
+            return
+        from peft import set_peft_model_state_dict
+
+        current = self.lora_state()
+        set_peft_model_state_dict(self.model, self.ema)
+        try:
+            yield
+        finally:
+            set_peft_model_state_dict(self.model, current)
+
+    def export(self, step: int) -> None:
+        """PEFT adapter + trainer config into ``exports/global_step_N/policy`` (atomic)."""
+
+        def fill(tmp):
+            with self.served_weights():
+                self.model.save_pretrained(tmp)
+            write_json_atomic(tmp / "trainer_config.json", self.cfg.to_dict())
+            (tmp / "README.md").unlink(missing_ok=True)
+
+        write_dir_atomic(self.run.export(step), fill)
+
+    def save_checkpoint(self, step: int) -> None:
+        """Weights, AdamW, schedule, average and RNG states of ``step``; older ones beyond
+        ``constants.MAX_CKPTS_TO_KEEP`` are removed."""
+        import shutil
+
+        state = {
+            "lora": self.lora_state(),
+            "optimizer": self.optimizer.state_dict(),
+            "scheduler": self.scheduler.state_dict(),
+            "ema": self.ema,
+            "global_step": step,
+            "config": self.cfg.to_dict(),
+            "rng": {"torch": torch.get_rng_state(), "numpy": np.random.get_state(), "python": random.getstate()},
+        }
+        write_dir_atomic(self.run.ckpt(step), lambda tmp: torch_save_atomic(state, tmp / "state.pt"))
+        write_text_atomic(self.run.ckpts / LATEST_FILE, f"{step}\n")
+        saved = [int(p.name.rsplit("_", 1)[1]) for p in self.run.ckpts.glob("global_step_*")]
+        for old in checkpoints_to_prune(saved, constants.MAX_CKPTS_TO_KEEP):
+            shutil.rmtree(self.run.ckpt(old), ignore_errors=True)
+
+    def load_checkpoint(self, step: int) -> None:
+        from peft import set_peft_model_state_dict
+
+        state = torch.load(self.run.ckpt(step) / "state.pt", weights_only=False)
+        set_peft_model_state_dict(self.model, state["lora"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
+        self.ema = state["ema"]
+        torch.set_rng_state(state["rng"]["torch"])
+        np.random.set_state(state["rng"]["numpy"])
+        random.setstate(state["rng"]["python"])
+
+
 class GrpoLearner:
-    """Owns the policy (peft model), its optimizer and the step loop."""
+    """The GRPO step loop over a ``PolicyState``: rollout, score, update, log; then evaluations,
+    exports and checkpoints on their intervals."""
 
     def __init__(
         self,
@@ -163,109 +394,46 @@ class GrpoLearner:
         validation: Any = None,
     ):
         self.cfg, self.run, self.model, self.encoder = cfg, run, model, encoder
+        self.policy = PolicyState(model, cfg, run)
         self.workers, self.ray = workers, ray  # rollout actors and the ray module (None in unit tests)
         self.heldout, self.accept, self.validation = heldout, accept, validation
         self.log, self.on_eval = log, on_eval
-        opt_cfg = cfg.trainer.policy.optimizer_config
-        params = [p for p in model.parameters() if p.requires_grad]
-        self.optimizer = torch.optim.AdamW(params, lr=opt_cfg.lr, weight_decay=opt_cfg.weight_decay)
-        t = cfg.trainer
-        updates_per_step = (t.train_batch_size // t.policy_mini_batch_size) * t.update_epochs_per_batch
-        self.scheduler = torch.optim.lr_scheduler.LambdaLR(
-            self.optimizer,
-            lr_factor(
-                opt_cfg.scheduler,
-                warmup_steps=opt_cfg.num_warmup_steps * updates_per_step,
-                total_steps=t.max_training_steps * updates_per_step,
-                min_lr_ratio=opt_cfg.min_lr_ratio,
-            ),
-        )
-        self.updates_per_step = updates_per_step
-        self.ema_decay = t.policy.ema_decay
-        self.ema = self.lora_state() if self.ema_decay > 0 else None
         self._heldout_check: PathCheck | None = None  # built at the first evaluation
 
-    # -- rollouts -------------------------------------------------------------------------
-    def lora_state(self) -> dict[str, torch.Tensor]:
-        from peft import get_peft_model_state_dict
-
-        return {k: v.detach().cpu().clone() for k, v in get_peft_model_state_dict(self.model).items()}
-
+    # -- rollout ----------------------------------------------------------------------------
     def sync_weights(self) -> None:
         """Push the learner's LoRA weights to every rollout actor (every step)."""
-        ref = self.ray.put(self.lora_state())
+        ref = self.ray.put(self.policy.lora_state())
         self.ray.get([w.load_lora.remote(ref) for w in self.workers])
 
     def rollouts(self, step: int) -> list[EpisodeRecord]:
-        t, g = self.cfg.trainer, self.cfg.generator
+        """This step's groups, played by the actors (each its share), in group order."""
+        t, n = self.cfg.trainer, self.cfg.generator.n_samples_per_prompt
         seeds = draw_seeds(t.train_batch_size, seed=t.seed, phase=PHASE_GRPO, step=step, accept=self.accept)
         states = [generate_from_seed(s, self.cfg.environment.maze.size) for s in seeds]
+        shares = worker_shares(len(seeds), len(self.workers))
         jobs = []
-        for i, worker in enumerate(self.workers):
-            mine = list(range(i, len(seeds), len(self.workers)))
+        for i, (worker, mine) in enumerate(zip(self.workers, shares, strict=True)):
             if mine:
-                gen_seed = int(np.random.default_rng([t.seed, PHASE_GRPO, step, 1000 + i]).integers(2**31))
                 job = worker.play_groups.remote(
-                    [states[j] for j in mine], [seeds[j] for j in mine], g.n_samples_per_prompt, gen_seed
+                    [states[j] for j in mine], [seeds[j] for j in mine], n, rollout_seed(t.seed, step, i)
                 )
                 jobs.append((mine, job))
-        by_group: dict[int, list[EpisodeRecord]] = {}
-        for mine, job in jobs:
-            played = self.ray.get(job)
-            for k, j in enumerate(mine):
-                by_group[j] = played[k * g.n_samples_per_prompt : (k + 1) * g.n_samples_per_prompt]
-        return [e for j in range(len(seeds)) for e in by_group[j]]
+        return in_group_order([(mine, self.ray.get(job)) for mine, job in jobs], n)
 
-    # -- update ---------------------------------------------------------------------------
-    def _loss_terms(
-        self, micro: MicroBatch, denominator: float, *, recomputed_old: bool
-    ) -> tuple[torch.Tensor, dict]:
-        """This micro-batch's share of the mini-batch loss: its weighted token sum over ``denominator``."""
-        alg = self.cfg.trainer.algorithm
-        weights = micro.batch["loss_mask"][:, 1:].float() * micro.counts[:, None]
-        logprobs = completion_logprobs(self.model, micro.batch)
-        old = micro.old if recomputed_old else logprobs.detach()
-        loss, metrics = grpo.ppo_clip_loss(
-            logprobs,
-            old,
-            micro.advantages[:, None].expand_as(logprobs),
-            weights,
-            eps_clip_low=alg.eps_clip_low,
-            eps_clip_high=alg.eps_clip_high,
+    # -- score ------------------------------------------------------------------------------
+    def score(self, episodes: list[EpisodeRecord]) -> Scored:
+        g = self.cfg.generator
+        return score_episodes(
+            episodes,
+            group_size=g.n_samples_per_prompt,
+            norm_by_std=constants.GRPO_NORM_BY_STD,
+            history=g.image_history,
+            size=self.cfg.environment.maze.size,
+            skip_tokens=self.encoder.vision_token_ids,
         )
-        metrics["policy/loss"] = loss.item()
-        if alg.use_kl_loss:
-            with torch.no_grad(), self.model.disable_adapter():
-                ref = completion_logprobs(self.model, micro.batch)
-            kl = grpo.kl_k3(logprobs, ref, weights)
-            metrics["policy/kl"] = kl.item()
-            loss = loss + alg.kl_loss_coef * kl
-        share = float(weights.sum()) / denominator
-        return loss * share, {k: v * share for k, v in metrics.items()}
 
-    def after_step(self) -> None:
-        """Fold this step's weights into the running average (``trainer.policy.ema_decay``)."""
-        if self.ema is None:
-            return
-        current = self.lora_state()
-        for key, value in current.items():
-            self.ema[key].mul_(self.ema_decay).add_(value, alpha=1.0 - self.ema_decay)
-
-    @contextlib.contextmanager
-    def served_weights(self):
-        """The weights that are evaluated and exported: the running average when one is kept."""
-        if self.ema is None:
-            yield
-            return
-        from peft import set_peft_model_state_dict
-
-        current = self.lora_state()
-        set_peft_model_state_dict(self.model, self.ema)
-        try:
-            yield
-        finally:
-            set_peft_model_state_dict(self.model, current)
-
+    # -- update -----------------------------------------------------------------------------
     def update(
         self,
         contexts: list[Context],
@@ -284,109 +452,111 @@ class GrpoLearner:
         Old log-probabilities are computed before the first update only when a step takes
         more than one optimizer step; with one, they equal the current ones exactly.
         """
-        t = self.cfg.trainer
-        device = self.model.device
-        n_minis = t.train_batch_size // t.policy_mini_batch_size
-        recompute_old = n_minis * t.update_epochs_per_batch > 1
+        recompute_old = updates_per_step(self.cfg.trainer) > 1
         samples = merge_duplicates(contexts, completions, advantages, group_of)
-        prompts = EncodingCache(self.encoder)  # samples of one context share its encoding
-        minis: list[tuple[list[MicroBatch], float]] = []
-        for m in range(n_minis):
-            lo, hi = m * t.policy_mini_batch_size, (m + 1) * t.policy_mini_batch_size
-            mine = [s for s in samples if lo <= s.group < hi]
-            if not mine:
-                continue
-            if group_tokens is None:
-                denominator = float(sum(s.count * len(s.completion) for s in mine))
-            else:
-                denominator = float(sum(n for g, n in group_tokens.items() if lo <= g < hi))
-            micro = []
-            for part in _chunks(len(mine), MICRO_BATCH_SAMPLES):
-                chunk = mine[part]
-                batch = prompts.batch([s.context for s in chunk], [s.completion for s in chunk])
-                batch = {k: v.to(device) for k, v in batch.items()}
-                old = None
-                if recompute_old:
-                    with torch.no_grad():
-                        old = completion_logprobs(self.model, batch)
-                micro.append(
-                    MicroBatch(
-                        batch=batch,
-                        old=old,
-                        advantages=torch.tensor([s.advantage for s in chunk], device=device),
-                        counts=torch.tensor([float(s.count) for s in chunk], device=device),
-                    )
-                )
-            minis.append((micro, max(1.0, denominator)))
+        minis = self._encode_mini_batches(samples, group_tokens, with_old=recompute_old)
         sums: dict[str, float] = {}
-        updates = 0
-        params = [p for p in self.model.parameters() if p.requires_grad]
-        for _ in range(t.update_epochs_per_batch):
+        epochs = constants.UPDATE_EPOCHS_PER_BATCH
+        for _ in range(epochs):
             for micro, denominator in minis:
-                self.optimizer.zero_grad(set_to_none=True)
-                for part in micro:
-                    loss, terms = self._loss_terms(part, denominator, recomputed_old=recompute_old)
-                    loss.backward()
-                    for k, v in terms.items():
-                        sums[k] = sums.get(k, 0.0) + v
-                sums["policy/grad_norm"] = sums.get("policy/grad_norm", 0.0) + float(
-                    torch.nn.utils.clip_grad_norm_(params, t.policy.optimizer_config.max_grad_norm)
-                )
-                self.optimizer.step()
-                self.scheduler.step()
-                updates += 1
-        out = {k: v / max(1, updates) for k, v in sums.items()}
+                self._train_mini_batch(micro, denominator, sums, recomputed_old=recompute_old)
+        out = {k: v / max(1, epochs * len(minis)) for k, v in sums.items()}
         out["policy/unique_samples"] = float(len(samples))
         return out
 
+    def _encode_mini_batches(
+        self, samples: list[Sample], group_tokens: dict[int, int] | None, *, with_old: bool
+    ) -> list[tuple[list[MicroBatch], float]]:
+        """Every mini-batch as encoded micro-batches (with old log-probabilities when asked, all
+        computed before the first optimizer step) and its token denominator."""
+        t = self.cfg.trainer
+        prompts = EncodingCache(self.encoder)  # samples of one context share its encoding
+        encoded = []
+        for groups, mine in mini_batches(
+            samples, n_minis=t.train_batch_size // t.policy_mini_batch_size, groups_per_mini=t.policy_mini_batch_size
+        ):
+            chunks = micro_batches(mine, MICRO_BATCH_SAMPLES)
+            micro = [self._micro_batch(chunk, prompts, with_old=with_old) for chunk in chunks]
+            encoded.append((micro, token_denominator(mine, groups, group_tokens)))
+        return encoded
+
+    def _micro_batch(self, chunk: list[Sample], prompts: EncodingCache, *, with_old: bool) -> MicroBatch:
+        device = self.model.device
+        batch = prompts.batch([s.context for s in chunk], [s.completion for s in chunk])
+        batch = {k: v.to(device) for k, v in batch.items()}
+        old = None
+        if with_old:
+            with torch.no_grad():
+                old = completion_logprobs(self.model, batch)
+        return MicroBatch(
+            batch=batch,
+            old=old,
+            advantages=torch.tensor([s.advantage for s in chunk], device=device),
+            counts=torch.tensor([float(s.count) for s in chunk], device=device),
+        )
+
+    def _train_mini_batch(
+        self, micro: list[MicroBatch], denominator: float, sums: dict[str, float], *, recomputed_old: bool
+    ) -> None:
+        """One optimizer step: the micro-batches' gradients summed, then clipped and applied; the
+        loss terms and the gradient norm are added to ``sums``."""
+        self.policy.optimizer.zero_grad(set_to_none=True)
+        for part in micro:
+            loss, terms = self._policy_loss(part, denominator, recomputed_old=recomputed_old)
+            loss.backward()
+            for k, v in terms.items():
+                sums[k] = sums.get(k, 0.0) + v
+        sums["policy/grad_norm"] = sums.get("policy/grad_norm", 0.0) + self.policy.optimizer_step()
+
+    def _policy_loss(
+        self, micro: MicroBatch, denominator: float, *, recomputed_old: bool
+    ) -> tuple[torch.Tensor, dict]:
+        """This micro-batch's share of the mini-batch loss (``grpo.policy_loss``), with the KL term
+        against the adapter-free model when ``trainer.algorithm.use_kl_loss``."""
+        alg = self.cfg.trainer.algorithm
+        weights = micro.batch["loss_mask"][:, 1:].float() * micro.counts[:, None]
+        logprobs = completion_logprobs(self.model, micro.batch)
+        ref = None
+        if alg.use_kl_loss:
+            with torch.no_grad(), self.model.disable_adapter():
+                ref = completion_logprobs(self.model, micro.batch)
+        return grpo.policy_loss(
+            logprobs,
+            micro.old if recomputed_old else logprobs.detach(),
+            micro.advantages,
+            weights,
+            eps_clip_low=constants.EPS_CLIP_LOW,
+            eps_clip_high=constants.EPS_CLIP_HIGH,
+            denominator=denominator,
+            ref_logprobs=ref,
+            kl_loss_coef=constants.KL_LOSS_COEF,
+        )
+
+    # -- one step ---------------------------------------------------------------------------
     def step(self, step: int) -> dict[str, float]:
-        """One GRPO step; returns its metrics."""
-        g = self.cfg.generator
+        """One GRPO step, stage by stage: rollout, score, update, log; returns its metrics."""
         started = time.perf_counter()
         self.sync_weights()
         synced = time.perf_counter()
         episodes = self.rollouts(step)
         rolled = time.perf_counter()
-        rewards = torch.tensor([e.reward for e in episodes])
-        adv = grpo.group_advantages(
-            rewards, g.n_samples_per_prompt, norm_by_std=self.cfg.trainer.algorithm.grpo_norm_by_std
-        )
-        informative = grpo.informative_groups(rewards, g.n_samples_per_prompt)
-        keep = [i for i in range(len(episodes)) if informative[i // g.n_samples_per_prompt]]
-        contexts, completions, advs, owners = turn_samples(
-            [episodes[i] for i in keep],
-            [float(adv[i]) for i in keep],
-            history=g.image_history,
-            size=self.cfg.environment.maze.size,
-            skip_tokens=self.encoder.vision_token_ids,
-        )
-        group_of = [keep[o] // g.n_samples_per_prompt for o in owners]
-        group_tokens = group_token_counts(episodes, g.n_samples_per_prompt, self.encoder.vision_token_ids)
-        metrics = self.update(contexts, completions, advs, group_of, group_tokens) if contexts else {}
-        self.after_step()
-        metrics["policy/lr"] = self.optimizer.param_groups[0]["lr"]
+        scored = self.score(episodes)
+        metrics = {}
+        if scored.contexts:
+            metrics = self.update(
+                scored.contexts, scored.completions, scored.advantages, scored.group_of, scored.group_tokens
+            )
+        self.policy.fold_average()
+        metrics["policy/lr"] = self.policy.optimizer.param_groups[0]["lr"]
         done = time.perf_counter()
-        tokens = sum(len(c) for e in episodes for c in e.completions)
-        metrics |= {
-            "reward/avg_raw_reward": rewards.mean().item(),
-            "reward/solved_fraction": float(np.mean([e.solved for e in episodes])),
-            "reward/informative_groups": float(informative.float().mean()),
-            "rollout/mean_turns": float(np.mean([e.turns for e in episodes])),
-            "rollout/samples": float(len(contexts)),
-            "rollout/tokens_per_s": tokens / max(1e-9, rolled - synced),
-            "timing/weight_sync_s": synced - started,
-            "timing/rollout_s": rolled - synced,
-            "timing/update_s": done - rolled,
-            "timing/step_s": done - started,
-        }
-        return metrics
+        return metrics | step_log(episodes, scored, started=started, synced=synced, rolled=rolled, done=done)
 
-    # -- evals, exports, checkpoints ------------------------------------------------------
+    # -- evals, exports, checkpoints --------------------------------------------------------
     def evaluate(self, step: int) -> dict:
         """Greedy evaluations of the served weights: the validation set (which chooses the adapter
         to serve) and the held-out set (reported only, never used to choose)."""
         self.model.eval()
-        with self.served_weights():
+        with self.policy.served_weights():
             if self.validation is not None:
                 checked, _ = evaluate_heldout(self.model, self.encoder, self.validation, self.cfg)
                 checked["global_step"] = step
@@ -400,53 +570,6 @@ class GrpoLearner:
         self.on_eval(step, report, records)
         return report
 
-    def export(self, step: int) -> None:
-        """PEFT adapter + trainer config into ``exports/global_step_N/policy`` (atomic)."""
-
-        def fill(tmp):
-            with self.served_weights():
-                self.model.save_pretrained(tmp)
-            write_json_atomic(tmp / "trainer_config.json", self.cfg.to_dict())
-            (tmp / "README.md").unlink(missing_ok=True)
-
-        write_dir_atomic(self.run.export(step), fill)
-
-    def save_checkpoint(self, step: int) -> None:
-        state = {
-            "lora": self.lora_state(),
-            "optimizer": self.optimizer.state_dict(),
-            "scheduler": self.scheduler.state_dict(),
-            "ema": self.ema,
-            "global_step": step,
-            "config": self.cfg.to_dict(),
-            "rng": {
-                "torch": torch.get_rng_state(),
-                "numpy": np.random.get_state(),
-                "python": random.getstate(),
-            },
-        }
-        write_dir_atomic(self.run.ckpt(step), lambda tmp: torch_save_atomic(state, tmp / "state.pt"))
-        write_text_atomic(self.run.ckpts / LATEST_FILE, f"{step}\n")
-        keep = self.cfg.trainer.max_ckpts_to_keep
-        if keep > 0:
-            import shutil
-
-            old = sorted(int(p.name.rsplit("_", 1)[1]) for p in self.run.ckpts.glob("global_step_*"))
-            for s in old[:-keep]:
-                shutil.rmtree(self.run.ckpt(s), ignore_errors=True)
-
-    def load_checkpoint(self, step: int) -> None:
-        from peft import set_peft_model_state_dict
-
-        state = torch.load(self.run.ckpt(step) / "state.pt", weights_only=False)
-        set_peft_model_state_dict(self.model, state["lora"])
-        self.optimizer.load_state_dict(state["optimizer"])
-        self.scheduler.load_state_dict(state["scheduler"])
-        self.ema = state["ema"]
-        torch.set_rng_state(state["rng"]["torch"])
-        np.random.set_state(state["rng"]["numpy"])
-        random.setstate(state["rng"]["python"])
-
     def due(self, interval: int, step: int) -> bool:
         return step == self.cfg.trainer.max_training_steps or (interval > 0 and step % interval == 0)
 
@@ -459,6 +582,6 @@ class GrpoLearner:
             if self.due(t.eval_interval, step):
                 self.evaluate(step)
             if self.due(t.hf_save_interval, step):
-                self.export(step)
+                self.policy.export(step)
             if self.due(t.ckpt_interval, step):
-                self.save_checkpoint(step)
+                self.policy.save_checkpoint(step)

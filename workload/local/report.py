@@ -18,6 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 from workload.files import write_json_atomic
+from workload.local import constants
 from workload.local.config import RehearsalConfig
 from workload.local.rundir import RunDir
 from workload.local.stats import SIGNIFICANCE, mcnemar_exact
@@ -358,7 +359,7 @@ def finish_report(
     eval_curve_png(report, run.root / "eval_curve.png")
     shown = report["selected"]["step"]
     report["episode_picture_seed"] = solved_episode_png(
-        run, shown, heldout, cfg.environment.maze.cell_px, run.root / "episode.png"
+        run, shown, heldout, constants.CELL_PX, run.root / "episode.png"
     )
     previous_path = run.root / "report.json"
     previous = json.loads(previous_path.read_text()) if previous_path.is_file() else None

@@ -213,7 +213,8 @@ class GuardSaving:
         if not self.hours_saved:
             return f"deploy guard ({self.guard_hours:g} h): left up {self.left_up_hours:g} h, the guard never fires"
         return (f"deploy guard ({self.guard_hours:g} h): left up {self.left_up_hours:g} h, GPU nodes stop "
-                f"{self.hours_saved:g} h early, saving ${self.usd_saved:,.2f} (${self.gpu_usd_per_hour:.2f}/h of GPU nodes)")
+                f"{self.hours_saved:g} h early, saving ${self.usd_saved:,.2f} "
+                f"(${self.gpu_usd_per_hour:.2f}/h of GPU nodes)")
 
 
 def guard_saving(shape: ClusterShape, prices: PriceTable, *, left_up_hours: float, guard_hours: float,

@@ -71,7 +71,8 @@ def next_steps(target: TeardownTarget, outputs: dict[str, str]) -> list[str]:
         f"aws eks update-kubeconfig --name {cluster} --region {target.region}",
         f"{forward} &   # Ray dashboard and Jobs API on {RAY_DASHBOARD_LOCAL}",
         f"skymaze submit --size {target.profile} --address {RAY_DASHBOARD_LOCAL}",
-        f"open {grafana if grafana.startswith('http') else 'https://' + grafana}  # Grafana: Ray and maze-training dashboards"
+        f"open {grafana if grafana.startswith('http') else 'https://' + grafana}  "
+        "# Grafana: Ray and maze-training dashboards"
         if grafana else "# Grafana URL: see the observability stack's outputs",
         f"skymaze cost --size {target.profile} --hours 12",
         f"skymaze teardown --size {target.profile}   # when done: stops the billing",

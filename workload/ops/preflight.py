@@ -199,7 +199,8 @@ def node_zone(settings, zones: Sequence[dict]) -> tuple[str | None, str]:
     if settings.node_availability_zone:
         return settings.node_availability_zone, "node_availability_zone"
     available = [z["ZoneName"] for z in zones if z.get("State") == "available"]
-    return (available[0] if available else None), f"the first available zone of {settings.region}, where the created VPC puts the nodes"
+    source = f"the first available zone of {settings.region}, where the created VPC puts the nodes"
+    return (available[0] if available else None), source
 
 
 def zone_findings(settings, zone: str | None, how: str, offerings: Sequence[dict]) -> list[Finding]:
@@ -249,9 +250,10 @@ def kubernetes_findings(settings, versions: Sequence[dict]) -> list[Finding]:
     offered = sorted({v["clusterVersion"] for v in versions if v.get("versionStatus") in EKS_SUPPORTED_STATUSES})
     if entry is None or entry.get("versionStatus") not in EKS_SUPPORTED_STATUSES:
         status = entry.get("versionStatus", "UNSUPPORTED") if entry else "not offered"
-        return [Finding("kubernetes", "fail", f"EKS in {settings.region}: Kubernetes {wanted} is {status}; the app deploys "
-                        f"that version only ({KUBERNETES_HOME}): deploy to a region that offers it"
-                        f"{' (here: ' + ', '.join(offered) + ')' if offered else ''}")]
+        choices = f" (here: {', '.join(offered)})" if offered else ""
+        return [Finding("kubernetes", "fail", f"EKS in {settings.region}: Kubernetes {wanted} is {status}; "
+                        f"the app deploys that version only ({KUBERNETES_HOME}): deploy to a region that offers it"
+                        f"{choices}")]
     if entry["versionStatus"] == "EXTENDED_SUPPORT":
         return [Finding("kubernetes", "warn", f"EKS {wanted} is in extended support (billed at the extended-support "
                         f"hourly rate, ends {_day(entry.get('endOfExtendedSupportDate'))}); a newer "
@@ -393,7 +395,8 @@ def identity_center_findings(settings, instances: Sequence[dict], missing_users:
                         f"store {store}; `aws identitystore list-users --identity-store-id {store}` lists them")
                 for user in missing_users]
     findings += [Finding("identity-center", "fail", f"grafana_admin_group_ids: {group} is not a group of Identity "
-                         f"Center store {store}; `aws identitystore list-groups --identity-store-id {store}` lists them")
+                         f"Center store {store}; "
+                         f"`aws identitystore list-groups --identity-store-id {store}` lists them")
                  for group in missing_groups]
     if not findings:
         who = len(settings.grafana_admin_user_ids) + len(settings.grafana_admin_group_ids)
@@ -429,7 +432,8 @@ def check_identity_center(session, settings, caller: Caller) -> list[Finding]:
 # ---------------------------------------------------------------- permissions
 
 def cdk_role_arn(caller: Caller, region: str, kind: str) -> str:
-    return f"arn:{caller.partition}:iam::{caller.account}:role/cdk-{CDK_QUALIFIER}-{kind}-role-{caller.account}-{region}"
+    role_name = f"cdk-{CDK_QUALIFIER}-{kind}-role-{caller.account}-{region}"
+    return f"arn:{caller.partition}:iam::{caller.account}:role/{role_name}"
 
 
 def simulation_finding(who: str, results: Sequence[dict], fix: str) -> Finding:
@@ -463,7 +467,8 @@ def check_permissions(session, settings, caller: Caller, *, bootstrap_pending: b
         except ValueError as exc:
             return [Finding("permissions", "warn", f"cannot simulate {caller.arn}'s policies: {exc}")]
         roles = [cdk_role_arn(caller, settings.region, kind) for kind in CDK_CLI_ROLES]
-        results = _simulate(iam, principal, ["sts:AssumeRole"], roles) + _simulate(iam, principal, DEPLOY_CALLER_ACTIONS)
+        assume = _simulate(iam, principal, ["sts:AssumeRole"], roles)
+        results = assume + _simulate(iam, principal, DEPLOY_CALLER_ACTIONS)
         findings.append(simulation_finding(f"the deploying identity {principal}", results,
                                            "grant them (the CDK roles are assumed by whoever deploys), or deploy "
                                            "with a role that has them"))
@@ -523,7 +528,8 @@ def run_preflight(session, settings, caller: Caller, *, progress: Callable[[str]
         ("kubernetes", f"EKS: Kubernetes {settings.kubernetes_version} in {settings.region}",
          lambda: check_kubernetes(session, settings, caller)),
         ("addon", "EKS: add-on versions and configuration schemas", lambda: check_addons(session, settings, caller)),
-        ("identity-center", "IAM Identity Center for Grafana", lambda: check_identity_center(session, settings, caller)),
+        ("identity-center", "IAM Identity Center for Grafana",
+         lambda: check_identity_center(session, settings, caller)),
     ]
     if not bootstrap_pending:
         steps.append(("bootstrap", "CDK bootstrap", lambda: check_bootstrap(session, settings, caller)))

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 
 def recipe_profile_problems(recipe, settings) -> list[str]:
-    """One line per way ``recipe`` (workload.skyrl.recipe.Recipe) exceeds ``settings`` (workload.deployment.settings.Settings).
+    """One line per way ``recipe`` exceeds ``settings``.
+
+    ``recipe`` is a workload.skyrl.recipe.Recipe, ``settings`` a workload.deployment.settings.Settings.
 
     The recipe's ``cluster`` block says how many GPU workers and GPUs each it was written for;
     the profile deploys ``trainer_worker_count`` workers of ``worker_instance_type``.

@@ -35,6 +35,7 @@ from workload.serve.errors import (
     overloaded,
     parse_model_id,
     request_timeout,
+    shutting_down,
     too_large,
     unauthorized,
 )
@@ -48,7 +49,12 @@ from workload.serve.protocol import (
     parse_chat_request,
 )
 from workload.serve.settings import ServeSettings
-from workload.serving_rules import TRAINER_CONFIG_FIELD, AdapterRuleError, check_servable
+from workload.serving_rules import (
+    DEFAULT_MAX_LORA_RANK,
+    TRAINER_CONFIG_FIELD,
+    AdapterRuleError,
+    check_servable,
+)
 
 MODEL_DEPLOYMENT = "model"
 INGRESS_DEPLOYMENT = "ingress"
@@ -132,7 +138,7 @@ class ModelServer:
         self._engine = GenerationEngine(
             settings.model_dir,
             torch_threads=settings.torch_threads,
-            max_lora_rank=settings.max_lora_rank,
+            max_lora_rank=DEFAULT_MAX_LORA_RANK,
             max_prompt_tokens=settings.limits.max_prompt_tokens,
         )
         self._store = AdapterStore(settings.adapters, settings.cache_dir, settings.s3_endpoint_url)
@@ -333,6 +339,7 @@ class OpenAIIngress:
         self._model = model
         self._store = AdapterStore(settings.adapters, settings.cache_dir, settings.s3_endpoint_url)
         self._open = 0  # chat requests in this ingress (reading, waiting for the model, or there)
+        self._draining = False  # set by `begin_drain`: every later request gets 503 shutting_down
         # The model replica's running + queued requests: beyond them, requests wait here, then 503.
         self._admission = Admission(settings.max_ongoing_requests + settings.max_queued_requests)
 
@@ -344,6 +351,24 @@ class OpenAIIngress:
         if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), key.encode()):
             raise unauthorized()
 
+    def begin_drain(self) -> int:
+        """Refuse every request from now on (503 ``shutting_down`` + Retry-After); the chat requests still open.
+
+        The server's stop calls it, then `open_requests` until none are left, then stops Ray.
+        """
+        self._draining = True
+        return self._open
+
+    def open_requests(self) -> int:
+        """Chat requests this ingress is reading, waiting on or generating."""
+        return self._open
+
+    def _admit(self, request: Request) -> None:
+        """The key check, then 503 once the server is shutting down."""
+        self._authorize(request)
+        if self._draining:
+            raise shutting_down()
+
     def _servable_names(self) -> list[str]:
         """The source's adapters, less the local ones the serving rules refuse (they would answer 400)."""
         names = self._store.names()
@@ -353,7 +378,7 @@ class OpenAIIngress:
         for name in names:
             try:
                 check_servable(Path(self._store.source) / name, served_model=self._settings.model_dir,
-                               max_lora_rank=self._settings.max_lora_rank)
+                               max_lora_rank=DEFAULT_MAX_LORA_RANK)
             except (AdapterRuleError, OSError):
                 continue
             servable.append(name)
@@ -370,7 +395,7 @@ class OpenAIIngress:
     @api.get("/v1/models")
     async def models(self, request: Request) -> JSONResponse:
         try:
-            self._authorize(request)
+            self._admit(request)
         except ApiError as exc:
             return _error(exc)
         base = self._settings.base_model_id
@@ -397,7 +422,7 @@ class OpenAIIngress:
     async def chat_completions(self, request: Request) -> JSONResponse:
         self._open += 1
         try:
-            self._authorize(request)
+            self._admit(request)
             if self._open > MAX_OPEN_REQUESTS:
                 raise overloaded(f"the endpoint holds {MAX_OPEN_REQUESTS} requests already; retry shortly")
             return JSONResponse(await self._complete(request))

@@ -121,30 +121,62 @@ def build_llm_serve_config(
     )
     llm_config: dict[str, Any] = {
         "model_loading_config": {"model_id": base_model_id, "model_source": model_source},
-        "lora_config": {
-            "dynamic_lora_loading_path": adapters_uri.rstrip("/"),
-            "max_num_adapters_per_replica": max_num_adapters_per_replica,
-            "download_timeout_s": float(adapter_download_timeout_s),
-        },
-        "engine_kwargs": {
-            "enable_lora": True,
-            "max_lora_rank": max_lora_rank,
-            "max_loras": max_loras,
-            # vLLM's CPU-side adapter cache must hold every adapter Serve keeps on the replica.
-            "max_cpu_loras": max_num_adapters_per_replica,
-            "tensor_parallel_size": tensor_parallel_size,
-            "max_model_len": max_model_len,
-            "gpu_memory_utilization": float(gpu_memory_utilization),
-            # Multi-turn maze episodes carry the whole image history in one prompt.
-            "limit_mm_per_prompt": {"image": max_images_per_prompt},
-            "trust_remote_code": False,
-        },
+        "lora_config": _lora_config(adapters_uri, max_num_adapters_per_replica, adapter_download_timeout_s),
+        "engine_kwargs": _engine_kwargs(
+            max_lora_rank=max_lora_rank,
+            max_loras=max_loras,
+            max_cpu_loras=max_num_adapters_per_replica,
+            tensor_parallel_size=tensor_parallel_size,
+            max_model_len=max_model_len,
+            gpu_memory_utilization=gpu_memory_utilization,
+            max_images_per_prompt=max_images_per_prompt,
+        ),
         "deployment_config": {"num_replicas": num_replicas},
     }
     if accelerator_type is not None:
         llm_config["accelerator_type"] = accelerator_type
     if aws_region is not None:
         llm_config["runtime_env"] = {"env_vars": {"AWS_REGION": aws_region, "AWS_DEFAULT_REGION": aws_region}}
+    return _serve_document(llm_config, app_name)
+
+
+def _lora_config(adapters_uri: str, max_num_adapters_per_replica: int, download_timeout_s: float) -> dict[str, Any]:
+    """Ray Serve LLM's dynamic LoRA: adapters from sub-folders of ``adapters_uri``, an LRU cache per replica."""
+    return {
+        "dynamic_lora_loading_path": adapters_uri.rstrip("/"),
+        "max_num_adapters_per_replica": max_num_adapters_per_replica,
+        "download_timeout_s": float(download_timeout_s),
+    }
+
+
+def _engine_kwargs(
+    *,
+    max_lora_rank: int,
+    max_loras: int,
+    max_cpu_loras: int,
+    tensor_parallel_size: int,
+    max_model_len: int,
+    gpu_memory_utilization: float,
+    max_images_per_prompt: int,
+) -> dict[str, Any]:
+    """vLLM's engine arguments: LoRA on, its bounds, parallelism, context and images."""
+    return {
+        "enable_lora": True,
+        "max_lora_rank": max_lora_rank,
+        "max_loras": max_loras,
+        # vLLM's CPU-side adapter cache must hold every adapter Serve keeps on the replica.
+        "max_cpu_loras": max_cpu_loras,
+        "tensor_parallel_size": tensor_parallel_size,
+        "max_model_len": max_model_len,
+        "gpu_memory_utilization": float(gpu_memory_utilization),
+        # Multi-turn maze episodes carry the whole image history in one prompt.
+        "limit_mm_per_prompt": {"image": max_images_per_prompt},
+        "trust_remote_code": False,
+    }
+
+
+def _serve_document(llm_config: dict[str, Any], app_name: str) -> dict[str, Any]:
+    """The serveConfigV2 document: one OpenAI app at ``/`` serving ``llm_config``, a proxy on every node."""
     return {
         "proxy_location": "EveryNode",
         "http_options": {"host": "0.0.0.0", "port": SERVE_HTTP_PORT},

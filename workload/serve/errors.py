@@ -14,6 +14,9 @@ from workload.serving_rules import MODEL_ID_SEPARATOR, validate_adapter_name
 
 # Seconds a client should wait before retrying a 503 (one short generation on a CPU replica).
 RETRY_AFTER_S = 2
+# Seconds a client should wait before retrying once the server is shutting down: a restarted
+# `skymaze serve` answers after about a minute on two cores (docs/serve.md).
+SHUTDOWN_RETRY_AFTER_S = 60
 
 
 class ApiError(Exception):
@@ -81,6 +84,18 @@ def overloaded(message: str) -> ApiError:
         type="server_error",
         code="overloaded",
         retry_after_s=RETRY_AFTER_S,
+    )
+
+
+def shutting_down() -> ApiError:
+    """503 + Retry-After: the server stopped taking requests (it finishes those it has, then exits)."""
+    return ApiError(
+        HTTPStatus.SERVICE_UNAVAILABLE,
+        "The server is shutting down: it finishes the requests it has and takes no new ones; retry after the "
+        "Retry-After seconds (or on another replica).",
+        type="server_error",
+        code="shutting_down",
+        retry_after_s=SHUTDOWN_RETRY_AFTER_S,
     )
 
 

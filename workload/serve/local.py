@@ -9,17 +9,32 @@ reading adapters from a folder and one from S3.
 from __future__ import annotations
 
 import tempfile
+import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from workload import config
 from workload.localhost import LOOPBACK, LocalRay, free_port
-from workload.serve.app import MODEL_DEPLOYMENT, build_app
-from workload.serve.settings import DEFAULT_NUM_CPUS, LocalServeSettings, ServeSettings
+from workload.serve.app import INGRESS_DEPLOYMENT, MODEL_DEPLOYMENT, build_app
+from workload.serve.settings import LocalServeSettings, ServeSettings, local_ray_cpus
 
 DEFAULT_APP_NAME = "skymaze"
 RAY_NAMESPACE = "skymaze-serve"
+# How long a stopping server keeps answering the requests it has before it stops Ray anyway: with
+# Ray's shutdown (a few seconds) it fits the 30 s a process manager commonly grants between SIGTERM
+# and SIGKILL (Kubernetes' terminationGracePeriodSeconds default; `docker stop` grants 10 s: pass
+# `--time 30`). A reply of limits.max_tokens (1,024) tokens from the tiny model takes ~3 s on a CPU.
+DRAIN_DEADLINE_S = 25.0
+# How often a draining server asks its ingress how many requests are still open.
+DRAIN_POLL_S = 0.1
+# A call to the ingress during a drain (a count, answered in milliseconds) gives up after this long.
+DRAIN_CALL_TIMEOUT_S = 5.0
+# After the ingress has handed its last answer to Serve's HTTP proxy, the proxy still writes it to
+# the client's socket (milliseconds); stopping Ray ends the proxy, so a drain waits this long more.
+ANSWER_FLUSH_S = 0.5
 
 
 @dataclass
@@ -42,7 +57,9 @@ def _start_serve(host: str, port: int, num_cpus: int) -> tuple[str, int]:
 
     if _INSTANCE.users == 0:
         if not ray.is_initialized():
-            _INSTANCE.ray = LocalRay(num_cpus, namespace=RAY_NAMESPACE)
+            # Ray's processes out of this process's group: a SIGTERM or Ctrl-C to the group reaches only
+            # this process, and the model keeps answering until the server has drained (docs/serve.md).
+            _INSTANCE.ray = LocalRay(num_cpus, namespace=RAY_NAMESPACE, own_session=True)
             _INSTANCE.ray.start()
         try:
             port = port or free_port(host)
@@ -94,22 +111,24 @@ class LocalServer:
         cache_dir: str | Path | None = None,
         app_name: str = DEFAULT_APP_NAME,
         route_prefix: str = "/",
-        num_cpus: int = DEFAULT_NUM_CPUS,
+        num_cpus: int | None = None,
         **settings: Any,
     ) -> None:
         """``settings`` are more `ServeSettings` fields (by name or alias); bad ones raise `ConfigError` here.
 
-        Without ``cache_dir``, S3 adapters are cached in a temporary folder removed on exit.
+        Without ``cache_dir``, S3 adapters are cached in a temporary folder removed on exit. ``num_cpus``
+        sizes the Ray this server starts (default: `local_ray_cpus` of its replica's CPUs); a caller that
+        runs several apps on one Serve sizes it for all of them.
         """
-        place = config.validate_flat(LocalServeSettings, {"host": host, "port": port, "num_cpus": num_cpus},
-                                     what="local endpoint settings")
+        place = config.validate_flat(LocalServeSettings, {"host": host, "port": port}, what="local endpoint settings")
         self._cache = None if cache_dir else tempfile.TemporaryDirectory(prefix="skymaze-adapters-")
         self.settings = config.validate_flat(
             ServeSettings,
             {"model_dir": model_dir, "adapters": adapters, "cache_dir": cache_dir or self._cache.name, **settings},
             what="serve settings",
         )
-        self.host, self.port, self.num_cpus = place.host, place.port, place.num_cpus
+        self.host, self.port = place.host, place.port
+        self.num_cpus = num_cpus or local_ray_cpus(self.settings.replica_num_cpus)
         self.app_name = app_name
         self.route_prefix = "/" + route_prefix.strip("/")
 
@@ -144,6 +163,34 @@ class LocalServer:
             _stop_serve()
             if self._cache is not None:
                 self._cache.cleanup()
+
+    def drain(self, deadline_s: float, *, abort: threading.Event, on_start: Callable[[int], None] | None = None) -> int:
+        """Refuse new requests (503 ``shutting_down`` + Retry-After) and wait until the open ones are answered,
+        at most ``deadline_s`` or until ``abort`` is set; the requests still open then (0: all answered).
+
+        ``on_start(open requests)`` is called once new requests are refused. The ingress is polled every
+        `DRAIN_POLL_S`; one that cannot be reached (its replica is gone) has nothing left to answer.
+        """
+        open_now = self._ingress_call("begin_drain")
+        if on_start is not None:
+            on_start(open_now)
+        if not open_now:
+            return 0
+        deadline = time.monotonic() + deadline_s
+        while open_now and time.monotonic() < deadline and not abort.wait(DRAIN_POLL_S):
+            open_now = self._ingress_call("open_requests")
+        if not open_now:
+            abort.wait(ANSWER_FLUSH_S)
+        return open_now
+
+    def _ingress_call(self, method: str) -> int:
+        from ray import serve
+
+        try:
+            ingress = serve.get_deployment_handle(INGRESS_DEPLOYMENT, app_name=self.app_name)
+            return getattr(ingress, method).remote().result(timeout_s=DRAIN_CALL_TIMEOUT_S)
+        except Exception:  # a gone or stuck ingress (or Serve) has no answer left to send
+            return 0
 
     def model_handle(self) -> Any:
         """The Serve handle of the model deployment (for ``stats`` and tests)."""

@@ -9,6 +9,7 @@ a user writes (``--max-adapters``, ``max_adapters=``); the README's tables print
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 from pydantic import Field, NonNegativeFloat, NonNegativeInt, PositiveInt, ValidationInfo, field_validator
@@ -23,19 +24,16 @@ from workload.serve.protocol import (
     MAX_REPLY_TOKENS,
     RequestLimits,
 )
-from workload.serving_rules import (
-    DEFAULT_MAX_LORA_RANK,
-    parse_s3_uri,
-    validate_base_model_id,
-    validate_max_lora_rank,
-)
+from workload.serving_rules import parse_s3_uri, validate_base_model_id
 
 # Where S3 adapters are cached unless told otherwise; `~` is the serving user's home.
 DEFAULT_CACHE_DIR = Path("~/.cache/skymaze/adapters")
 # Ray Serve's default HTTP port (ray/serve/_private/constants.py DEFAULT_HTTP_PORT), also the cluster's serve port.
 DEFAULT_PORT = 8000
 MAX_PORT = 65535
-# CPUs of the local Ray `skymaze serve` starts: the model replica reserves one (replica_cpus).
+# CPUs of the local Ray `skymaze serve` starts, at least: the model replica reserves one (replica_cpus),
+# and the other is left to Serve's controller, proxy and ingress (they reserve none); a larger
+# replica_cpus grows it (`LocalServer`).
 DEFAULT_NUM_CPUS = 2
 # Adapters a model replica holds before the least recently used is evicted (Ray Serve's
 # `serve.multiplexed` default is 3: ray/serve/api.py).
@@ -87,10 +85,8 @@ class ServeSettings(ConfigModel):
         description="Requests queued for the model beyond max_ongoing_requests; more wait up to 4 s in the ingress, "
                     "then get 503 with Retry-After.")
     replica_num_cpus: NonNegativeFloat = Field(1.0, alias="replica_cpus",
-                                               description="CPUs Ray reserves for the model replica.")
-    torch_threads: PositiveInt = Field(1, description="Torch threads of the model replica.")
-    max_lora_rank: int = Field(DEFAULT_MAX_LORA_RANK, description="Largest LoRA rank served (a value vLLM "
-                               "accepts as max_lora_rank; the deploy profile's endpoint uses the same).")
+                                               description="CPUs Ray reserves for the model replica; it runs "
+                                               "as many torch threads (rounded up, at least 1).")
     api_key: str | None = Field(None, repr=False, description="Require 'Authorization: Bearer KEY' on every "
                                 "request (default: none).")
     limits: ServeLimits = Field(default_factory=ServeLimits, description="Size limits of one request.")
@@ -125,10 +121,10 @@ class ServeSettings(ConfigModel):
     def _home(cls, value: Path) -> Path:
         return value.expanduser()
 
-    @field_validator("max_lora_rank")
-    @classmethod
-    def _rank(cls, value: int) -> int:
-        return validate_max_lora_rank(value)
+    @property
+    def torch_threads(self) -> int:
+        """Torch threads of the model replica: the CPUs Ray reserves for it, rounded up (at least 1)."""
+        return max(1, math.ceil(self.replica_num_cpus))
 
     @field_validator("api_key")
     @classmethod
@@ -139,8 +135,12 @@ class ServeSettings(ConfigModel):
 
 
 class LocalServeSettings(ConfigModel):
-    """Where `skymaze serve` listens, and the local Ray it starts."""
+    """Where `skymaze serve` listens (the local Ray it starts is sized from ``replica_cpus``)."""
 
     host: str = Field(LOOPBACK, description="Address the HTTP port listens on (loopback by default).")
     port: int = Field(DEFAULT_PORT, ge=0, le=MAX_PORT, description="HTTP port; 0 picks a free one.")
-    num_cpus: PositiveInt = Field(DEFAULT_NUM_CPUS, description="CPUs of the local Ray instance.")
+
+
+def local_ray_cpus(replica_num_cpus: float) -> int:
+    """CPUs of the local Ray a server starts: `DEFAULT_NUM_CPUS`, or more for a larger model replica."""
+    return max(DEFAULT_NUM_CPUS, math.ceil(replica_num_cpus))

@@ -15,7 +15,11 @@ from dataclasses import dataclass, field
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 TRACKERS = ("console", "tensorboard", "wandb", "mlflow", "swanlab")
 """SkyRL 0.4.0 ``trainer.logger`` values (skyrl/train/utils/tracking.py)."""
-TRACKER_REQUIRED_ENV = {"wandb": ("WANDB_API_KEY",), "mlflow": ("MLFLOW_TRACKING_URI",), "swanlab": ("SWANLAB_API_KEY",)}
+TRACKER_REQUIRED_ENV = {
+    "wandb": ("WANDB_API_KEY",),
+    "mlflow": ("MLFLOW_TRACKING_URI",),
+    "swanlab": ("SWANLAB_API_KEY",),
+}
 """The env vars each tracker's client cannot log without."""
 TRACKER_OPTIONAL_ENV = {"mlflow": ("MLFLOW_TRACKING_TOKEN",), "wandb": ("WANDB_ENTITY", "WANDB_BASE_URL")}
 TENSORBOARD_SUBDIR = "tensorboard"

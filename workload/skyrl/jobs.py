@@ -53,14 +53,17 @@ def resolve_address(flag: str | None, env_value: str | None, *, default: str = D
     address = (flag or env_value or default).strip()
     scheme, sep, _ = address.partition("://")
     if not sep:
-        raise ValueError(f"address {address!r} has no scheme. Fix: use http://HOST:8265 or {SAGEMAKER_SCHEME}://CLUSTER/NAMESPACE.")
+        raise ValueError(
+            f"address {address!r} has no scheme. Fix: use http://HOST:8265 or {SAGEMAKER_SCHEME}://CLUSTER/NAMESPACE."
+        )
     if scheme in {"http", "https"}:
         return address
     if scheme == SAGEMAKER_SCHEME:
         if importlib.util.find_spec(SAGEMAKER_SCHEME) is None:
             raise ValueError(
                 f"address {address!r} needs the {SAGEMAKER_SCHEME!r} module, which is not installed. "
-                f"Fix: pip install {SAGEMAKER_PACKAGE} (Python >= 3.11), or port-forward the head and use {DEFAULT_ADDRESS}."
+                f"Fix: pip install {SAGEMAKER_PACKAGE} (Python >= 3.11), "
+                f"or port-forward the head and use {DEFAULT_ADDRESS}."
             )
         return address
     raise ValueError(f"address scheme {scheme!r} is not supported. Fix: use http(s):// or {SAGEMAKER_SCHEME}://.")
@@ -127,7 +130,9 @@ def state(client: Any, job_id: str) -> JobState:
         info = client.get_job_info(job_id)
     except RuntimeError as err:
         raise JobsError(f"no job {job_id!r} on this cluster ({err}). List jobs with `skymaze jobs list`.") from None
-    return JobState(job_id=job_id, status=str(info.status.value), message=info.message or "", entrypoint=info.entrypoint)
+    return JobState(
+        job_id=job_id, status=str(info.status.value), message=info.message or "", entrypoint=info.entrypoint
+    )
 
 
 def wait(client: Any, job_id: str, *, timeout_s: float, until: frozenset[str] = TERMINAL,

@@ -85,10 +85,17 @@ class Plan:
     @property
     def peak_bytes(self) -> float:
         """FSx use at the end of the run (nothing is deleted but pruned checkpoints)."""
-        return self.model_bytes + self.kept_ckpts * self.ckpt_bytes + len(self.export_steps) * self.export_bytes + self.export_bytes
+        return (
+            self.model_bytes
+            + self.kept_ckpts * self.ckpt_bytes
+            + len(self.export_steps) * self.export_bytes
+            + self.export_bytes
+        )
 
 
-def build_plan(values: dict, *, train_rows: int, fsx_gib: int, dims: ModelDims = QWEN3_VL_8B, eval_set_size: int = 64) -> Plan:
+def build_plan(
+    values: dict, *, train_rows: int, fsx_gib: int, dims: ModelDims = QWEN3_VL_8B, eval_set_size: int = 64
+) -> Plan:
     """Plan a run from resolved SkyRL overrides (``Recipe.resolved()``) and its training-set size."""
     batch, epochs = int(values["trainer.train_batch_size"]), int(values["trainer.epochs"])
     per_epoch = schedule.steps_per_epoch(train_rows=train_rows, train_batch_size=batch)
@@ -99,8 +106,12 @@ def build_plan(values: dict, *, train_rows: int, fsx_gib: int, dims: ModelDims =
     ckpt_steps = schedule.save_steps(total=total, per_epoch=per_epoch, interval=ckpt_interval)
     keep = int(values.get("trainer.max_ckpts_to_keep", -1))
     engines = int(values.get("generator.inference_engine.num_engines", 1))
+    policy_gpus = int(values["trainer.placement.policy_num_nodes"]) * int(
+        values["trainer.placement.policy_num_gpus_per_node"]
+    )
+    export_interval = int(values.get("trainer.hf_save_interval", -1))
     return Plan(
-        policy_gpus=int(values["trainer.placement.policy_num_nodes"]) * int(values["trainer.placement.policy_num_gpus_per_node"]),
+        policy_gpus=policy_gpus,
         engines=engines,
         train_rows=train_rows,
         steps_per_epoch=per_epoch,
@@ -113,7 +124,7 @@ def build_plan(values: dict, *, train_rows: int, fsx_gib: int, dims: ModelDims =
         eval_episodes=len(evals) * eval_set_size * int(values.get("generator.eval_n_samples_per_prompt", 1)),
         ckpt_steps=ckpt_steps,
         ckpt_interval=ckpt_interval,
-        export_steps=schedule.save_steps(total=total, per_epoch=per_epoch, interval=int(values.get("trainer.hf_save_interval", -1))),
+        export_steps=schedule.save_steps(total=total, per_epoch=per_epoch, interval=export_interval),
         ckpt_bytes=dims.total_params() * FP32_BYTES + lora * FP32_BYTES * ADAM_STATES,
         export_bytes=lora * FP32_BYTES + EXPORT_EXTRA_BYTES,
         model_bytes=dims.total_params() * BF16_BYTES,
@@ -131,12 +142,17 @@ def render_plan(plan: Plan) -> list[str]:
     share = plan.peak_bytes / plan.fsx_bytes
     return [
         f"GPUs:         {plan.policy_gpus} (FSDP policy) colocated with {plan.engines} vLLM engines",
-        f"steps:        {plan.total_steps} = {plan.epochs} epochs x {plan.steps_per_epoch} steps ({plan.train_rows} tickets)",
-        f"rollouts:     {plan.trajectories_per_step} a step, {plan.train_episodes:,} training episodes, up to {plan.train_episodes * plan.max_turns:,} model turns",
+        f"steps:        {plan.total_steps} = {plan.epochs} epochs x {plan.steps_per_epoch} steps "
+        f"({plan.train_rows} tickets)",
+        f"rollouts:     {plan.trajectories_per_step} a step, {plan.train_episodes:,} training episodes, "
+        f"up to {plan.train_episodes * plan.max_turns:,} model turns",
         f"evaluations:  {len(plan.eval_steps)} at steps {_steps(plan.eval_steps)} ({plan.eval_episodes:,} episodes)",
-        f"checkpoints:  {len(plan.ckpt_steps)} at steps {_steps(plan.ckpt_steps)}, {plan.ckpt_bytes / GB:.1f} GB each (fp32 base weights + LoRA Adam state)",
-        f"exports:      {len(plan.export_steps)} at steps {_steps(plan.export_steps)}, {plan.export_bytes / GB:.2f} GB each (LoRA adapter)",
-        f"FSx /shared:  {plan.peak_bytes / GB:.0f} GB at the end of the run = base model {plan.model_bytes / GB:.1f} GB "
+        f"checkpoints:  {len(plan.ckpt_steps)} at steps {_steps(plan.ckpt_steps)}, {plan.ckpt_bytes / GB:.1f} GB each "
+        "(fp32 base weights + LoRA Adam state)",
+        f"exports:      {len(plan.export_steps)} at steps {_steps(plan.export_steps)}, "
+        f"{plan.export_bytes / GB:.2f} GB each (LoRA adapter)",
+        f"FSx /shared:  {plan.peak_bytes / GB:.0f} GB at the end of the run = "
+        f"base model {plan.model_bytes / GB:.1f} GB "
         f"+ {plan.kept_ckpts} checkpoints + exports + lora_sync; {share:.0%} of {plan.fsx_bytes / GIB:.0f} GiB",
     ]
 
@@ -149,7 +165,9 @@ def plan_warnings(plan: Plan) -> list[str]:
             f"the run needs {plan.peak_bytes / GB:.0f} GB but FSx has {plan.fsx_bytes / GIB:.0f} GiB: set "
             "trainer.max_ckpts_to_keep (e.g. 3) or deploy with a larger fsx_storage_gib"
         )
-    off_cadence = [s for s in plan.ckpt_steps if plan.ckpt_interval > 0 and s % plan.ckpt_interval and s != plan.total_steps]
+    off_cadence = [
+        s for s in plan.ckpt_steps if plan.ckpt_interval > 0 and s % plan.ckpt_interval and s != plan.total_steps
+    ]
     if off_cadence:
         warnings.append(
             f"{len(off_cadence)} extra checkpoints at epoch ends (steps {_steps(off_cadence)}), "

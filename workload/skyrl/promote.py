@@ -87,12 +87,16 @@ def load_adapter(run_dir: Path, step: int) -> Adapter:
     if not (directory / ADAPTER_CONFIG).is_file() or not (directory / ADAPTER_WEIGHTS).is_file():
         steps = sorted(int(p.parent.name.split("_")[-1]) for p in run_dir.glob("exports/global_step_*/policy"))
         have = ", ".join(map(str, steps)) or "none"
-        raise PromoteError(f"no LoRA adapter at {directory} (needs {ADAPTER_CONFIG} and {ADAPTER_WEIGHTS}); exported steps: {have}")
+        raise PromoteError(
+            f"no LoRA adapter at {directory} (needs {ADAPTER_CONFIG} and {ADAPTER_WEIGHTS}); exported steps: {have}"
+        )
     config = json.loads((directory / ADAPTER_CONFIG).read_text())
-    return Adapter(directory=directory, config=config, tensor_names=tuple(safetensors_names(directory / ADAPTER_WEIGHTS)))
+    tensor_names = tuple(safetensors_names(directory / ADAPTER_WEIGHTS))
+    return Adapter(directory=directory, config=config, tensor_names=tensor_names)
 
 
-ARTIFACTS_ENV = "SKYMAZE_ARTIFACTS"  # s3://<artifacts bucket>, set on every Ray pod of the cluster (infra/stacks/ray.py)
+# s3://<artifacts bucket>, set on every Ray pod of the cluster (infra/stacks/ray.py)
+ARTIFACTS_ENV = "SKYMAZE_ARTIFACTS"
 
 
 def default_step(run_dir: Path) -> int:
@@ -125,7 +129,8 @@ def check_adapter(adapter: Adapter, *, max_lora_rank: int) -> None:
     if vision:
         raise PromoteError(
             f"{len(vision)} LoRA tensors touch the vision tower (e.g. {vision[0]}); vLLM ignores them, so the served "
-            "model would differ from the trained one. Retrain with trainer.policy.model.lora.exclude_modules='.*visual.*'."
+            "model would differ from the trained one. "
+            "Retrain with trainer.policy.model.lora.exclude_modules='.*visual.*'."
         )
     if adapter.max_rank() > max_lora_rank:
         raise PromoteError(
@@ -138,7 +143,9 @@ def check_adapter(adapter: Adapter, *, max_lora_rank: int) -> None:
         raise PromoteError(f"the endpoint would refuse this adapter: {error}") from error
 
 
-def build_manifest(adapter: Adapter, *, name: str, run_dir: Path, step: int, files: dict[str, dict[str, Any]]) -> dict[str, Any]:
+def build_manifest(
+    adapter: Adapter, *, name: str, run_dir: Path, step: int, files: dict[str, dict[str, Any]]
+) -> dict[str, Any]:
     """What the endpoint's operators (and ``skymaze evaluate``) need to know about the adapter."""
     evals_path = run_dir / "evals" / f"global_step_{step}.json"
     return {
@@ -170,7 +177,10 @@ def parse_destination(to: str) -> tuple[str, str, str]:
         destination = ("dir", str(Path(to)), "")
     name = adapter_name(destination)
     if not NAME_PATTERN.match(name):
-        raise PromoteError(f"adapter name {name!r} (the last path segment) must match {NAME_PATTERN.pattern}: it becomes the model id suffix")
+        raise PromoteError(
+            f"adapter name {name!r} (the last path segment) must match {NAME_PATTERN.pattern}: "
+            "it becomes the model id suffix"
+        )
     return destination
 
 
@@ -212,7 +222,9 @@ def _publish_s3(files: list[Path], manifest: bytes, bucket: str, prefix: str, *,
     key = f"{prefix}/{MANIFEST}"
     existing = client.list_objects_v2(Bucket=bucket, Prefix=key).get("KeyCount", 0)
     if existing and not overwrite:
-        raise PromoteError(f"s3://{bucket}/{key} exists: an adapter is already promoted there; pass --overwrite to replace it")
+        raise PromoteError(
+            f"s3://{bucket}/{key} exists: an adapter is already promoted there; pass --overwrite to replace it"
+        )
     if existing:
         client.delete_object(Bucket=bucket, Key=key)
     for path in files:
@@ -235,7 +247,9 @@ def _existing_manifest(kind: str, location: str, prefix: str, client: Any) -> by
         raise
 
 
-def promote(run_dir: Path, step: int, to: str, *, max_lora_rank: int, s3_client: Any = None, overwrite: bool = False) -> dict[str, Any]:
+def promote(
+    run_dir: Path, step: int, to: str, *, max_lora_rank: int, s3_client: Any = None, overwrite: bool = False
+) -> dict[str, Any]:
     """Check the step's adapter, copy its files, then write the manifest; returns the manifest."""
     destination = parse_destination(to)
     kind, location, prefix = destination

@@ -43,7 +43,8 @@ class DatasetSpec(config.ConfigModel):
 
     train_rows: PositiveInt = Field(description="Training tickets requested (fixes.aligned_epochs may round up).")
     maze_size: PositiveInt = Field(9, description="Maze side in cells (odd; 9 = VisGym maze_2d easy).")
-    eval_set: str = Field("easy-64", description="Frozen held-out set evaluated during training (skymaze maze heldout).")
+    eval_set: str = Field("easy-64",
+                          description="Frozen held-out set evaluated during training (skymaze maze heldout).")
     train_seed_start: int = Field(1_000_000, ge=64,
                                   description="First training maze seed; above every held-out seed, so no overlap.")
     epochs: PositiveInt = Field(description="Passes over the training tickets (before fixes.aligned_epochs).")
@@ -103,7 +104,9 @@ class Recipe(config.ConfigModel):
     def epochs(self) -> int:
         """Epochs that keep the requested number of optimizer steps when the set was resized."""
         batch = int(self.skyrl["trainer.train_batch_size"])
-        requested = schedule.total_steps(train_rows=self.dataset.train_rows, train_batch_size=batch, epochs=self.dataset.epochs)
+        requested = schedule.total_steps(
+            train_rows=self.dataset.train_rows, train_batch_size=batch, epochs=self.dataset.epochs
+        )
         per_epoch = schedule.steps_per_epoch(train_rows=self.train_rows(), train_batch_size=batch)
         if not self.fixes.aligned_epochs or per_epoch == 0:
             return self.dataset.epochs

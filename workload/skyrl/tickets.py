@@ -37,7 +37,12 @@ class TicketSpec:
 
 
 def ticket(
-    *, seed: int | None, maze_size: int, data_source: str, format_bonus: float = 0.0, init_state: dict[str, Any] | None = None
+    *,
+    seed: int | None,
+    maze_size: int,
+    data_source: str,
+    format_bonus: float = 0.0,
+    init_state: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """One dataset row in SkyRL's format (``prompt``, ``env_class``, then the env's extras)."""
     return {

@@ -74,7 +74,8 @@ class TrainingSettings(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     recipe: Recipe
-    # The endpoint's max_lora_rank (the cluster's: DEFAULT_MAX_LORA_RANK in workload/serving_rules.py); None skips that rule.
+    # The endpoint's max_lora_rank (the cluster's: DEFAULT_MAX_LORA_RANK in workload/serving_rules.py);
+    # None skips that rule.
     serving_max_lora_rank: PositiveInt | None = None
     values: dict[str, Any] = Field(default_factory=dict, description="The recipe's resolved SkyRL overrides.")
 
@@ -90,7 +91,8 @@ class TrainingSettings(BaseModel):
         return self.values.get(key, SKYRL_DEFAULTS.get(key))
 
     def policy_gpus(self) -> int:
-        return int(self.get("trainer.placement.policy_num_nodes")) * int(self.get("trainer.placement.policy_num_gpus_per_node"))
+        nodes = int(self.get("trainer.placement.policy_num_nodes"))
+        return nodes * int(self.get("trainer.placement.policy_num_gpus_per_node"))
 
     def policy_dp(self) -> int:
         return self.policy_gpus() // int(self.get("trainer.policy.sequence_parallel_size"))
@@ -142,12 +144,14 @@ def check_cluster_fits(s: TrainingSettings) -> list[str]:
     problems = []
     if nodes > s.recipe.cluster.nodes:
         problems.append(
-            f"trainer.placement.policy_num_nodes: {nodes} nodes requested, the cluster has {s.recipe.cluster.nodes} GPU workers. "
+            f"trainer.placement.policy_num_nodes: {nodes} nodes requested, "
+            f"the cluster has {s.recipe.cluster.nodes} GPU workers. "
             f"Fix: set it to {s.recipe.cluster.nodes} or grow the worker group."
         )
     if per_node > s.recipe.cluster.gpus_per_node:
         problems.append(
-            f"trainer.placement.policy_num_gpus_per_node: {per_node} requested, each worker has {s.recipe.cluster.gpus_per_node} GPUs. "
+            f"trainer.placement.policy_num_gpus_per_node: {per_node} requested, "
+            f"each worker has {s.recipe.cluster.gpus_per_node} GPUs. "
             f"Fix: set it to {s.recipe.cluster.gpus_per_node}."
         )
     return problems
@@ -182,7 +186,10 @@ def check_lora(s: TrainingSettings) -> list[str]:
     """The adapter must be servable: rank within the endpoint's maximum, no vision-tower LoRA."""
     rank = int(s.get("trainer.policy.model.lora.rank"))
     if rank <= 0:
-        return ["trainer.policy.model.lora.rank: 0 trains the full model, which the LoRA endpoint cannot load. Fix: set a rank such as 32."]
+        return [
+            "trainer.policy.model.lora.rank: 0 trains the full model, which the LoRA endpoint cannot load. "
+            "Fix: set a rank such as 32."
+        ]
     problems = []
     if s.serving_max_lora_rank is not None and rank > s.serving_max_lora_rank:
         problems.append(
@@ -226,7 +233,8 @@ def check_vision_language(s: TrainingSettings) -> list[str]:
         "trainer.strategy": "fsdp",
     }
     return [
-        f"{key}: the vision-language generator needs {key}={str(want).lower()}, got {s.get(key)!r}. Fix: set {key}={str(want).lower()}."
+        f"{key}: the vision-language generator needs {key}={str(want).lower()}, got {s.get(key)!r}. "
+        f"Fix: set {key}={str(want).lower()}."
         for key, want in required.items()
         if s.get(key) != want
     ]
@@ -254,7 +262,9 @@ def check_checkpoint_retention(s: TrainingSettings) -> list[str]:
 def check_eval_set(s: TrainingSettings) -> list[str]:
     """The held-out set must hold mazes of the size the job trains on."""
     dataset = s.recipe.dataset
-    problem = size_mismatch(dataset.eval_set, dataset.maze_size, size_key="dataset.maze_size", set_key="dataset.eval_set")
+    problem = size_mismatch(
+        dataset.eval_set, dataset.maze_size, size_key="dataset.maze_size", set_key="dataset.eval_set"
+    )
     return [problem] if problem else []
 
 

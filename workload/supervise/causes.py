@@ -47,7 +47,8 @@ _PATTERNS: tuple[tuple[Cause, re.Pattern[str]], ...] = (
     (Cause.PREEMPTED, re.compile(r"preempted|AUTOSCALER_DRAIN_PREEMPTED|spot.{0,20}interrupt", re.I)),
     (Cause.HEAD_RESTARTED, re.compile(r"GCS.{0,40}(restart|failover|reconnect)|head node.{0,40}restart|"
                                       r"Failed to connect to GCS", re.I)),
-    (Cause.NODE_LOST, re.compile(r"NodeDiedError|LocalRayletDiedError|RayletDiedError|node[^\n]{0,120}(has been|was) marked dead|"
+    (Cause.NODE_LOST, re.compile(r"NodeDiedError|LocalRayletDiedError|RayletDiedError|"
+                                 r"node[^\n]{0,120}(has been|was) marked dead|"
                                  r"because its node has died|Job supervisor actor died", re.I)),
     (Cause.BAD_RECIPE, re.compile(r"pydantic.*ValidationError|validation error for|validate_cfg|ConfigAttributeError|"
                                   r"ConfigKeyError|would fail on the cluster|SkyRL is not importable|"
@@ -70,7 +71,8 @@ def classify(status: str, message: str, log_tail: str = "") -> Cause | None:
         if pattern.search(text):
             return cause
     code = _EXIT_CODE.search(message)
-    if code and (int(code.group(1)) in {-s for s in _KILL_SIGNALS} or int(code.group(1)) in {128 + s for s in _KILL_SIGNALS}):
+    killed_codes = {-s for s in _KILL_SIGNALS} | {128 + s for s in _KILL_SIGNALS}
+    if code and int(code.group(1)) in killed_codes:
         return Cause.DRIVER_KILLED
     return Cause.CRASH
 

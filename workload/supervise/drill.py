@@ -52,7 +52,8 @@ class Shard:
 
 
 def save(run: RunDir, step: int, weights: np.ndarray) -> None:
-    write_dir_atomic(run.ckpt(step), lambda tmp: write_json_atomic(tmp / "state.json", {"step": step, "weights": weights.tolist()}))
+    state = {"step": step, "weights": weights.tolist()}
+    write_dir_atomic(run.ckpt(step), lambda tmp: write_json_atomic(tmp / "state.json", state))
     write_text_atomic(run.ckpts / LATEST_FILE, f"{step}\n")
 
 
@@ -75,8 +76,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ckpt-interval", type=int, default=5)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--resume-mode", choices=("latest", "none"), default="latest")
-    parser.add_argument("--min-step-s", type=float, default=0.0, help="pace each step to at least this long (a stand-in for compute)")
-    parser.add_argument("--worker-resource", default=None, help="custom Ray resource each shard needs (a stand-in for a GPU node)")
+    parser.add_argument("--min-step-s", type=float, default=0.0,
+                        help="pace each step to at least this long (a stand-in for compute)")
+    parser.add_argument("--worker-resource", default=None,
+                        help="custom Ray resource each shard needs (a stand-in for a GPU node)")
     args = parser.parse_args(argv)
 
     import ray
@@ -101,7 +104,8 @@ def main(argv: list[str] | None = None) -> int:
         remaining = args.min_step_s - (time.monotonic() - began)
         if remaining > 0:
             time.sleep(remaining)
-    write_json_atomic(run.root / "final.json", {"step": args.steps, "sha256": digest(weights), "weights": weights.tolist()})
+    final = {"step": args.steps, "sha256": digest(weights), "weights": weights.tolist()}
+    write_json_atomic(run.root / "final.json", final)
     print(f"drill: done at step {args.steps}, weights sha256 {digest(weights)[:16]}", flush=True)
     return 0
 

@@ -130,7 +130,9 @@ class KubeClient:
             detail = err.read().decode(errors="replace")[:500]
             raise KubeError(f"{request.method} {request.path}: HTTP {err.code} {detail}") from None
         except OSError as err:
-            raise KubeError(f"{request.method} {request.path}: API server {self.server} did not answer ({err})") from None
+            raise KubeError(
+                f"{request.method} {request.path}: API server {self.server} did not answer ({err})"
+            ) from None
 
     def raycluster(self, ns: str, name: str) -> dict[str, Any]:
         return self.send(Request("GET", raycluster_path(ns, name)))

@@ -154,9 +154,8 @@ def without_progress(failures: tuple[Failure, ...]) -> int:
 
 
 def _end(state: State, obs: Observation, kind: Kind, reason: str, **extra) -> tuple[State, Action]:
-    return dataclasses.replace(state, phase=Phase.ENDED, ended_at_s=obs.now_s, retry_at_s=None, waiting_since_s=None), Action(
-        kind, reason, **extra
-    )
+    ended = dataclasses.replace(state, phase=Phase.ENDED, ended_at_s=obs.now_s, retry_at_s=None, waiting_since_s=None)
+    return ended, Action(kind, reason, **extra)
 
 
 def _after_end(state: State, obs: Observation, policy: Policy) -> tuple[State, Action]:
@@ -167,11 +166,14 @@ def _after_end(state: State, obs: Observation, policy: Policy) -> tuple[State, A
         state = released
     if state.phase is Phase.RELEASED:
         if policy.group_idle_s is None:
-            return dataclasses.replace(state, phase=Phase.DONE), Action(Kind.DONE, "run over; the GPU group stays as deployed")
+            done = dataclasses.replace(state, phase=Phase.DONE)
+            return done, Action(Kind.DONE, "run over; the GPU group stays as deployed")
         assert state.ended_at_s is not None
         due = state.ended_at_s + policy.group_idle_s
         if obs.now_s < due:
-            return state, Action(Kind.WAIT, "GPU group idle; scaling it down when the idle period ends", delay_s=due - obs.now_s)
+            return state, Action(
+                Kind.WAIT, "GPU group idle; scaling it down when the idle period ends", delay_s=due - obs.now_s
+            )
         return dataclasses.replace(state, phase=Phase.DONE), Action(
             Kind.SCALE_DOWN_GROUP, f"GPU group idle for {policy.group_idle_s:.0f} s after the run ended"
         )
@@ -185,24 +187,30 @@ def _on_failure(state: State, obs: Observation, policy: Policy, cause: Cause) ->
     state = dataclasses.replace(state, failures=failures, waiting_since_s=None)
     info = {"lost_steps": lost, "resume_from_step": ckpt}
     if cause is Cause.BAD_RECIPE:
-        return _end(state, obs, Kind.GIVE_UP, "bad recipe or configuration: a resubmit fails the same way; fix it and submit again", **info)
+        reason = "bad recipe or configuration: a resubmit fails the same way; fix it and submit again"
+        return _end(state, obs, Kind.GIVE_UP, reason, **info)
     if cause is Cause.STOPPED:
         return _end(state, obs, Kind.GIVE_UP, "the job was stopped by a user; not resubmitting", **info)
     same = failures_at_step(failures)
     if same >= policy.max_failures_at_same_step:
-        return _end(state, obs, Kind.GIVE_UP, f"{same} failures in a row at checkpoint step {ckpt} (last: {cause.value}): a crash loop", **info)
+        reason = f"{same} failures in a row at checkpoint step {ckpt} (last: {cause.value}): a crash loop"
+        return _end(state, obs, Kind.GIVE_UP, reason, **info)
     if state.submissions >= policy.max_submissions:
-        return _end(state, obs, Kind.GIVE_UP, f"{state.submissions} submissions spent (supervise.max_submissions); last failure: {cause.value}", **info)
+        reason = f"{state.submissions} submissions spent (supervise.max_submissions); last failure: {cause.value}"
+        return _end(state, obs, Kind.GIVE_UP, reason, **info)
     delay = backoff_s(max(1, without_progress(failures)), policy)
     state = dataclasses.replace(state, phase=Phase.BACKOFF, retry_at_s=obs.now_s + delay)
-    return state, Action(Kind.WAIT, f"{cause.value} at step {obs.step_reached or ckpt}; resubmitting in {delay:.0f} s", delay_s=delay, **info)
+    reason = f"{cause.value} at step {obs.step_reached or ckpt}; resubmitting in {delay:.0f} s"
+    return state, Action(Kind.WAIT, reason, delay_s=delay, **info)
 
 
 def _resubmit(state: State, obs: Observation, policy: Policy, waited_s: float) -> tuple[State, Action]:
     ckpt = obs.ckpt_step or 0
     if state.submissions >= policy.max_submissions:  # a state restored from an older policy
         return _end(state, obs, Kind.GIVE_UP, f"{state.submissions} submissions spent (supervise.max_submissions)")
-    state = dataclasses.replace(state, phase=Phase.RUNNING, submissions=state.submissions + 1, retry_at_s=None, waiting_since_s=None)
+    state = dataclasses.replace(
+        state, phase=Phase.RUNNING, submissions=state.submissions + 1, retry_at_s=None, waiting_since_s=None
+    )
     return state, Action(
         Kind.RESUBMIT,
         f"submission {state.submissions}: resume_mode=latest from checkpoint step {ckpt}",
@@ -236,10 +244,12 @@ def decide(state: State, obs: Observation, policy: Policy) -> tuple[State, Actio
     if waited >= policy.node_wait_timeout_s:
         return _end(
             state, obs, Kind.GIVE_UP,
-            f"{obs.ready_workers}/{obs.expected_workers} GPU workers Ready after {waited:.0f} s (supervise.node_wait_timeout_s)",
+            f"{obs.ready_workers}/{obs.expected_workers} GPU workers Ready after {waited:.0f} s "
+            "(supervise.node_wait_timeout_s)",
             waited_for_nodes_s=waited,
         )
-    return state, Action(Kind.WAIT_FOR_NODES, f"{obs.ready_workers}/{obs.expected_workers} GPU workers Ready", waited_for_nodes_s=waited)
+    ready = f"{obs.ready_workers}/{obs.expected_workers} GPU workers Ready"
+    return state, Action(Kind.WAIT_FOR_NODES, ready, waited_for_nodes_s=waited)
 
 
 def _running(state: State, obs: Observation, policy: Policy) -> tuple[State, Action]:
@@ -250,8 +260,10 @@ def _running(state: State, obs: Observation, policy: Policy) -> tuple[State, Act
         since = obs.now_s if state.waiting_since_s is None else state.waiting_since_s
         waited = obs.now_s - since
         if waited >= policy.node_wait_timeout_s:
-            return _end(state, obs, Kind.GIVE_UP, f"Ray dashboard unreachable for {waited:.0f} s (supervise.node_wait_timeout_s)")
-        return dataclasses.replace(state, waiting_since_s=since), Action(Kind.WAIT, "Ray dashboard unreachable; head restarting?")
+            reason = f"Ray dashboard unreachable for {waited:.0f} s (supervise.node_wait_timeout_s)"
+            return _end(state, obs, Kind.GIVE_UP, reason)
+        waiting = dataclasses.replace(state, waiting_since_s=since)
+        return waiting, Action(Kind.WAIT, "Ray dashboard unreachable; head restarting?")
     if status == "SUCCEEDED":
         state = dataclasses.replace(state, phase=Phase.ENDED, ended_at_s=obs.now_s, waiting_since_s=None)
         new_state, action = _after_end(state, obs, policy)

@@ -10,6 +10,7 @@ from workload.local.grpo import (
     informative_groups,
     kl_k3,
     masked_mean,
+    policy_loss,
     ppo_clip_loss,
     token_logprobs,
 )
@@ -88,3 +89,38 @@ def test_kl_is_zero_for_equal_policies_and_positive_otherwise():
 
 def test_masked_mean_of_an_empty_mask_is_zero_not_nan():
     assert masked_mean(torch.ones(3), torch.zeros(3)).item() == 0.0
+
+
+# Two sequences at ratio 1 (old = current): advantages +1 and -2, the second a merged sample of count 2
+# with one generated token. Token-mean: (-1 - 1 + 2 * 2) / (1 + 1 + 2) = 0.5.
+LOGPROBS = torch.tensor([[-1.0, -2.0], [-0.5, -0.5]])
+WEIGHTS = torch.tensor([[1.0, 1.0], [2.0, 0.0]])
+ADVANTAGES = torch.tensor([1.0, -2.0])
+CLIP = {"eps_clip_low": 0.2, "eps_clip_high": 0.2}
+
+
+def test_policy_loss_is_the_token_mean_with_each_sequence_carrying_its_advantage():
+    loss, metrics = policy_loss(LOGPROBS, LOGPROBS, ADVANTAGES, WEIGHTS, denominator=4.0, **CLIP)
+    assert loss.item() == pytest.approx(0.5)
+    assert metrics["policy/loss"] == pytest.approx(0.5) and "policy/kl" not in metrics
+
+
+def test_policy_loss_of_micro_batches_adds_up_to_the_mini_batch_loss():
+    parts = [
+        policy_loss(LOGPROBS[i : i + 1], LOGPROBS[i : i + 1], ADVANTAGES[i : i + 1], WEIGHTS[i : i + 1],
+                    denominator=4.0, **CLIP)
+        for i in range(2)
+    ]
+    # each part is its own token-mean (-1.0 and 2.0) times its share of the mini-batch's tokens (2 of 4)
+    assert [loss.item() for loss, _ in parts] == pytest.approx([-0.5, 1.0])
+    assert sum(loss.item() for loss, _ in parts) == pytest.approx(0.5)
+    assert sum(metrics["policy/loss"] for _, metrics in parts) == pytest.approx(0.5)
+
+
+def test_policy_loss_adds_the_weighted_kl_against_the_reference():
+    coef = 0.25
+    loss, metrics = policy_loss(LOGPROBS, LOGPROBS, ADVANTAGES, WEIGHTS, denominator=8.0, **CLIP,
+                                ref_logprobs=LOGPROBS - 1.0, kl_loss_coef=coef)
+    kl = float(torch.exp(torch.tensor(-1.0)))  # exp(d) - d - 1 at d = -1, on every weighted token
+    assert metrics["policy/kl"] == pytest.approx(kl * 0.5)  # scaled by the share: 4 of 8 tokens
+    assert loss.item() == pytest.approx((0.5 + coef * kl) * 0.5)

@@ -2,19 +2,39 @@
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import json
+from types import SimpleNamespace
 
 import pytest
 import torch
 
+from workload.local import constants
 from workload.local.config import load_config
-from workload.local.episodes import PlaySettings, play
-from workload.local.grpo_trainer import GrpoLearner, turn_samples
+from workload.local.episodes import EpisodeRecord, PlaySettings, play
+from workload.local.grpo_trainer import (
+    GrpoLearner,
+    Sample,
+    Scored,
+    checkpoints_to_prune,
+    ema_update,
+    in_group_order,
+    micro_batches,
+    mini_batches,
+    rollout_seed,
+    score_episodes,
+    step_log,
+    token_denominator,
+    turn_samples,
+    updates_per_step,
+    worker_shares,
+)
 from workload.local.policy import Encoder
 from workload.local.rollout import attach_lora
 from workload.local.rundir import RunDir
 from workload.maze.generator import generate_from_seed
+from workload.maze.metrics import Episode
 
 SETTINGS = PlaySettings(size=7, cell_px=8, max_turns=3, history=1, temperature=1.0, max_new_tokens=2)
 
@@ -116,25 +136,26 @@ def test_kl_term_is_computed_against_the_adapter_free_model(tiny_model_dir, tmp_
 def test_mini_batches_split_the_step_into_several_updates(tiny_model_dir, tmp_path, episodes):
     learner = _learner(tiny_model_dir, tmp_path, ["trainer.policy_mini_batch_size=1"])
     learner.update(*_samples(episodes))
-    state = next(iter(learner.optimizer.state_dict()["state"].values()))
+    state = next(iter(learner.policy.optimizer.state_dict()["state"].values()))
     assert int(state["step"]) == 2
 
 
 @pytest.mark.slow  # trains: optimizer steps on the tiny model
 def test_checkpoint_round_trip_restores_lora_and_optimizer_and_prunes(tiny_model_dir, tmp_path, episodes):
-    learner = _learner(tiny_model_dir, tmp_path, ["trainer.max_ckpts_to_keep=2"])
+    assert constants.MAX_CKPTS_TO_KEEP == 2
+    learner = _learner(tiny_model_dir, tmp_path)
     for step in (1, 2, 3):
         learner.update(*_samples(episodes))
-        learner.save_checkpoint(step)
+        learner.policy.save_checkpoint(step)
     run = RunDir(tmp_path)
     assert run.latest_step() == 3
     assert sorted(p.name for p in run.ckpts.glob("global_step_*")) == ["global_step_2", "global_step_3"]
-    saved = learner.lora_state()
+    saved = learner.policy.lora_state()
     other = _learner(tiny_model_dir, tmp_path)
-    other.load_checkpoint(3)
-    for key, value in other.lora_state().items():
+    other.policy.load_checkpoint(3)
+    for key, value in other.policy.lora_state().items():
         assert torch.equal(value, saved[key]), key
-    assert other.optimizer.state_dict()["state"].keys() == learner.optimizer.state_dict()["state"].keys()
+    assert other.policy.optimizer.state_dict()["state"].keys() == learner.policy.optimizer.state_dict()["state"].keys()
     assert not list(tmp_path.glob("ckpts/.global_step_*"))  # no temp folders left behind
 
 
@@ -146,7 +167,7 @@ def test_export_is_a_loadable_peft_adapter_with_the_config_beside(tiny_model_dir
 
     learner = _learner(tiny_model_dir, tmp_path, ["trainer.policy.optimizer_config.lr=0.01"])
     learner.update(*_samples(episodes))
-    learner.export(4)
+    learner.policy.export(4)
     policy = RunDir(tmp_path).export(4)
     assert {"adapter_config.json", "adapter_model.safetensors", "trainer_config.json"} <= {
         p.name for p in policy.iterdir()
@@ -158,7 +179,7 @@ def test_export_is_a_loadable_peft_adapter_with_the_config_beside(tiny_model_dir
     batch = Encoder(processor).training_batch(contexts[:2], completions[:2])
     inputs = {k: v for k, v in batch.items() if k != "loss_mask"}
     learner.model.eval()
-    with torch.no_grad(), learner.served_weights():
+    with torch.no_grad(), learner.policy.served_weights():
         assert torch.allclose(served(**inputs).logits, learner.model(**inputs).logits, atol=1e-5)
 
 
@@ -166,15 +187,15 @@ def test_evaluated_and_exported_weights_are_the_running_average(tiny_model_dir, 
     learner = _learner(
         tiny_model_dir, tmp_path, ["trainer.policy.optimizer_config.lr=0.01", "trainer.policy.ema_decay=0.5"]
     )
-    start = learner.lora_state()
+    start = learner.policy.lora_state()
     learner.update(*_samples(episodes))
-    learner.after_step()
-    raw = learner.lora_state()
-    with learner.served_weights():
-        served = learner.lora_state()
+    learner.policy.fold_average()
+    raw = learner.policy.lora_state()
+    with learner.policy.served_weights():
+        served = learner.policy.lora_state()
     for key in raw:
         assert torch.allclose(served[key], 0.5 * start[key] + 0.5 * raw[key]), key
-    after = learner.lora_state()
+    after = learner.policy.lora_state()
     assert all(torch.equal(after[k], raw[k]) for k in raw)  # training continues from the raw weights
 
 
@@ -183,10 +204,10 @@ def test_without_averaging_the_raw_weights_are_served(tiny_model_dir, tmp_path, 
         tiny_model_dir, tmp_path, ["trainer.policy.optimizer_config.lr=0.01", "trainer.policy.ema_decay=0.0"]
     )
     learner.update(*_samples(episodes))
-    learner.after_step()
-    raw = learner.lora_state()
-    with learner.served_weights():
-        assert all(torch.equal(v, raw[k]) for k, v in learner.lora_state().items())
+    learner.policy.fold_average()
+    raw = learner.policy.lora_state()
+    with learner.policy.served_weights():
+        assert all(torch.equal(v, raw[k]) for k, v in learner.policy.lora_state().items())
 
 
 def test_merged_duplicates_give_the_gradient_of_every_turn(tiny_model_dir, tmp_path, episodes):
@@ -201,7 +222,7 @@ def test_merged_duplicates_give_the_gradient_of_every_turn(tiny_model_dir, tmp_p
     def grads(samples):
         torch.manual_seed(0)  # the same fresh adapter each time
         learner = _learner(tiny_model_dir, tmp_path)
-        learner.optimizer.step = lambda: None  # keep the weights: compare the gradients only
+        learner.policy.optimizer.step = lambda: None  # keep the weights: compare the gradients only
         learner.update(*samples)
         return {n: p.grad.clone() for n, p in learner.model.named_parameters() if p.grad is not None}
 
@@ -282,10 +303,9 @@ def test_merged_turns_give_the_unmerged_gradient_on_a_real_step(tiny_model_dir, 
 
     def learner():
         torch.manual_seed(0)  # the same fresh adapter each time
-        made = _learner(  # no clipping: the gradient itself is compared
-            tiny_model_dir, tmp_path, ["generator.n_samples_per_prompt=4", "trainer.policy.optimizer_config.max_grad_norm=1e9"]
-        )
-        made.optimizer.step = lambda: None  # keep the weights: compare the gradients only
+        monkeypatch.setattr(constants, "MAX_GRAD_NORM", 1e9)  # no clipping: the gradient itself is compared
+        made = _learner(tiny_model_dir, tmp_path, ["generator.n_samples_per_prompt=4"])
+        made.policy.optimizer.step = lambda: None  # keep the weights: compare the gradients only
         with torch.no_grad():  # a non-zero adapter, so the gradient reaches every LoRA matrix
             for name, param in made.model.named_parameters():
                 if "lora_B" in name:
@@ -312,3 +332,105 @@ def test_merged_turns_give_the_unmerged_gradient_on_a_real_step(tiny_model_dir, 
     monkeypatch.setattr(grpo_trainer, "merge_duplicates", uncounted)
     wrong = fast_path()
     assert max(float((wrong[n] - reference[n]).abs().max()) for n in wrong) > 1e-2 * scale  # measured: 0.17
+
+
+def _sample(group: int, tokens: int = 1, count: int = 1) -> Sample:
+    return Sample(context=None, completion=[7] * tokens, advantage=1.0, count=count, group=group)
+
+
+def test_optimizer_steps_per_grpo_step_are_mini_batches_times_epochs(monkeypatch):
+    monkeypatch.setattr(constants, "UPDATE_EPOCHS_PER_BATCH", 3)
+    trainer = SimpleNamespace(train_batch_size=8, policy_mini_batch_size=2)
+    assert updates_per_step(trainer) == 12
+
+
+def test_mini_batches_take_whole_groups_in_order_and_skip_empty_ones():
+    samples = [_sample(0), _sample(3), _sample(1), _sample(3), _sample(2)]
+    minis = mini_batches(samples, n_minis=3, groups_per_mini=2)
+    assert [groups for groups, _ in minis] == [range(0, 2), range(2, 4)]  # groups 4-5 have no sample
+    assert [[s.group for s in mine] for _, mine in minis] == [[0, 1], [3, 3, 2]]
+
+
+def test_token_denominator_counts_every_group_of_the_mini_batch_or_else_its_samples():
+    samples = [_sample(0, tokens=2, count=3), _sample(1, tokens=1)]
+    assert token_denominator(samples, range(0, 2), {0: 5, 1: 7, 2: 100}) == 12.0  # group 2 is another batch's
+    assert token_denominator(samples, range(0, 2), None) == 7.0  # 3 x 2 merged tokens + 1
+    assert token_denominator([], range(0, 2), {2: 100}) == 1.0  # never zero
+
+
+def test_micro_batches_chunk_in_order_with_a_short_last_one():
+    samples = [_sample(g) for g in range(5)]
+    assert [[s.group for s in chunk] for chunk in micro_batches(samples, 2)] == [[0, 1], [2, 3], [4]]
+
+
+def test_each_actor_plays_every_nth_group_from_its_index():
+    assert worker_shares(5, 2) == [[0, 2, 4], [1, 3]]
+    assert worker_shares(1, 3) == [[0], [], []]
+
+
+def test_rollout_seeds_are_pinned_per_run_step_and_actor():
+    # A resumed run replays the rollouts of the run before it: these values may never change.
+    assert [rollout_seed(0, 1, 0), rollout_seed(0, 1, 1), rollout_seed(0, 2, 0), rollout_seed(1, 1, 0)] == [
+        158391683, 701409422, 1114071773, 2082473590
+    ]
+
+
+def test_played_groups_come_back_in_group_order():
+    played = [([0, 2], ["a0", "a1", "c0", "c1"]), ([1], ["b0", "b1"])]
+    assert in_group_order(played, 2) == ["a0", "a1", "b0", "b1", "c0", "c1"]
+
+
+def _rewarded(episodes, rewards):
+    played = copy.deepcopy(episodes)
+    for record, reward in zip(played, rewards, strict=True):
+        record.episode = dataclasses.replace(record.episode, reward=reward)
+    return played
+
+
+def test_scoring_trains_on_informative_groups_only_with_normalized_advantages(episodes):
+    played = _rewarded(episodes, [1.0, 0.0, 0.0, 0.0])  # group 0 differs, group 1 does not
+    scored = score_episodes(played, group_size=2, norm_by_std=True, history=1, size=7)
+    assert scored.informative.tolist() == [True, False]
+    assert len(scored.contexts) == played[0].turns + played[1].turns and set(scored.group_of) == {0}
+    std = torch.tensor([1.0, 0.0]).std().item()
+    expected = [0.5 / std] * played[0].turns + [-0.5 / std] * played[1].turns
+    assert scored.advantages == pytest.approx(expected, rel=1e-5)
+    tokens = [sum(len(c) for e in played[g : g + 2] for c in e.completions) for g in (0, 2)]
+    assert scored.group_tokens == {0: tokens[0], 1: tokens[1]}  # the uninformative group's tokens count too
+    centered = score_episodes(played, group_size=2, norm_by_std=False, history=1, size=7)
+    assert centered.advantages[0] == 0.5
+
+
+def test_step_log_reports_rewards_rollouts_and_stage_times():
+    def record(reward: float, completions: list[list[int]]) -> EpisodeRecord:
+        episode = Episode(seed=None, solved=reward > 0, turns=len(completions), reward=reward)
+        return EpisodeRecord({}, [], ["r"] * len(completions), completions, episode=episode)
+
+    played = [record(1.0, [[1, 2], [3]]), record(0.0, [[4]]), record(0.0, [[5, 6]]), record(0.0, [[7]])]
+    scored = Scored(torch.tensor([1.0, 0.0, 0.0, 0.0]), torch.tensor([True, False]), [None] * 3, [], [], [], {})
+    logged = step_log(played, scored, started=10.0, synced=11.0, rolled=13.0, done=16.0)
+    assert logged == {
+        "reward/avg_raw_reward": 0.25,
+        "reward/solved_fraction": 0.25,
+        "reward/informative_groups": 0.5,
+        "rollout/mean_turns": 1.25,
+        "rollout/samples": 3.0,
+        "rollout/tokens_per_s": 3.5,  # 7 tokens over the 2 s of rollout
+        "timing/weight_sync_s": 1.0,
+        "timing/rollout_s": 2.0,
+        "timing/update_s": 3.0,
+        "timing/step_s": 6.0,
+    }
+
+
+def test_the_running_average_moves_toward_the_current_weights_in_place():
+    average = {"w": torch.tensor([1.0, 2.0])}
+    kept = average["w"]
+    ema_update(average, {"w": torch.tensor([3.0, 6.0])}, decay=0.75)
+    assert average["w"] is kept and average["w"].tolist() == [1.5, 3.0]
+
+
+def test_checkpoints_beyond_the_newest_kept_are_pruned():
+    assert checkpoints_to_prune([3, 1, 2], 2) == [1]
+    assert checkpoints_to_prune([3, 1, 2], 5) == []
+    assert checkpoints_to_prune([3, 1, 2], -1) == []  # -1 keeps all

@@ -42,6 +42,14 @@ def test_the_default_cache_is_in_the_users_home(good):
     assert settings.cache_dir == Path.home() / ".cache" / "skymaze" / "adapters"
 
 
+@pytest.mark.parametrize(("replica_cpus", "threads", "ray_cpus"), [(0.25, 1, 2), (1.0, 1, 2), (2.5, 3, 3), (4, 4, 4)])
+def test_the_replicas_cpus_set_its_torch_threads_and_the_local_rays_size(good, replica_cpus, threads, ray_cpus):
+    from workload.serve.settings import local_ray_cpus
+
+    settings = _make({**good, "replica_cpus": replica_cpus})
+    assert (settings.torch_threads, local_ray_cpus(settings.replica_num_cpus)) == (threads, ray_cpus)
+
+
 def test_the_api_key_is_not_shown(good):
     assert "sk-secret" not in repr(_make({**good, "api_key": "sk-secret"}))
 
@@ -56,10 +64,9 @@ def test_the_api_key_is_not_shown(good):
         ("max_adapters", "0", r"max_adapters=0: Input should be greater than 0"),
         ("max_adapters", "many", r"max_adapters=many: Input should be a valid integer"),
         ("max_ongoing_requests", 0, r"max_ongoing_requests=0: Input should be greater than 0"),
-        ("torch_threads", 0, r"torch_threads=0: Input should be greater than 0"),
         ("max_queued_requests", -2, r"max_queued_requests=-2: Input should be greater than or equal to 0"),
         ("replica_cpus", "-1", r"replica_cpus=-1: Input should be greater than or equal to 0"),
-        ("max_lora_rank", "48", r"max_lora_rank: max_lora_rank must be one of \(1, 8, 16"),
+        ("max_lora_rank", "128", r"unknown setting 'max_lora_rank'"),  # a constant: workload/serving_rules.py
         ("api_key", "has space", "api_key: must be a non-empty string without spaces"),
         ("limits.max_images", "0", r"limits\.max_images=0: Input should be greater than 0"),
         ("limits.max_request_bytes", "1", r"unknown setting 'limits\.max_request_bytes'"),

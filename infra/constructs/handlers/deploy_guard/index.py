@@ -87,7 +87,8 @@ def run(sagemaker, sns, *, cluster: str, groups: list[str], topic_arn: str, max_
                 scaled[group] = before
         if scaled:
             sns.publish(TopicArn=topic_arn, Subject=f"{cluster}: GPU groups scaled to 0 after {max_h:g} h",
-                        Message=f"Scaled to 0 (was {scaled}); FSx, S3 and the cluster are kept. Tear down: skymaze teardown.")
+                        Message=f"Scaled to 0 (was {scaled}); FSx, S3 and the cluster are kept. "
+                                "Tear down: skymaze teardown.")
         return {"action": SCALE_DOWN, "age_h": age_h, "scaled": scaled}
     return {"action": None, "age_h": age_h}
 

@@ -43,7 +43,8 @@ class Grafana:
             with urllib.request.urlopen(req, timeout=HTTP_TIMEOUT_S) as resp:
                 return json.loads(resp.read() or b"{}")
         except urllib.error.HTTPError as exc:
-            raise GrafanaError(f"{method} {path}: HTTP {exc.code}: {exc.read().decode(errors='replace')[:300]}") from None
+            detail = exc.read().decode(errors="replace")[:300]
+            raise GrafanaError(f"{method} {path}: HTTP {exc.code}: {detail}") from None
 
     def exists(self, path: str) -> bool:
         try:

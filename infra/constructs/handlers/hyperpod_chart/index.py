@@ -109,8 +109,9 @@ def on_event(event: dict, _context: object = None) -> dict:
     _run(["aws", "eks", "update-kubeconfig", "--name", props["ClusterName"], "--kubeconfig", str(kubeconfig)], env)
     if event["RequestType"] == "Delete":
         # Deleting the EKS cluster removes everything anyway; never block a teardown on helm.
-        result = subprocess.run(["helm", "uninstall", release, "--namespace", namespace, "--kubeconfig", str(kubeconfig)],
-                                env=env, check=False)
+        result = subprocess.run(
+            ["helm", "uninstall", release, "--namespace", namespace, "--kubeconfig", str(kubeconfig)],
+            env=env, check=False)
         print(f"helm uninstall exited {result.returncode}")
         return {"PhysicalResourceId": event.get("PhysicalResourceId", release)}
     chart_dir = extract_chart(download(archive_url(props["ChartVersion"]), workdir / "cli.tar.gz"), workdir,
