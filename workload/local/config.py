@@ -86,11 +86,10 @@ class TrainerConfig(ConfigModel):
     eval_interval: int = Field(description="Steps between evaluations: the validation set chooses, the held-out "
                                "set reports (-1: off).")
     ckpt_interval: int = Field(description="Steps between resumable checkpoints (-1: off).")
-    hf_save_interval: int = Field(description="Steps between adapter exports (-1: off).")
     algorithm: AlgorithmConfig
     policy: PolicyConfig
 
-    @field_validator("eval_interval", "ckpt_interval", "hf_save_interval")
+    @field_validator("eval_interval", "ckpt_interval")
     @classmethod
     def _interval(cls, value: int) -> int:
         if value == 0 or value < -1:
@@ -220,11 +219,15 @@ class RehearsalConfig(ConfigModel):
         return self
 
     def to_dict(self) -> dict[str, Any]:
-        """Every setting and, under their old keys, the constants that were settings (``constants.FIXED``):
+        """Every setting and, under their old keys, the constants that were settings (``constants.FIXED``) and the
+        values derived from a setting (``constants.DERIVED``):
         what a run saves (config.json, checkpoints, an export's trainer_config.json) and what its fingerprint hashes."""
         data = self.model_dump()
         for key, value in constants.fixed_values().items():
             data = config.merge(data, config.nest(key, value))
+        settings = config.flatten(data)
+        for key, (source, _) in constants.DERIVED.items():
+            data = config.merge(data, config.nest(key, settings[source]))
         return data
 
     def overrides(self) -> list[str]:
@@ -266,6 +269,8 @@ def load_config(name: str = "local", overrides: list[str] | None = None) -> Rehe
     for key in [*config.flatten(recipe), *(config.split_pair(item)[0] for item in overrides or [])]:
         if key in constants.FIXED:
             raise config.ConfigError(f"rehearsal recipe {name!r}: {constants.fixed_message(key)}")
+        if key in constants.DERIVED:
+            raise config.ConfigError(f"rehearsal recipe {name!r}: {constants.derived_message(key)}")
     raw = config.apply_overrides(RehearsalConfig, recipe, list(overrides or []),
                                  lists=f"skymaze recipe show {name} --fields")
     return config.validate(RehearsalConfig, {**raw, "name": name}, what=f"rehearsal recipe {name!r}")
@@ -276,12 +281,20 @@ def config_from_dict(data: dict[str, Any]) -> RehearsalConfig:
 
     The constants that were settings are dropped where they hold the constant's value (every run saved
     before they became constants, with their defaults); a saved value that differs fails naming the key,
-    since this code runs only the constant.
+    since this code runs only the constant. A derived key (``constants.DERIVED``) is dropped where it equals the
+    setting it follows, and fails naming both otherwise.
     """
     fixed = constants.fixed_values()
+    saved = config.flatten(data)
     settings: dict[str, Any] = {}
-    for key, value in config.flatten(data).items():
-        if key not in fixed:
+    for key, value in saved.items():
+        if key in constants.DERIVED:
+            source = constants.DERIVED[key][0]
+            if value != saved.get(source):
+                raise config.ConfigError(f"saved rehearsal settings: {key}={_text(value)} differs from {source}="
+                                         f"{_text(saved.get(source))}, which this code no longer runs; "
+                                         f"{constants.derived_message(key)}")
+        elif key not in fixed:
             settings = config.merge(settings, config.nest(key, value))
         elif value != fixed[key]:
             raise config.ConfigError(f"saved rehearsal settings: {key}={_text(value)} was run with a value this code "

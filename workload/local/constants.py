@@ -92,6 +92,16 @@ FIXED: dict[str, str] = {
 }
 
 
+# The recipe keys whose one useful value follows another setting -> (that setting, why). Like the constants,
+# each is refused by ``--set`` and written under its old key into saved configs and the fingerprint.
+DERIVED: dict[str, tuple[str, str]] = {
+    # The served step is chosen on validation among the steps both evaluated and exported, so every
+    # evaluation exports (and the last step, which is always evaluated): workload/local/grpo_trainer.py
+    "trainer.hf_save_interval": ("trainer.eval_interval", "exports follow trainer.eval_interval (an adapter at "
+                                 "every evaluation, so the step chosen on validation can be served)"),
+}
+
+
 def fixed_values() -> dict[str, Any]:
     """``{old recipe key: value}`` of every constant, as saved configs hold it (tuples as lists)."""
     values = globals()
@@ -103,3 +113,9 @@ def fixed_message(key: str) -> str:
     name = FIXED[key]
     return (f"{key} is no longer a setting: it is the fixed constant {name} = {globals()[name]!r} in {HOME} "
             f"(one sensible value, its source cited there); drop it from the recipe or --set")
+
+
+def derived_message(key: str) -> str:
+    """Why ``key`` cannot be set, and which setting it follows."""
+    source, why = DERIVED[key]
+    return f"{key} is no longer a setting: {why}; drop it from the recipe or --set, or set {source}"

@@ -25,7 +25,8 @@ REASONS: dict[str, str] = {
     "trainer.algorithm.loss_reduction": "token_mean_legacy averages per micro-batch of 4 sequences (whole "
     "trajectories); the rehearsal trains on turns, merged when identical, and only token_mean over the mini-batch "
     "keeps that merge exact (the merged-vs-unmerged gradient test).",
-    "trainer.hf_save_interval": "An adapter at every evaluation, so the step chosen on validation can be served.",
+    "trainer.hf_save_interval": "The rehearsal exports at every evaluation (trainer.eval_interval; not a setting "
+    "here), so the step chosen on validation can be served; the cluster's SkyRL key stays 20.",
     "trainer.policy.model.lora.rank": "Rank 16 on a 128-wide model is already an eighth of the width; 32 on "
     "Qwen3-VL-8B is under 1 %.",
     "trainer.policy.optimizer_config.lr": "3e-5 is SkyRL's rate for an 8B model's LoRA; the tiny model from a "

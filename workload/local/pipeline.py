@@ -373,8 +373,8 @@ def rehearse(cfg: RehearsalConfig, *, echo: Callable[[str], None] = print) -> di
             selected = selected_export_step(run)
             if selected is None:
                 raise RuntimeError(
-                    f"no exported GRPO step has a validation evaluation in {run.root}: set trainer.hf_save_interval "
-                    "to a multiple of trainer.eval_interval so an evaluated adapter can be chosen"
+                    f"no exported GRPO step has a validation evaluation in {run.root}: every evaluation exports, so "
+                    "the run's evals/ or exports/ folder was changed after training; rerun with trainer.resume_mode=none"
                 )
             with timer.run("serve"):
                 served = _served_on_disk(cfg, run, selected, echo) if cfg.serve.enabled else {}

@@ -139,6 +139,23 @@ def test_every_constant_that_was_a_setting_is_refused_by_name(key):
         load_config("local", [f"{key}=1"])
 
 
+@pytest.mark.parametrize("key", sorted(constants.DERIVED))
+def test_every_derived_key_that_was_a_setting_is_refused_naming_what_it_follows(key):
+    source = constants.DERIVED[key][0]
+    with pytest.raises(ValueError, match=rf"{key} is no longer a setting: exports follow {source} "):
+        load_config("local", [f"{key}=5"])
+
+
+def test_exports_follow_the_evaluations_in_saved_configs():
+    cfg = load_config("local", ["trainer.eval_interval=4"])
+    saved = cfg.to_dict()
+    assert saved["trainer"]["hf_save_interval"] == 4
+    assert config_from_dict(saved) == cfg
+    saved["trainer"]["hf_save_interval"] = 2
+    with pytest.raises(ValueError, match=r"trainer.hf_save_interval=2 differs from trainer.eval_interval=4"):
+        config_from_dict(saved)
+
+
 def test_a_recipe_that_sets_a_removed_key_fails_naming_its_constant(tmp_path, monkeypatch):
     from workload.local import config as local_config
 

@@ -77,7 +77,10 @@ def test_smoke_run_writes_every_output(rehearsal_smoke):
     assert report["paired"]["control_vs_baseline"] == mcnemar_exact(report["baseline"]["per_maze"], control["per_maze"])
     assert report["verdict"]["winner"] in {"grpo", "control", "tie"} and "verdict:" in done.stdout
     assert 0 < report["peak_memory_gib"] < 8 and report["wall_seconds"] > 0
-    for step in (3, 6):
+    # exports follow the evaluations (trainer.eval_interval=3): exactly the evaluated GRPO steps
+    exported = sorted(int(p.name.removeprefix("global_step_")) for p in (run.root / "exports").iterdir())
+    assert exported == [3, 6] == sorted(step for step in run.evals() if step > 0)
+    for step in exported:
         files = {p.name for p in run.export(step).iterdir()}
         assert {"adapter_config.json", "adapter_model.safetensors", "trainer_config.json"} <= files
     assert run.latest_step() == 6 and (run.ckpt(6) / "state.pt").is_file()
