@@ -116,12 +116,10 @@ class Settings(ConfigModel):
     # node then offers half its vCPUs.
     worker_threads_per_core: int = Field(default=1, ge=1, le=2, description="Threads per core on the GPU workers.")
     # Ray pod sizes; unset, they are derived from the node (workload/deployment/fit.py): the largest that fit.
+    # The heads are always derived from head_instance_type (pod_sizes); the workers' two are the escape hatch.
     worker_pod_cpu: int | None = Field(default=None, ge=1, description="CPUs of a Ray worker pod (unset: the largest that fits).")
     worker_pod_memory_gib: int | None = Field(default=None, ge=1,
                                               description="Memory of a Ray worker pod (unset: the largest that fits).")
-    head_pod_cpu: int | None = Field(default=None, ge=1, description="CPUs of the trainer's Ray head pod (unset: derived).")
-    head_pod_memory_gib: int | None = Field(default=None, ge=1,
-                                            description="Memory of the trainer's Ray head pod (unset: derived).")
     trainer_workers: int | None = Field(default=None, ge=1, le=16, description="GPU nodes the trainer's RayCluster "
                                         "takes (unset: all); leave one free for the serving endpoint.")
     fsx_storage_gib: int = Field(FSX_FIRST_STEP_GIB, description="FSx for Lustre capacity: 1200, 2400, then steps of 2400.")
@@ -428,7 +426,8 @@ class Settings(ConfigModel):
                          if on)
 
     def pod_sizes(self) -> RayPodSizes:
-        """The Ray pods' requests (= limits): explicit settings, else the largest that fit."""
+        """The Ray pods' requests (= limits): the workers' explicit settings, else the largest that fit; the heads
+        share the head node (the trainer's head TRAINER_HEAD_SHARE_WITH_SERVING of it when serving)."""
         worker_facts, head_facts = self.worker_spec, self.head_spec
         worker_free = fit.free_for_ray(worker_facts, self.worker_threads_per_core, self.fit_features)
         cpu, memory = fit.whole(worker_free)
@@ -436,8 +435,7 @@ class Settings(ConfigModel):
                              worker_facts.gpus, worker_facts.efa)
         head_cpu, head_memory = fit.whole(fit.free_for_ray(head_facts, HEAD_THREADS_PER_CORE, self.fit_features))
         share = TRAINER_HEAD_SHARE_WITH_SERVING if self.serving else 1.0
-        trainer = fit.PodSize("trainer ray head", self.head_pod_cpu or int(head_cpu * share),
-                              self.head_pod_memory_gib or int(head_memory * share))
+        trainer = fit.PodSize("trainer ray head", int(head_cpu * share), int(head_memory * share))
         serve = None
         if self.serving:
             serve = fit.PodSize("serve ray head", head_cpu - trainer.cpu, head_memory - trainer.memory_gib)
@@ -471,12 +469,12 @@ class Settings(ConfigModel):
                                for pod, low in small) or f"requested {head.requested.describe()}"
             raise ValueError(
                 f"head_instance_type={self.head_instance_type}"
-                f"{' and serving=true' if self.serving else ''} (head_pod_cpu={sizes.trainer_head.cpu}, "
-                f"head_pod_memory_gib={sizes.trainer_head.memory_gib}) does not fit: allocatable "
+                f"{' and serving=true' if self.serving else ''} (trainer head {sizes.trainer_head.cpu} CPU / "
+                f"{sizes.trainer_head.memory_gib} GiB) does not fit: allocatable "
                 f"{head.allocatable.describe()} minus system pods {head.system.describe()} leaves "
                 f"{head_free.describe()} for the Ray heads ({detail}); the heads need >= {need[0]} CPU and "
-                f"{need[1]} GiB together: choose a larger head_instance_type, smaller "
-                "head_pod_cpu/head_pod_memory_gib, or serving=false")
+                f"{need[1]} GiB together, sized from the head node: choose a larger head_instance_type "
+                f"({', '.join(HEAD_INSTANCES)}), or serving=false")
         return head, worker
 
     @property
@@ -546,6 +544,12 @@ FIXED: dict[str, tuple[Any, str]] = {
     **{f"supervise.{key}": (value, f"{where} in workload/deployment/supervisor.py")
        for key, (value, where) in FIXED_LIMITS.items()},
 }
+# Former settings now derived from another: key -> what derives it.
+DERIVED: dict[str, str] = {
+    key: "the trainer's Ray head is sized from head_instance_type (and serving, which takes a third of the head "
+         "node: Settings.pod_sizes in workload/deployment/settings.py); choose a head_instance_type"
+    for key in ("head_pod_cpu", "head_pod_memory_gib")
+}
 # Former settings the endpoint now reads from the recipe serve_recipe names: key -> the recipe's key.
 SERVED_MODEL_KEYS = {"base_model_id": "model.base_model_id", "serve_model_source": "trainer.policy.model.path"}
 
@@ -573,6 +577,10 @@ def load_settings(context: Mapping[str, Any]) -> Settings:
         raise SettingsError(f"{derived[0]}: no longer a setting; the endpoint serves the base model of the cluster "
                             f"recipe serve_recipe (its {SERVED_MODEL_KEYS[derived[0]]}); choose the recipe with "
                             "-c serve_recipe=NAME (`skymaze recipe list`)")
+    derived_from = sorted(key for key in context if key in DERIVED)
+    if derived_from:
+        raise SettingsError(f"{derived_from[0]}: no longer a setting; {DERIVED[derived_from[0]]}; "
+                            f"drop -c {derived_from[0]}=...")
     fixed = sorted(key for key in context if key in FIXED)
     if fixed:
         value, home = FIXED[fixed[0]]

@@ -60,13 +60,21 @@ def test_every_ray_pod_of_the_profile_fits_its_node(profile):
     assert (sizes.serve_head is not None) == (profile == "blog")
 
 
-def test_a_profile_that_cannot_fit_fails_naming_the_key_and_the_numbers():
-    # small's 16-vCPU head: a 13-CPU trainer head leaves the serving head nothing beside the system pods.
+def test_a_head_node_too_small_for_the_heads_fails_naming_the_key_and_the_numbers(monkeypatch):
+    from workload.deployment import fit
+    from workload.deployment import settings as deploy_settings
+
+    # ml.m5.xlarge: 4 vCPUs, 16 GiB (AWS's EC2 general purpose table): after the kubelet reservation and the
+    # system pods, too small for the trainer's head even without serving.
+    small_node = fit.InstanceFacts(4, 16, 0, 0, fit.KUBELET_DEFAULT_MAX_PODS, fit.EC2_GENERAL_PURPOSE)
+    monkeypatch.setitem(fit.INSTANCES, "ml.m5.xlarge", small_node)
+    monkeypatch.setitem(deploy_settings.HEAD_INSTANCES, "ml.m5.xlarge", small_node)
     with pytest.raises(SettingsError) as caught:
-        load_settings({"profile": "small", "serving": "true", "head_pod_cpu": "13"})
+        load_settings({"profile": "small", "head_instance_type": "ml.m5.xlarge"})
     message = str(caught.value)
-    assert "head_instance_type=ml.m5.4xlarge and serving=true (head_pod_cpu=13" in message
-    assert "allocatable 15.89 CPU" in message and "serve ray head gets 0 CPU / 18 GiB, needs >= 2 / 8" in message
+    assert "head_instance_type=ml.m5.xlarge (trainer head " in message
+    assert "trainer ray head gets " in message and "needs >= 4 / 16" in message
+    assert "choose a larger head_instance_type (ml.r5d.16xlarge, " in message and "head_pod_cpu" not in message
 
 
 def test_explicit_pod_sizes_that_fit_are_kept():

@@ -8,6 +8,7 @@ import pytest
 
 from workload.deployment.settings import (
     DEPLOY_GUARD_WARN_HOURS,
+    DERIVED,
     FIXED,
     KUBERNETES_VERSION,
     SERVED_MODEL_KEYS,
@@ -124,9 +125,16 @@ def test_a_former_setting_given_with_c_names_where_it_is_fixed(key, value, home)
         load_settings({"profile": "blog", key: "3"})
 
 
+@pytest.mark.parametrize("key", ["head_pod_cpu", "head_pod_memory_gib"])
+def test_a_former_head_pod_size_given_with_c_names_what_derives_it(key):
+    with pytest.raises(SettingsError, match=rf"^{key}: no longer a setting; the trainer's Ray head is sized from "
+                                            rf"head_instance_type .* choose a head_instance_type; drop -c {key}=\.\.\.$"):
+        load_settings({"profile": "blog", key: "3"})
+
+
 def test_the_former_settings_are_left_out_of_the_user_table():
     table = "\n".join(settings_table())
-    assert all(f"| `{key}` |" not in table for key in [*FIXED, *SERVED_MODEL_KEYS])
+    assert all(f"| `{key}` |" not in table for key in [*FIXED, *SERVED_MODEL_KEYS, *DERIVED])
     assert len(settings_table()) - 2 <= 39  # rows: 52 before the one-value knobs became constants
 
 
