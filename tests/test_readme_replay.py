@@ -277,7 +277,7 @@ def _walk_endpoint(walk: Walk, commands: list[str]) -> None:
     finally:
         walk.ran[serve] = Ran(server.argv, server.stop(), server.ready_output, "", server.wall_s())
     standin = (f"skymaze serve --model runs/latest/models/sft --model-id {STANDIN_MODEL_ID} "
-               f"--adapters s3://{ARTIFACTS_BUCKET}/adapters --s3-endpoint-url {walk.moto_url} "
+               f"--adapters s3://{ARTIFACTS_BUCKET}/adapters "
                f"--cache-dir {walk.root / 'adapter-cache'} --port {walk.values['cluster_port']}")
     server = _Server(standin, walk.root, _moto_env(walk))
     try:

@@ -13,7 +13,7 @@ from workload.cli._common import EXIT_USAGE, JSON_OPTION, fail, next_step, print
 from workload.config import ConfigError
 from workload.evaluate.adapter_facts import ADAPTER_SETTINGS
 from workload.evaluate.settings import EvaluateSettings
-from workload.serve.settings import LocalServeSettings, ServeSettings
+from workload.serve.settings import LocalServeSettings, ServeSettings, refuse_former
 
 API_KEY_ENV = "SKYMAZE_API_KEY"
 SIGNAL_POLL_S = 0.5  # how often the main thread wakes to notice a stop signal
@@ -27,7 +27,7 @@ def serve(
     model_id: str | None = setting_option(ServeSettings, "model_id"),
     max_adapters: int = setting_option(ServeSettings, "max_adapters"),
     cache_dir: Path = setting_option(ServeSettings, "cache_dir"),
-    s3_endpoint_url: str | None = setting_option(ServeSettings, "s3_endpoint_url"),
+    s3_endpoint_url: str | None = typer.Option(None, "--s3-endpoint-url", hidden=True),  # former: refused
     replica_cpus: float = setting_option(ServeSettings, "replica_cpus"),
     max_ongoing_requests: int = setting_option(ServeSettings, "max_ongoing_requests"),
     max_queued_requests: int = setting_option(ServeSettings, "max_queued_requests"),
@@ -50,9 +50,10 @@ def serve(
 
     api_key = _api_key(api_key_file)
     try:
+        refuse_former(["--s3-endpoint-url"] if s3_endpoint_url is not None else [])
         server = LocalServer(
             model, adapters, host=host, port=port, cache_dir=cache_dir, model_id=model_id,
-            max_adapters=max_adapters, s3_endpoint_url=s3_endpoint_url, replica_cpus=replica_cpus, api_key=api_key,
+            max_adapters=max_adapters, replica_cpus=replica_cpus, api_key=api_key,
             max_ongoing_requests=max_ongoing_requests, max_queued_requests=max_queued_requests,
         )  # fmt: skip
     except ConfigError as error:

@@ -30,7 +30,6 @@ class AdapterStore:
 
     source: str
     cache_dir: str
-    s3_endpoint_url: str | None = None
 
     @property
     def is_s3(self) -> bool:
@@ -39,7 +38,7 @@ class AdapterStore:
     def _s3(self) -> Any:
         import boto3
 
-        return boto3.client("s3", endpoint_url=self.s3_endpoint_url)
+        return boto3.client("s3")  # an S3-compatible store: AWS_ENDPOINT_URL_S3 (serve.settings.S3_ENDPOINT_ENV)
 
     def names(self) -> list[str]:
         """Names of the adapters available at the source, sorted."""

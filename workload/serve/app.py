@@ -48,7 +48,7 @@ from workload.serve.protocol import (
     models_body,
     parse_chat_request,
 )
-from workload.serve.settings import ServeSettings
+from workload.serve.settings import ServeSettings, refuse_former
 from workload.serving_rules import (
     DEFAULT_MAX_LORA_RANK,
     TRAINER_CONFIG_FIELD,
@@ -141,7 +141,7 @@ class ModelServer:
             max_lora_rank=DEFAULT_MAX_LORA_RANK,
             max_prompt_tokens=settings.limits.max_prompt_tokens,
         )
-        self._store = AdapterStore(settings.adapters, settings.cache_dir, settings.s3_endpoint_url)
+        self._store = AdapterStore(settings.adapters, settings.cache_dir)
         self._active = 0  # generations running or waiting for the engine
         self._turn = asyncio.Lock()  # one generation thread at a time (the engine's lock is the other guard)
         self._cancelled_waiting = 0  # requests whose client went away before their generation started
@@ -337,7 +337,7 @@ class OpenAIIngress:
         self._settings = settings
         self._limits = settings.limits.request_limits()
         self._model = model
-        self._store = AdapterStore(settings.adapters, settings.cache_dir, settings.s3_endpoint_url)
+        self._store = AdapterStore(settings.adapters, settings.cache_dir)
         self._open = 0  # chat requests in this ingress (reading, waiting for the model, or there)
         self._draining = False  # set by `begin_drain`: every later request gets 503 shutting_down
         # The model replica's running + queued requests: beyond them, requests wait here, then 503.
@@ -535,6 +535,7 @@ def builder_settings(args: dict[str, Any]) -> ServeSettings:
     """`app_builder`'s arguments as settings: each is a `ServeSettings` setting by the name ``skymaze serve``
     gives it (README's serve table), nested ones dotted (``limits.max_tokens=2048``); text or typed values."""
     accepted = ", ".join(config.field_paths(ServeSettings))
+    refuse_former(args)
     return config.validate_flat(
         ServeSettings, args, what="serve app arguments",
         hint=f" (pass model=FOLDER adapters=FOLDER_OR_S3_URI; every argument: {accepted})")

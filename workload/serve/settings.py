@@ -10,11 +10,12 @@ a user writes (``--max-adapters``, ``max_adapters=``); the README's tables print
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from pathlib import Path
 
 from pydantic import Field, NonNegativeFloat, NonNegativeInt, PositiveInt, ValidationInfo, field_validator
 
-from workload.config import ConfigModel
+from workload.config import ConfigError, ConfigModel
 from workload.localhost import LOOPBACK
 from workload.serve.protocol import (
     CHARS_PER_PROMPT_TOKEN_BOUND,
@@ -42,6 +43,22 @@ DEFAULT_MAX_ADAPTERS = 4
 # ray/serve/_private/constants.py); tests/workload/serve shows the 503 beyond them.
 DEFAULT_MAX_ONGOING_REQUESTS = 4
 DEFAULT_MAX_QUEUED_REQUESTS = 16
+# boto3's own setting for an S3-compatible store (botocore/configprovider.py ConfiguredEndpointProvider:
+# AWS_ENDPOINT_URL_S3, else AWS_ENDPOINT_URL, else endpoint_url in ~/.aws/config), read by every S3 client.
+S3_ENDPOINT_ENV = "AWS_ENDPOINT_URL_S3"
+# Former settings -> where their value lives now.
+FORMER: dict[str, str] = {
+    "s3_endpoint_url": f"an S3-compatible store is AWS's own configuration: set the environment variable "
+                       f"{S3_ENDPOINT_ENV} (or AWS_ENDPOINT_URL) for the serving process",
+}
+
+
+def refuse_former(names: Iterable[str]) -> None:
+    """Fail naming where a former setting went, for the first of ``names`` that is one."""
+    for name in names:
+        key = name.lstrip("-").replace("-", "_")
+        if key in FORMER:
+            raise ConfigError(f"{name} is no longer a serve setting: {FORMER[key]}")
 
 
 class ServeLimits(ConfigModel):
@@ -74,7 +91,6 @@ class ServeSettings(ConfigModel):
     base_model_id: str | None = Field(None, alias="model_id", validate_default=True,
                                       description="Id of the base model in requests (default: the model folder's name).")
     cache_dir: Path = Field(DEFAULT_CACHE_DIR, validate_default=True, description="Where adapters from S3 are cached.")
-    s3_endpoint_url: str | None = Field(None, description="S3-compatible endpoint for s3:// adapters (default: AWS).")
     max_num_adapters_per_replica: PositiveInt = Field(
         DEFAULT_MAX_ADAPTERS, alias="max_adapters",
         description="Adapters kept in memory per model replica (least recently used evicted beyond).")

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 
 import pytest
 
+from workload.serve.settings import S3_ENDPOINT_ENV
+
 ADAPTER_NAMES = ("a0", "a1", "a2")
 HOSTILE_API_KEY = "sk-test-hostile"
 # Bad adapters the hostile app lists next to good ones (see bad_adapters.py).
@@ -174,7 +176,6 @@ def serve_endpoints(
         "model_dir": str(tiny_model_dir),
         "adapters_dir": str(serve_adapters_dir),
         "s3_uri": moto_s3.uri,
-        "s3_endpoint_url": moto_s3.endpoint_url,
         "cache_dir": cache_dir,
         "replica_cpus": REPLICA_CPUS,
     }
@@ -186,7 +187,7 @@ def serve_endpoints(
         stdout=subprocess.PIPE,
         stderr=log,
         text=True,
-        env={**os.environ, **FAKE_CREDENTIALS},
+        env={**os.environ, **FAKE_CREDENTIALS, S3_ENDPOINT_ENV: moto_s3.endpoint_url},
     )
     try:
         urls = _read_reply(process)  # blocks until both apps answer, or the process dies

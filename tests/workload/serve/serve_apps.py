@@ -38,7 +38,6 @@ def main(config: dict) -> None:
         "s3": LocalServer(
             config["model_dir"],
             config["s3_uri"],
-            s3_endpoint_url=config["s3_endpoint_url"],
             cache_dir=config["cache_dir"],
             app_name="s3",
             route_prefix="/s3",

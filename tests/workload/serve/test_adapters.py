@@ -9,12 +9,19 @@ import pytest
 from tests.workload.serve.fixtures import FAKE_CREDENTIALS
 from workload.serve.adapters import CACHE_MARKER, AdapterStore, parse_s3_uri
 from workload.serve.errors import AdapterNotFoundError
+from workload.serve.settings import S3_ENDPOINT_ENV
 
 
 @pytest.fixture(autouse=True)
 def _fake_credentials(monkeypatch):
     for key, value in FAKE_CREDENTIALS.items():
         monkeypatch.setenv(key, value)
+
+
+@pytest.fixture
+def s3_endpoint_env(moto_s3, monkeypatch):
+    """moto's server as boto3's S3 endpoint, the way a user points the endpoint at an S3-compatible store."""
+    monkeypatch.setenv(S3_ENDPOINT_ENV, moto_s3.endpoint_url)
 
 
 def test_parse_s3_uri():
@@ -63,8 +70,9 @@ def _s3(moto_s3):
     return boto3.client("s3", endpoint_url=moto_s3.endpoint_url)
 
 
+@pytest.mark.usefixtures("s3_endpoint_env")
 def test_s3_lists_fetches_and_caches(moto_s3, tmp_path):
-    store = AdapterStore(moto_s3.uri, str(tmp_path), s3_endpoint_url=moto_s3.endpoint_url)
+    store = AdapterStore(moto_s3.uri, str(tmp_path))
     assert store.names() == ["a0", "a1", "a2"]
     folder = store.fetch("a0")
     assert folder == tmp_path / "a0"
@@ -75,8 +83,9 @@ def test_s3_lists_fetches_and_caches(moto_s3, tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["a0"]  # no staging folders left behind
 
 
+@pytest.mark.usefixtures("s3_endpoint_env")
 def test_s3_changed_adapter_is_downloaded_again(moto_s3, tmp_path):
-    store = AdapterStore(moto_s3.uri, str(tmp_path), s3_endpoint_url=moto_s3.endpoint_url)
+    store = AdapterStore(moto_s3.uri, str(tmp_path))
     client = _s3(moto_s3)
     bucket, prefix = parse_s3_uri(moto_s3.uri)
     key = f"{prefix}/a1/README.md"
@@ -90,8 +99,9 @@ def test_s3_changed_adapter_is_downloaded_again(moto_s3, tmp_path):
     assert (tmp_path / "a1" / CACHE_MARKER).is_file()
 
 
+@pytest.mark.usefixtures("s3_endpoint_env")
 def test_s3_unknown_adapter_and_unsafe_keys(moto_s3, tmp_path):
-    store = AdapterStore(moto_s3.uri, str(tmp_path), s3_endpoint_url=moto_s3.endpoint_url)
+    store = AdapterStore(moto_s3.uri, str(tmp_path))
     with pytest.raises(AdapterNotFoundError, match=r"no adapter_config\.json under s3://"):
         store.fetch("a9")
     client = _s3(moto_s3)
@@ -107,6 +117,7 @@ def test_s3_unknown_adapter_and_unsafe_keys(moto_s3, tmp_path):
         client.delete_object(Bucket=bucket, Key=f"{prefix}/evil/../../escape.txt")
 
 
+@pytest.mark.usefixtures("s3_endpoint_env")
 def test_the_store_reads_each_adapters_training_recipe_locally_and_from_s3(serve_adapters_dir, moto_s3, tmp_path):
     """What GET /v1/models states beside each adapter: its trainer_config.json, or nothing."""
     import json
@@ -120,7 +131,7 @@ def test_the_store_reads_each_adapters_training_recipe_locally_and_from_s3(serve
     assert store.trainer_config(name) == {"environment": {"maze": {"cell_px": 8}}}
     assert all(store.trainer_config(other) is None for other in store.names() if other != name)
 
-    remote = AdapterStore(moto_s3.uri, str(tmp_path / "s3-cache"), s3_endpoint_url=moto_s3.endpoint_url)
+    remote = AdapterStore(moto_s3.uri, str(tmp_path / "s3-cache"))
     bucket, prefix = parse_s3_uri(moto_s3.uri)
     client = _s3(moto_s3)
     client.put_object(Bucket=bucket, Key=f"{prefix}/a2/trainer_config.json", Body=b'{"generator": {"max_turns": 9}}')
