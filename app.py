@@ -17,6 +17,7 @@ from infra.stacks.observability import ObservabilityStack
 from infra.stacks.ray import RayStack
 from infra.stacks.serving import ServingStack
 from infra.stacks.storage import StorageStack
+from workload.config import ConfigError
 from workload.deployment.settings import Settings, SettingsError, load_settings
 
 
@@ -98,9 +99,9 @@ def main() -> None:
         context["account"] = os.environ["CDK_DEFAULT_ACCOUNT"]
     try:
         settings = load_settings(context)
-    except SettingsError as exc:  # a message for the user, not a traceback
+        compose(app, settings)
+    except (SettingsError, ConfigError) as exc:  # a message for the user, not a traceback (ConfigError: a recipe)
         sys.exit(f"error: {exc}")
-    compose(app, settings)
     app.synth()
 
 

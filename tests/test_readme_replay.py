@@ -49,7 +49,7 @@ ARTIFACTS_BUCKET = f"skymaze-artifacts-{MOTO_ACCOUNT}-{REGION}"  # workload/depl
 HYPERPOD_CLUSTER = "skymaze-hyperpod"  # infra/stacks/cluster.py: f"{settings.name}-hyperpod"
 CREDENTIALS_REFUSAL = ("error: no AWS credentials found; configure credentials (aws configure, aws sso login, or "
                        "AWS_PROFILE=NAME) and check them with `aws sts get-caller-identity`")
-STANDIN_MODEL_ID = "Qwen/Qwen3-VL-8B-Instruct"  # the cluster endpoint's base model id (deploy setting base_model_id)
+STANDIN_MODEL_ID = "Qwen/Qwen3-VL-8B-Instruct"  # the cluster endpoint's base model id (recipe blog's model.base_model_id)
 
 # README text -> what the replay runs instead, and why. Applied in order, to every command (a
 # `when` restricts an entry to commands containing it); values in braces come from the walk.

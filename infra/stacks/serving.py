@@ -11,16 +11,19 @@ from infra.constructs import ray_manifests as rm
 from workload.deployment.settings import ENDPOINT_MAX_ADAPTERS, ENDPOINT_MAX_LORAS, Settings
 from workload.serve.cluster_config import build_llm_serve_config, serve_config_v2_yaml
 from workload.serving_rules import DEFAULT_MAX_LORA_RANK
+from workload.skyrl.recipe import load_recipe
 
 ADAPTERS_PREFIX = "adapters"  # `skymaze promote --to s3://<artifacts>/adapters/<name>` writes here
 SERVE_REPLICAS = 1
 
 
 def serve_config(settings: Settings, *, region: str) -> dict:
-    """The serveConfigV2 document for this deployment (tensor-parallel over one GPU node)."""
+    """The serveConfigV2 document for this deployment (tensor-parallel over one GPU node): the base model
+    of recipe ``serve_recipe``."""
+    base_model_id, model_source = load_recipe(settings.serve_recipe).served_model()
     return build_llm_serve_config(
-        base_model_id=settings.base_model_id,
-        model_source=settings.serve_model_source,
+        base_model_id=base_model_id,
+        model_source=model_source,
         adapters_uri=f"s3://{settings.artifacts_bucket_name}/{ADAPTERS_PREFIX}",
         max_num_adapters_per_replica=ENDPOINT_MAX_ADAPTERS,
         max_lora_rank=DEFAULT_MAX_LORA_RANK,

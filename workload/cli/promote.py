@@ -74,12 +74,13 @@ SERVER_START_WAIT_S = 300  # a local `skymaze serve` is ready in 1-2 min on 2 bu
 def _cluster_endpoint(profile: str) -> tuple[str, str]:
     """(port-forward command, base model id) of the profile's serving endpoint."""
     from workload.deployment.settings import load_settings
+    from workload.skyrl.recipe import load_recipe
 
     settings = load_settings({"profile": profile})
     # infra/stacks/serving.py names the RayService NAME-serve; KubeRay's Serve service is <rayservice>-serve-svc.
     forward = (f"kubectl -n {RAY_NAMESPACE} port-forward svc/{settings.name}-serve-serve-svc "
                f"{LOCAL_ENDPOINT_PORT}:{LOCAL_ENDPOINT_PORT} &")
-    return forward, settings.base_model_id
+    return forward, load_recipe(settings.serve_recipe).model.base_model_id
 
 
 def _next_commands(manifest: dict, to: str, export: Path, endpoint: tuple[str, str] | None = None) -> list[str]:

@@ -68,6 +68,7 @@ FSX_FIRST_STEP_GIB = 1200
 FSX_STEP_GIB = 2400
 FSX_THROUGHPUTS_MBPS_PER_TIB = (125, 250, 500, 1000)  # PERSISTENT_2 per-unit throughput values
 PLACEHOLDER_ACCOUNT = "111111111111"  # offline synth; `cdk deploy` passes the real account
+SERVE_RECIPE = "blog"  # the published run: its adapters are what the endpoint serves (workload/skyrl/recipes)
 # A lower-case DNS name of two or more labels, no trailing dot (the 253-character total is ACM's to check).
 DNS_NAME = r"^([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,63}$"
 HOSTED_ZONE_ID = r"^[A-Z0-9]{1,32}$"  # Route 53 zone ids: upper-case letters and digits, at most 32
@@ -126,11 +127,10 @@ class Settings(ConfigModel):
     fsx_storage_gib: int = Field(FSX_FIRST_STEP_GIB, description="FSx for Lustre capacity: 1200, 2400, then steps of 2400.")
     fsx_throughput_mbps_per_tib: int = Field(250, description="FSx PERSISTENT_2 throughput per TiB: 125, 250, 500 or 1000.")
     serving: bool = Field(True, description="Deploy the Ray Serve endpoint (base model + LoRA adapters).")
-    base_model_id: str = Field("Qwen/Qwen3-VL-8B-Instruct", description="Model id the endpoint serves; adapters are "
-                               "BASE:NAME.")
-    serve_model_source: str = Field("/shared/models/visgym_model/mixed_qwen3vl", description="Weights the endpoint "
-                                    "loads: the VisGym SFT checkpoint the trainer stages onto FSx (recipe blog's "
-                                    "trainer.policy.model.path).")
+    # The endpoint serves the base model its adapters are trained on: one home, the cluster recipe.
+    serve_recipe: str = Field(SERVE_RECIPE, pattern=r"^[a-z0-9][a-z0-9-]{0,62}$", description="Cluster recipe whose "
+                              "base model the endpoint serves: model id its model.base_model_id (adapters are "
+                              "BASE:NAME), weights from its trainer.policy.model.path on FSx, which its job stages.")
     # Any new value re-imports the Grafana dashboards; `skymaze deploy` passes a fresh one each deploy
     # (synth stays deterministic: the default never changes, and dashboard edits re-import anyway).
     dashboards_revision: str = Field(default="0", pattern=r"^[A-Za-z0-9._:-]{1,64}$",
@@ -546,6 +546,8 @@ FIXED: dict[str, tuple[Any, str]] = {
     **{f"supervise.{key}": (value, f"{where} in workload/deployment/supervisor.py")
        for key, (value, where) in FIXED_LIMITS.items()},
 }
+# Former settings the endpoint now reads from the recipe serve_recipe names: key -> the recipe's key.
+SERVED_MODEL_KEYS = {"base_model_id": "model.base_model_id", "serve_model_source": "trainer.policy.model.path"}
 
 
 def settings_table() -> list[str]:
@@ -566,6 +568,11 @@ def load_settings(context: Mapping[str, Any]) -> Settings:
     profile = str(context.get("profile", DEFAULT_PROFILE))
     if profile not in PROFILES:
         raise SettingsError(f"profile: {profile!r} is not allowed; allowed values: {', '.join(PROFILES)}")
+    derived = sorted(key for key in context if key in SERVED_MODEL_KEYS)
+    if derived:
+        raise SettingsError(f"{derived[0]}: no longer a setting; the endpoint serves the base model of the cluster "
+                            f"recipe serve_recipe (its {SERVED_MODEL_KEYS[derived[0]]}); choose the recipe with "
+                            "-c serve_recipe=NAME (`skymaze recipe list`)")
     fixed = sorted(key for key in context if key in FIXED)
     if fixed:
         value, home = FIXED[fixed[0]]

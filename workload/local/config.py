@@ -4,6 +4,7 @@ Every setting is a field of the models below, with its meaning in ``description`
 recipe show local --fields`` and the README table print them). Key names follow SkyRL's config
 wherever SkyRL has the concept (``trainer.eval_interval``, ``generator.n_samples_per_prompt``, ...).
 A recipe may start from another with ``extends: NAME``; overrides go through ``workload.config``.
+Values with one sensible choice are constants, not settings (``workload/local/constants.py``).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from pydantic import Field, PositiveInt, field_validator, model_validator
 
 from workload import config
 from workload.config import ConfigModel
+from workload.local import constants
 from workload.maze.heldout import size_mismatch
 
 RECIPES_DIR = Path(__file__).parent / "recipes"
@@ -28,31 +30,22 @@ UNFINGERPRINTED = {
     "control": ("enabled",),
     "": ("name", "description"),
 }
-# SkyRL's trainer.algorithm values the learner implements, the only ones it runs: constants, not settings.
-# Still hashed into the fingerprint (as when they were settings), so a run keeps its id.
-FIXED_ALGORITHM = {"advantage_estimator": "grpo", "loss_reduction": "token_mean"}
 
 
 class AlgorithmConfig(ConfigModel):
     """The GRPO objective (SkyRL ``trainer.algorithm``)."""
 
-    grpo_norm_by_std: bool = Field(description="Divide each group's advantages by the group's reward std.")
-    eps_clip_low: float = Field(description="PPO ratio clip below 1 (1 - eps).")
-    eps_clip_high: float = Field(description="PPO ratio clip above 1 (1 + eps).")
-    use_kl_loss: bool = Field(description="Add a KL penalty against the reference (SFT) policy.")
-    kl_loss_coef: float = Field(description="Weight of the KL penalty when use_kl_loss is on.")
+    use_kl_loss: bool = Field(description="Add a KL penalty against the reference (SFT) policy, weighted "
+                              "KL_LOSS_COEF (workload/local/constants.py).")
 
 
 class OptimizerConfig(ConfigModel):
     """AdamW of the LoRA weights (SkyRL ``trainer.policy.optimizer_config``)."""
 
     lr: float = Field(description="Peak learning rate of the GRPO updates.")
-    weight_decay: float = Field(description="AdamW weight decay.")
-    max_grad_norm: float = Field(description="Gradient norm clip.")
     scheduler: Literal[SCHEDULERS] = Field(description="Learning-rate schedule (Hugging Face names): "
-                                           "constant_with_warmup, or cosine_with_min_lr down to lr x min_lr_ratio.")
-    num_warmup_steps: int = Field(ge=0, description="GRPO steps of linear learning-rate warm-up.")
-    min_lr_ratio: float = Field(ge=0.0, le=1.0, description="The cosine ends at lr x this.")
+                                           "constant_with_warmup, or cosine_with_min_lr down to lr x MIN_LR_RATIO, each "
+                                           "after NUM_WARMUP_STEPS (workload/local/constants.py).")
 
 
 class LoraConfig(ConfigModel):
@@ -60,8 +53,6 @@ class LoraConfig(ConfigModel):
 
     rank: PositiveInt = Field(description="LoRA rank.")
     alpha: int = Field(description="LoRA alpha (scale = alpha / rank).")
-    dropout: float = Field(description="LoRA dropout.")
-    target_modules: list[str] = Field(description="Language-model modules that get an adapter (a,b,c on the command line).")
 
 
 class ModelConfig(ConfigModel):
@@ -92,14 +83,10 @@ class TrainerConfig(ConfigModel):
     train_batch_size: PositiveInt = Field(description="Mazes (GRPO groups) per step.")
     policy_mini_batch_size: PositiveInt = Field(description="Mazes per optimizer step (train_batch_size / this = "
                                                 "updates per step).")
-    update_epochs_per_batch: PositiveInt = Field(description="Passes over each step's rollouts.")
     eval_interval: int = Field(description="Steps between evaluations: the validation set chooses, the held-out "
                                "set reports (-1: off).")
-    eval_before_train: bool = Field(description="Evaluate the SFT model before the first GRPO step.")
     ckpt_interval: int = Field(description="Steps between resumable checkpoints (-1: off).")
     hf_save_interval: int = Field(description="Steps between adapter exports (-1: off).")
-    max_ckpts_to_keep: int = Field(description="Checkpoints kept (-1: all).")
-    num_threads: PositiveInt = Field(description="Torch threads of the learner and evaluator.")
     algorithm: AlgorithmConfig
     policy: PolicyConfig
 
@@ -121,10 +108,9 @@ class TrainerConfig(ConfigModel):
 
 
 class SamplingConfig(ConfigModel):
-    """How replies are sampled."""
+    """How training rollouts are sampled (replies are MAX_GENERATE_LENGTH tokens; evaluation is greedy)."""
 
-    temperature: float = Field(description="Sampling temperature (0: greedy).")
-    max_generate_length: PositiveInt = Field(description="Tokens a reply may have (2: one action token and the end-of-turn token).")
+    temperature: float = Field(description="Sampling temperature of training rollouts (0: greedy).")
 
 
 class InferenceEngineConfig(ConfigModel):
@@ -141,15 +127,13 @@ class GeneratorConfig(ConfigModel):
     max_turns: PositiveInt = Field(description="Turn cap of an episode.")
     image_history: PositiveInt = Field(description="Past frames kept in context (1: the latest frame only).")
     sampling_params: SamplingConfig = Field(description="Sampling of training rollouts.")
-    eval_sampling_params: SamplingConfig = Field(description="Sampling of evaluations.")
     inference_engine: InferenceEngineConfig
 
 
 class MazeConfig(ConfigModel):
     """The mazes played."""
 
-    size: int = Field(description="Maze side in cells: odd and >= 5 (VisGym).")
-    cell_px: PositiveInt = Field(description="Pixels a cell (the frame is size x cell_px, padded to 32 px blocks).")
+    size: int = Field(description="Maze side in cells: odd and >= 5 (VisGym); cells are CELL_PX pixels.")
 
     @field_validator("size")
     @classmethod
@@ -162,7 +146,6 @@ class MazeConfig(ConfigModel):
 class EnvironmentConfig(ConfigModel):
     """The environment (SkyRL ``environment``)."""
 
-    env_class: str = Field(description="Environment name (maze).")
     maze: MazeConfig
     heldout_set: str = Field(description="Frozen held-out set evaluated (skymaze maze heldout).")
 
@@ -172,17 +155,12 @@ class SftConfig(ConfigModel):
 
     batch_size: PositiveInt = Field(description="Samples per SFT step.")
     lr: float = Field(description="SFT learning rate.")
-    warmup_steps: int = Field(description="Linear warm-up steps of the SFT learning rate.")
-    max_grad_norm: float = Field(description="SFT gradient norm clip.")
-    path_fraction: float = Field(ge=0.0, le=1.0, description="Share of samples on the BFS path; the rest are "
-                                 "random floor cells (recovery).")
     validation_size: PositiveInt = Field(description="Validation mazes (in neither training nor the held-out set; "
                                          "whole maps when the held-out set is held out by map): they stop SFT and "
                                          "choose the served step.")
-    target_solved: int = Field(description="Stop SFT at the first check at which this many validation mazes are "
-                               "right on their whole path (the rule reads validation only and never goes back).")
-    check_every: PositiveInt = Field(description="SFT steps between validation checks.")
-    max_steps: PositiveInt = Field(description="SFT step cap.")
+    target_solved: int = Field(description="Stop SFT at the first check (every SFT_CHECK_EVERY steps, at most "
+                               "SFT_MAX_STEPS) at which this many validation mazes are right on their whole path (the "
+                               "rule reads validation only and never goes back; 0: stop at the first check).")
 
 
 class ControlConfig(ConfigModel):
@@ -242,7 +220,12 @@ class RehearsalConfig(ConfigModel):
         return self
 
     def to_dict(self) -> dict[str, Any]:
-        return self.model_dump()
+        """Every setting and, under their old keys, the constants that were settings (``constants.FIXED``):
+        what a run saves (config.json, checkpoints, an export's trainer_config.json) and what its fingerprint hashes."""
+        data = self.model_dump()
+        for key, value in constants.fixed_values().items():
+            data = config.merge(data, config.nest(key, value))
+        return data
 
     def overrides(self) -> list[str]:
         """Every setting as ``KEY=VALUE``, as ``--set`` takes it."""
@@ -252,7 +235,6 @@ class RehearsalConfig(ConfigModel):
     def fingerprint(self) -> str:
         """Hash of every setting that changes results (not the run name or folder)."""
         data = self.to_dict()
-        data["trainer"]["algorithm"].update(FIXED_ALGORITHM)
         for section, keys in UNFINGERPRINTED.items():
             for key in keys:
                 (data[section] if section else data).pop(key)
@@ -280,13 +262,28 @@ def available_recipes() -> tuple[str, ...]:
 
 def load_config(name: str = "local", overrides: list[str] | None = None) -> RehearsalConfig:
     """Read recipe ``name`` (following ``extends``), apply ``KEY=VALUE`` overrides, validate and freeze."""
-    raw = config.apply_overrides(RehearsalConfig, config.read_recipe(RECIPES_DIR, name), list(overrides or []),
+    recipe = config.read_recipe(RECIPES_DIR, name)
+    for key in [*config.flatten(recipe), *(config.split_pair(item)[0] for item in overrides or [])]:
+        if key in constants.FIXED:
+            raise config.ConfigError(f"rehearsal recipe {name!r}: {constants.fixed_message(key)}")
+    raw = config.apply_overrides(RehearsalConfig, recipe, list(overrides or []),
                                  lists=f"skymaze recipe show {name} --fields")
     return config.validate(RehearsalConfig, {**raw, "name": name}, what=f"rehearsal recipe {name!r}")
 
 
 def config_from_dict(data: dict[str, Any]) -> RehearsalConfig:
-    """Rebuild a config saved with ``to_dict()`` (checkpoints, exports; older ones hold FIXED_ALGORITHM too)."""
-    algorithm = {k: v for k, v in data["trainer"]["algorithm"].items() if k not in FIXED_ALGORITHM}
-    data = {**data, "trainer": {**data["trainer"], "algorithm": algorithm}}
-    return config.validate(RehearsalConfig, data, what="saved rehearsal settings")
+    """Rebuild a config saved with ``to_dict()`` (checkpoints, exports, config.json).
+
+    The constants that were settings are dropped where they hold the constant's value (every run saved
+    before they became constants, with their defaults); a saved value that differs fails naming the key,
+    since this code runs only the constant.
+    """
+    fixed = constants.fixed_values()
+    settings: dict[str, Any] = {}
+    for key, value in config.flatten(data).items():
+        if key not in fixed:
+            settings = config.merge(settings, config.nest(key, value))
+        elif value != fixed[key]:
+            raise config.ConfigError(f"saved rehearsal settings: {key}={_text(value)} was run with a value this code "
+                                     f"no longer runs; {constants.fixed_message(key)}")
+    return config.validate(RehearsalConfig, settings, what="saved rehearsal settings")

@@ -6,6 +6,7 @@ from typing import Any
 
 import torch
 
+from workload.local import constants
 from workload.local.config import RehearsalConfig
 from workload.local.episodes import EpisodeRecord, PlaySettings, play
 from workload.local.policy import Context, Encoder
@@ -15,15 +16,15 @@ PROXY_BATCH = 256  # contexts per forward of the path-argmax check (bounds activ
 
 
 def eval_settings(cfg: RehearsalConfig) -> PlaySettings:
-    """Greedy play settings (``generator.eval_sampling_params``)."""
+    """Greedy play settings (``constants.EVAL_TEMPERATURE``, ``MAX_GENERATE_LENGTH``)."""
     g, maze = cfg.generator, cfg.environment.maze
     return PlaySettings(
         size=maze.size,
-        cell_px=maze.cell_px,
+        cell_px=constants.CELL_PX,
         max_turns=g.max_turns,
         history=g.image_history,
-        temperature=g.eval_sampling_params.temperature,
-        max_new_tokens=g.eval_sampling_params.max_generate_length,
+        temperature=constants.EVAL_TEMPERATURE,
+        max_new_tokens=constants.MAX_GENERATE_LENGTH,
     )
 
 
@@ -53,7 +54,7 @@ def path_states(entry: dict, cfg: RehearsalConfig) -> tuple[list[Context], list[
 
     maze = cfg.environment.maze
     actions = solve(entry["init_state"])
-    env = Maze2D(maze.size, cell_px=maze.cell_px)
+    env = Maze2D(maze.size, cell_px=constants.CELL_PX)
     frames = [env.reset(init_state=entry["init_state"])[0]]
     for action in actions[:-1]:
         frames.append(env.step(action)[0])

@@ -66,14 +66,13 @@ def undocumented(local: dict[str, Any], cluster: dict[str, Any]) -> list[str]:
 
 
 def recipes() -> tuple[dict[str, Any], dict[str, Any]]:
-    """The shipped ``local`` recipe flattened (with the algorithm values it fixes) and the ``blog`` recipe's SkyRL keys."""
+    """The shipped ``local`` recipe flattened (with the constants it fixes, under their SkyRL keys) and the
+    ``blog`` recipe's SkyRL keys."""
     from workload import config
-    from workload.local.config import FIXED_ALGORITHM, load_config
+    from workload.local.config import load_config
     from workload.skyrl.recipe import load_recipe
 
-    local = config.flatten(load_config(LOCAL_RECIPE).model_dump())
-    local |= {f"trainer.algorithm.{key}": value for key, value in FIXED_ALGORITHM.items()}
-    return local, dict(load_recipe(CLUSTER_RECIPE).skyrl)
+    return config.flatten(load_config(LOCAL_RECIPE).to_dict()), dict(load_recipe(CLUSTER_RECIPE).skyrl)
 
 
 def markdown() -> str:

@@ -27,7 +27,7 @@ import numpy as np
 import torch
 
 from workload.files import write_dir_atomic, write_json_atomic, write_text_atomic
-from workload.local import grpo
+from workload.local import constants, grpo
 from workload.local.config import SCHEDULERS, RehearsalConfig, TrainerConfig
 from workload.local.data import PHASE_GRPO, draw_seeds
 from workload.local.episodes import EpisodeRecord
@@ -152,7 +152,7 @@ def merge_duplicates(
 
 def updates_per_step(trainer: TrainerConfig) -> int:
     """Optimizer steps in one GRPO step: one per mini-batch of whole groups, every epoch."""
-    return (trainer.train_batch_size // trainer.policy_mini_batch_size) * trainer.update_epochs_per_batch
+    return (trainer.train_batch_size // trainer.policy_mini_batch_size) * constants.UPDATE_EPOCHS_PER_BATCH
 
 
 def mini_batches(samples: list[Sample], *, n_minis: int, groups_per_mini: int) -> list[tuple[range, list[Sample]]]:
@@ -283,15 +283,15 @@ class PolicyState:
         self.model, self.cfg, self.run = model, cfg, run
         t, opt_cfg = cfg.trainer, cfg.trainer.policy.optimizer_config
         self.params = [p for p in model.parameters() if p.requires_grad]
-        self.optimizer = torch.optim.AdamW(self.params, lr=opt_cfg.lr, weight_decay=opt_cfg.weight_decay)
+        self.optimizer = torch.optim.AdamW(self.params, lr=opt_cfg.lr, weight_decay=constants.WEIGHT_DECAY)
         updates = updates_per_step(t)
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
             self.optimizer,
             lr_factor(
                 opt_cfg.scheduler,
-                warmup_steps=opt_cfg.num_warmup_steps * updates,
+                warmup_steps=constants.NUM_WARMUP_STEPS * updates,
                 total_steps=t.max_training_steps * updates,
-                min_lr_ratio=opt_cfg.min_lr_ratio,
+                min_lr_ratio=constants.MIN_LR_RATIO,
             ),
         )
         self.ema_decay = t.policy.ema_decay
@@ -304,7 +304,7 @@ class PolicyState:
 
     def optimizer_step(self) -> float:
         """Clip the accumulated gradient, step AdamW and the schedule; returns the gradient norm."""
-        max_norm = self.cfg.trainer.policy.optimizer_config.max_grad_norm
+        max_norm = constants.MAX_GRAD_NORM
         norm = float(torch.nn.utils.clip_grad_norm_(self.params, max_norm))
         self.optimizer.step()
         self.scheduler.step()
@@ -343,7 +343,7 @@ class PolicyState:
 
     def save_checkpoint(self, step: int) -> None:
         """Weights, AdamW, schedule, average and RNG states of ``step``; older ones beyond
-        ``trainer.max_ckpts_to_keep`` are removed."""
+        ``constants.MAX_CKPTS_TO_KEEP`` are removed."""
         import shutil
 
         state = {
@@ -358,7 +358,7 @@ class PolicyState:
         write_dir_atomic(self.run.ckpt(step), lambda tmp: torch_save_atomic(state, tmp / "state.pt"))
         write_text_atomic(self.run.ckpts / LATEST_FILE, f"{step}\n")
         saved = [int(p.name.rsplit("_", 1)[1]) for p in self.run.ckpts.glob("global_step_*")]
-        for old in checkpoints_to_prune(saved, self.cfg.trainer.max_ckpts_to_keep):
+        for old in checkpoints_to_prune(saved, constants.MAX_CKPTS_TO_KEEP):
             shutil.rmtree(self.run.ckpt(old), ignore_errors=True)
 
     def load_checkpoint(self, step: int) -> None:
@@ -427,7 +427,7 @@ class GrpoLearner:
         return score_episodes(
             episodes,
             group_size=g.n_samples_per_prompt,
-            norm_by_std=self.cfg.trainer.algorithm.grpo_norm_by_std,
+            norm_by_std=constants.GRPO_NORM_BY_STD,
             history=g.image_history,
             size=self.cfg.environment.maze.size,
             skip_tokens=self.encoder.vision_token_ids,
@@ -456,7 +456,7 @@ class GrpoLearner:
         samples = merge_duplicates(contexts, completions, advantages, group_of)
         minis = self._encode_mini_batches(samples, group_tokens, with_old=recompute_old)
         sums: dict[str, float] = {}
-        epochs = self.cfg.trainer.update_epochs_per_batch
+        epochs = constants.UPDATE_EPOCHS_PER_BATCH
         for _ in range(epochs):
             for micro, denominator in minis:
                 self._train_mini_batch(micro, denominator, sums, recomputed_old=recompute_old)
@@ -525,11 +525,11 @@ class GrpoLearner:
             micro.old if recomputed_old else logprobs.detach(),
             micro.advantages,
             weights,
-            eps_clip_low=alg.eps_clip_low,
-            eps_clip_high=alg.eps_clip_high,
+            eps_clip_low=constants.EPS_CLIP_LOW,
+            eps_clip_high=constants.EPS_CLIP_HIGH,
             denominator=denominator,
             ref_logprobs=ref,
-            kl_loss_coef=alg.kl_loss_coef,
+            kl_loss_coef=constants.KL_LOSS_COEF,
         )
 
     # -- one step ---------------------------------------------------------------------------

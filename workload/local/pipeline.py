@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from workload.files import write_dir_atomic, write_json_atomic
+from workload.local import constants
 from workload.local.config import RehearsalConfig
 from workload.local.rundir import RunDir, point_latest
 from workload.local.tracking import MetricsLog, PeakMemory, PhaseTimer
@@ -101,7 +102,7 @@ def _phase_sft(cfg: RehearsalConfig, run: RunDir, ctx: PhaseContext, echo: Calla
     echo(
         f"[sft] BFS demonstrations, batch {cfg.sft.batch_size}; stop at the first check with at least "
         f"{cfg.sft.target_solved}/{total} validation mazes right on their whole path (checked every "
-        f"{cfg.sft.check_every} steps; at most {cfg.sft.max_steps} steps)"
+        f"{constants.SFT_CHECK_EVERY} steps; at most {constants.SFT_MAX_STEPS} steps)"
     )
     result = run_sft(
         model=model,
@@ -140,7 +141,7 @@ def _phase_grpo(cfg: RehearsalConfig, run: RunDir, ctx: PhaseContext, echo: Call
     rollout = dataclasses.replace(
         eval_settings(cfg),
         temperature=g.sampling_params.temperature,
-        max_new_tokens=g.sampling_params.max_generate_length,
+        max_new_tokens=constants.MAX_GENERATE_LENGTH,
     )
     workers = start_workers(
         ray,
@@ -167,7 +168,7 @@ def _phase_grpo(cfg: RehearsalConfig, run: RunDir, ctx: PhaseContext, echo: Call
         if start:
             learner.policy.load_checkpoint(start)
             echo(f"[grpo] resumed from checkpoint global_step_{start} (trainer.resume_mode=none starts afresh)")
-        elif t.eval_before_train and not run.eval_report(0).is_file():
+        elif constants.EVAL_BEFORE_TRAIN and not run.eval_report(0).is_file():
             learner.evaluate(0)
         echo(
             f"[grpo] {g.inference_engine.num_engines} Ray rollout actors; {t.train_batch_size} mazes x "
@@ -284,8 +285,8 @@ def _phase_serve(cfg: RehearsalConfig, run: RunDir, best_step: int, echo: Callab
             max_turns=cfg.generator.max_turns,
             style="compact",
             image_history=cfg.generator.image_history,
-            cell_px=cfg.environment.maze.cell_px,
-            max_tokens=cfg.generator.eval_sampling_params.max_generate_length,
+            cell_px=constants.CELL_PX,
+            max_tokens=constants.MAX_GENERATE_LENGTH,
             reuse_replies=True,
         )
     report["step"] = best_step
@@ -392,7 +393,7 @@ def rehearse(cfg: RehearsalConfig, *, echo: Callable[[str], None] = print) -> di
 
     from workload.local.report import finish_report
 
-    torch.set_num_threads(cfg.trainer.num_threads)
+    torch.set_num_threads(constants.NUM_THREADS)
     started = time.perf_counter()
     run, reread_only = _open_run(cfg, echo)
     # GRPO resumes from its latest checkpoint (step 0: before the first one), SFT from its own.

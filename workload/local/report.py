@@ -18,6 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 from workload.files import write_json_atomic
+from workload.local import constants
 from workload.local.config import RehearsalConfig
 from workload.local.rundir import RunDir
 from workload.local.stats import SIGNIFICANCE, mcnemar_exact
@@ -378,7 +379,7 @@ def finish_report(
         "sft": {k: v for k, v in sft.items() if k != "history"},
         "image_history": cfg.generator.image_history,
     }
-    write_pictures(report, run, heldout, cfg.environment.maze.cell_px)
+    write_pictures(report, run, heldout, constants.CELL_PX)
     previous_path = run.root / "report.json"
     previous = json.loads(previous_path.read_text()) if previous_path.is_file() else None
     report = keep_measurements(report, previous, reread_only=reread_only)

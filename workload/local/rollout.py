@@ -12,6 +12,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from workload.local import constants
 from workload.local.config import LoraConfig
 from workload.local.episodes import EpisodeRecord, PlaySettings, play
 from workload.localhost import LocalRay
@@ -27,8 +28,8 @@ def lora_peft_config(lora: LoraConfig) -> Any:
     return PeftLoraConfig(
         r=lora.rank,
         lora_alpha=lora.alpha,
-        lora_dropout=lora.dropout,
-        target_modules=list(lora.target_modules),
+        lora_dropout=constants.LORA_DROPOUT,
+        target_modules=list(constants.LORA_TARGET_MODULES),
         bias="none",
     )
 

@@ -1,15 +1,15 @@
 """SFT warm start on solver demonstrations, stopped by a rule on a validation set fixed in the recipe.
 
 The analogue of the VisGym SFT checkpoint: full fine-tuning of the tiny model on
-(frame, solver action) pairs. A fixed step count gives starts from 0 to 12 of 64 depending on
-the seed (measured at ~140 steps: 12, 0 and 3 of 64 for seeds 0, 1, 2), so training stops at
-the first check, every ``sft.check_every`` steps, at which the greedy first token is the
-solver's action on every shortest-path state of at least ``sft.target_solved`` validation
-mazes (never the held-out set), or at ``sft.max_steps``. That check is one batched forward
-(``PathCheck``: the validation prompts are encoded once). The rule reads the validation set
-only and never goes back: the start is whatever the first check at or above the target holds,
-however far above it lands. The recipe's target is the published cluster run's start (28 of
-64 = 43.75 % strict solves before GRPO), fixed before any rehearsal seed of this rule ran.
+(frame, solver action) pairs. A fixed step count gives starts that differ widely from seed to
+seed (docs/results.md), so training stops at the first check, every ``SFT_CHECK_EVERY`` steps,
+at which the greedy first token is the solver's action on every shortest-path state of at least
+``sft.target_solved`` validation mazes (never the held-out set), or at ``SFT_MAX_STEPS`` (both
+in ``workload/local/constants.py``). That check is one batched forward (``PathCheck``: the
+validation prompts are encoded once). The rule reads the validation set only and never goes
+back: the start is whatever the first check at or above the target holds, however far above it
+lands. The recipe's target is the published cluster run's start (28 of 64 = 43.75 % strict
+solves before GRPO), fixed before any rehearsal seed of this rule ran.
 Progress is checkpointed at every check, so a killed run resumes from the last one.
 """
 
@@ -23,6 +23,7 @@ from typing import Any
 
 import torch
 
+from workload.local import constants
 from workload.local.config import RehearsalConfig
 from workload.local.data import demonstration_batch
 from workload.local.evaluator import PathCheck
@@ -79,15 +80,15 @@ def sft_step(
         seed=cfg.trainer.seed,
         step=step,
         size=maze.size,
-        cell_px=maze.cell_px,
+        cell_px=constants.CELL_PX,
         history=cfg.generator.image_history,
-        path_fraction=s.path_fraction,
+        path_fraction=constants.SFT_PATH_FRACTION,
         accept=accept,
     )
     loss = sft_loss(model, encoder, contexts, labels)
     opt.zero_grad(set_to_none=True)
     loss.backward()
-    grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), s.max_grad_norm)
+    grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), constants.SFT_MAX_GRAD_NORM)
     opt.step()
     sched.step()
     return loss, grad_norm
@@ -97,7 +98,7 @@ def sft_optimizer(model: Any, cfg: RehearsalConfig) -> tuple[torch.optim.Optimiz
     opt = torch.optim.AdamW(
         model.parameters(), lr=cfg.sft.lr, betas=ADAM_BETAS, weight_decay=SFT_WEIGHT_DECAY
     )
-    warmup = max(1, cfg.sft.warmup_steps)
+    warmup = max(1, constants.SFT_WARMUP_STEPS)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda step: min(1.0, (step + 1) / warmup))
     return opt, sched
 
@@ -127,13 +128,13 @@ def run_sft(
         if state.get("stopped"):
             return SftResult(step, state["solved"], history)
     check = PathCheck(encoder, validation, cfg)  # the same prompts every check
-    rule = StopRule(s.target_solved, s.check_every)
+    rule = StopRule(s.target_solved, constants.SFT_CHECK_EVERY)
     stopped = False
     started = time.perf_counter()
-    while step < s.max_steps:
+    while step < constants.SFT_MAX_STEPS:
         loss, grad_norm = sft_step(model, encoder, opt, sched, cfg, step, accept)
         step += 1
-        if not rule.due(step) and step < s.max_steps:
+        if not rule.due(step) and step < constants.SFT_MAX_STEPS:
             continue
         model.eval()
         solved = sum(check(model))
@@ -149,7 +150,7 @@ def run_sft(
                 "sft/steps_per_s": step / max(1e-9, time.perf_counter() - started),
             },
         )
-        # a stop by the rule is final; at sft.max_steps a rerun with a larger cap continues
+        # a stop by the rule is final; at SFT_MAX_STEPS a rerun with a larger cap continues
         torch_save_atomic(_snapshot(model, opt, sched, step, history, cfg, solved, stopped), run.sft_state)
         if stopped:
             break

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from workload.config import DEPLOY_FLAG, ConfigError, did_you_mean, field_paths, split_pair
+from workload.config import DEPLOY_FLAG, ConfigError, did_you_mean, field_paths, recipe_names, split_pair
 from workload.deployment.names import HYPERPOD_GPU_GROUP, RAY_NAMESPACE
 from workload.deployment.settings import (
     HEAD_COUNT,
@@ -20,6 +20,7 @@ from workload.deployment.settings import (
 )
 from workload.ops.cost import ClusterShape, InstanceGroup
 from workload.ops.plan import TeardownTarget
+from workload.skyrl.recipe import RECIPES_DIR
 
 __all__ = ["PROFILES", "SettingsError", "parse_overrides", "settings_for", "shape_for", "target_for"]
 
@@ -45,7 +46,11 @@ def settings_for(profile: str, overrides: tuple[tuple[str, str], ...] = ()) -> S
     if unknown:
         raise SettingsError(f"{DEPLOY_FLAG} {unknown[0]}=...: not a deployment setting"
                             f"{did_you_mean(unknown[0], known)} (known: {', '.join(known)})")
-    return load_settings({"profile": profile, **dict(overrides)})
+    settings = load_settings({"profile": profile, **dict(overrides)})
+    if settings.serve_recipe not in recipe_names(RECIPES_DIR):
+        raise SettingsError(f"serve_recipe: {settings.serve_recipe!r} is not a cluster recipe; choose one of "
+                            f"{', '.join(recipe_names(RECIPES_DIR))} (`skymaze recipe list`)")
+    return settings
 
 
 def target_for(settings: Settings, *, overrides: tuple[tuple[str, str], ...] = (),

@@ -112,6 +112,10 @@ class Recipe(config.ConfigModel):
             return self.dataset.epochs
         return schedule.epochs_for_steps(steps=requested, per_epoch=per_epoch)
 
+    def served_model(self) -> tuple[str, str]:
+        """(model id, weights path) of the base model an endpoint serves for this recipe's adapters."""
+        return self.model.base_model_id, self.resolved()["trainer.policy.model.path"]
+
     def resolved(self) -> dict[str, Any]:
         """Every SkyRL key this recipe sets, placeholders filled in, project keys added."""
         names = {"shared_root": self.shared_root.rstrip("/"), "run_id": self.run_id, "run_dir": self.run_dir}

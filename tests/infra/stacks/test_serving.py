@@ -28,6 +28,23 @@ def test_serve_config_is_the_workload_builders_for_these_settings(service, synth
     assert llm["engine_kwargs"]["tensor_parallel_size"] == 2  # the GPUs of one g7e.12xlarge
 
 
+@pytest.mark.parametrize("recipe", ["blog", "small"])
+def test_the_endpoint_serves_the_base_model_its_recipe_trains_from_fsx(recipe):
+    # The RayService reads the base model from FSx; the recipe's job downloads it there first.
+    from infra.stacks.serving import serve_config
+    from workload.deployment.settings import load_settings
+    from workload.skyrl.recipe import load_recipe
+
+    settings = load_settings({"profile": "blog", "serve_recipe": recipe})
+    (app,) = serve_config(settings, region="us-west-2")["applications"]
+    (llm,) = app["args"]["llm_configs"]
+    trained = load_recipe(recipe)
+    assert llm["model_loading_config"] == {"model_id": trained.model.base_model_id,
+                                           "model_source": trained.resolved()["trainer.policy.model.path"]}
+    assert llm["model_loading_config"] == {"model_id": "Qwen/Qwen3-VL-8B-Instruct",  # the values before serve_recipe
+                                           "model_source": "/shared/models/visgym_model/mixed_qwen3vl"}
+
+
 def test_serving_workers_request_the_gpus_of_one_node_and_mount_shared(service):
     (group,) = service["spec"]["rayClusterConfig"]["workerGroupSpecs"]
     container = group["template"]["spec"]["containers"][0]

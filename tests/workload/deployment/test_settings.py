@@ -10,6 +10,7 @@ from workload.deployment.settings import (
     DEPLOY_GUARD_WARN_HOURS,
     FIXED,
     KUBERNETES_VERSION,
+    SERVED_MODEL_KEYS,
     SettingsError,
     load_settings,
     settings_table,
@@ -125,8 +126,8 @@ def test_a_former_setting_given_with_c_names_where_it_is_fixed(key, value, home)
 
 def test_the_former_settings_are_left_out_of_the_user_table():
     table = "\n".join(settings_table())
-    assert all(f"| `{key}` |" not in table for key in FIXED)
-    assert len(settings_table()) - 2 <= 40  # rows: 52 before the one-value knobs became constants
+    assert all(f"| `{key}` |" not in table for key in [*FIXED, *SERVED_MODEL_KEYS])
+    assert len(settings_table()) - 2 <= 39  # rows: 52 before the one-value knobs became constants
 
 
 def test_the_deploy_guard_warns_halfway_through_a_short_deployment():
@@ -197,13 +198,20 @@ def test_trainer_cannot_use_more_nodes_than_the_cluster_has():
         load_settings({"profile": "blog", "trainer_workers": "4"})
 
 
-def test_serving_loads_the_checkpoint_the_trainer_stages_on_fsx():
-    # The RayService reads the base model from FSx; the trainer's job downloads it there first.
-    from workload.skyrl.recipe import load_recipe
+@pytest.mark.parametrize(("key", "recipe_key"), [("base_model_id", "model.base_model_id"),
+                                                  ("serve_model_source", "trainer.policy.model.path")])
+def test_the_served_model_given_with_c_points_to_the_recipe_it_comes_from(key, recipe_key):
+    with pytest.raises(SettingsError, match=rf"^{key}: no longer a setting; the endpoint serves the base model of the "
+                                            rf"cluster recipe serve_recipe \(its {re.escape(recipe_key)}\); choose the "
+                                            r"recipe with -c serve_recipe=NAME"):
+        load_settings({"profile": "blog", key: "x"})
 
-    settings = load_settings({"profile": "blog"})
-    trainer_model_path = load_recipe("blog").resolved()["trainer.policy.model.path"]
-    assert settings.serve_model_source == trainer_model_path
+
+def test_a_serve_recipe_that_is_not_a_recipe_is_refused_before_any_synth():
+    from workload.ops.profiles import settings_for
+
+    with pytest.raises(SettingsError, match=r"serve_recipe: 'blgo' is not a cluster recipe; choose one of blog, "):
+        settings_for("blog", (("serve_recipe", "blgo"),))
 
 
 def test_supervisor_limits_take_dotted_keys():

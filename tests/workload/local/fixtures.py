@@ -12,19 +12,16 @@ from pathlib import Path
 
 import pytest
 
-# Every phase on a few seconds of work: SFT checks twice, GRPO runs 6 steps of 2 groups x 2
-# rollouts with evals and exports every 3 steps and a checkpoint every step.
+# Every phase on a few seconds of work: SFT stops at its first check (target 0), GRPO runs 6 steps of
+# 2 groups x 2 rollouts with evals and exports every 3 steps and a checkpoint every step.
 SMOKE_OVERRIDES = (
     "sft.batch_size=16",
-    "sft.check_every=3",
-    "sft.max_steps=6",
     "sft.validation_size=4",
-    "sft.target_solved=4",
+    "sft.target_solved=0",
     "trainer.max_training_steps=6",
     "trainer.eval_interval=3",
     "trainer.ckpt_interval=1",
     "trainer.hf_save_interval=3",
-    "trainer.max_ckpts_to_keep=-1",
     "trainer.train_batch_size=2",
     "trainer.policy_mini_batch_size=2",
     "generator.n_samples_per_prompt=2",

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from workload import config
+from workload.local import constants
 from workload.local.config import config_from_dict, load_config
 
 
@@ -23,14 +25,14 @@ def test_overrides_are_parsed_to_the_recipe_types():
             "trainer.max_training_steps=7",
             "trainer.policy.optimizer_config.lr=1e-3",
             "trainer.algorithm.use_kl_loss=true",
-            "trainer.policy.model.lora.target_modules=q_proj,v_proj",
+            "trainer.policy.model.lora.rank=8",
             "trainer.run_name=mine",
         ],
     )
     assert cfg.trainer.max_training_steps == 7
     assert cfg.trainer.policy.optimizer_config.lr == pytest.approx(1e-3)
     assert cfg.trainer.algorithm.use_kl_loss is True
-    assert cfg.trainer.policy.model.lora.target_modules == ["q_proj", "v_proj"]
+    assert cfg.trainer.policy.model.lora.rank == 8
     assert cfg.run_id == "mine"
 
 
@@ -125,26 +127,65 @@ def test_the_sft_band_is_gone():
         load_config("local", ["sft.max_solved=12"])
 
 
-@pytest.mark.parametrize("key", ["trainer.algorithm.loss_reduction", "trainer.algorithm.advantage_estimator"])
-def test_the_algorithm_values_the_learner_implements_are_constants_not_settings(key):
-    with pytest.raises(ValueError, match=rf"unknown setting '{key}'"):
-        load_config("local", [f"{key}=x"])
+def test_a_removed_setting_on_the_command_line_fails_naming_its_constant():
+    with pytest.raises(ValueError, match=r"rehearsal recipe 'local': sft.max_steps is no longer a setting: it is the "
+                       r"fixed constant SFT_MAX_STEPS = 600 in workload/local/constants.py"):
+        load_config("local", ["sft.max_steps=5"])
 
 
-def test_the_fixed_algorithm_values_are_in_the_fingerprint_and_older_saved_configs_load():
+@pytest.mark.parametrize("key", sorted(constants.FIXED))
+def test_every_constant_that_was_a_setting_is_refused_by_name(key):
+    with pytest.raises(ValueError, match=rf"{key} is no longer a setting: it is the fixed constant {constants.FIXED[key]} "):
+        load_config("local", [f"{key}=1"])
+
+
+def test_a_recipe_that_sets_a_removed_key_fails_naming_its_constant(tmp_path, monkeypatch):
+    from workload.local import config as local_config
+
+    (tmp_path / "local.yaml").write_text((local_config.RECIPES_DIR / "local.yaml").read_text())
+    (tmp_path / "old.yaml").write_text("extends: local\nsft:\n  check_every: 2\n")
+    monkeypatch.setattr(local_config, "RECIPES_DIR", tmp_path)
+    with pytest.raises(ValueError, match=r"rehearsal recipe 'old': sft.check_every is no longer a setting: it is the "
+                       r"fixed constant SFT_CHECK_EVERY = 5"):
+        load_config("old")
+
+
+def test_the_recipe_keeps_its_fingerprint_with_the_constants_hashed_under_their_old_keys():
+    """912be40f18 is the id of the default run from before these settings became constants."""
     import hashlib
     import json
 
-    from workload.local.config import FIXED_ALGORITHM, UNFINGERPRINTED, config_from_dict
+    from workload.local.config import UNFINGERPRINTED
 
     cfg = load_config("local")
+    assert cfg.fingerprint() == "912be40f18"
     saved = cfg.to_dict()
-    saved["trainer"]["algorithm"].update(FIXED_ALGORITHM)  # what a run saved while they were settings
-    assert config_from_dict(saved) == cfg
+    assert config.flatten(saved).items() >= constants.fixed_values().items()
     for section, keys in UNFINGERPRINTED.items():
         for key in keys:
             (saved[section] if section else saved).pop(key)
     assert cfg.fingerprint() == hashlib.sha256(json.dumps(saved, sort_keys=True).encode()).hexdigest()[:10]
+
+
+def test_the_fingerprint_follows_a_patched_constant(monkeypatch):
+    before = load_config("local").fingerprint()
+    monkeypatch.setattr(constants, "SFT_MAX_STEPS", 6)
+    assert load_config("local").fingerprint() != before
+
+
+def test_a_config_saved_while_the_constants_were_settings_loads():
+    cfg = load_config("local", ["trainer.seed=3"])
+    saved = cfg.to_dict()  # every old key with the constant's value, as runs saved it
+    assert saved["sft"]["max_steps"] == 600 and saved["environment"]["maze"]["cell_px"] == 8
+    assert config_from_dict(saved) == cfg
+
+
+def test_a_saved_config_whose_removed_key_differs_from_the_constant_fails_naming_the_key():
+    saved = load_config("local").to_dict()
+    saved["sft"]["max_steps"] = 6
+    with pytest.raises(ValueError, match=r"saved rehearsal settings: sft.max_steps=6 was run with a value this code "
+                       r"no longer runs; sft.max_steps is no longer a setting: it is the fixed constant SFT_MAX_STEPS"):
+        config_from_dict(saved)
 
 
 def test_every_setting_has_a_description():
@@ -216,13 +257,18 @@ def test_the_run_log_names_the_recipe_that_ran(tmp_path, monkeypatch):
     [
         ("trainer.policy.optimizer_config.scheduler=linear",
          r"optimizer_config.scheduler=linear: Input should be 'constant_with_warmup' or 'cosine_with_min_lr'"),
-        ("trainer.policy.optimizer_config.num_warmup_steps=-1",
-         r"optimizer_config.num_warmup_steps=-1: Input should be greater than or equal to 0"),
-        ("trainer.policy.optimizer_config.min_lr_ratio=1.5",
-         r"optimizer_config.min_lr_ratio=1.5: Input should be less than or equal to 1"),
         ("trainer.policy.ema_decay=1.0", r"trainer.policy.ema_decay=1.0: Input should be less than 1"),
     ],
 )
 def test_schedule_and_weight_average_settings_are_checked(override, message):
     with pytest.raises(ValueError, match=message):
         load_config("local", [override])
+
+
+def test_a_saved_config_still_holds_every_key_the_adapter_evaluator_reads():
+    """An export's trainer_config.json is ``to_dict()``; `skymaze evaluate` reads frame size and reply length from it."""
+    from workload.evaluate.adapter_facts import _SOURCES
+
+    saved = config.flatten(load_config("local").to_dict())
+    wanted = [path for path, _ in _SOURCES.values() if not path.startswith("(")]
+    assert [path for path in wanted if path not in saved] == []

@@ -10,6 +10,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+from workload.local import constants
 from workload.local.config import load_config
 from workload.local.episodes import EpisodeRecord, PlaySettings, play
 from workload.local.grpo_trainer import (
@@ -141,7 +142,8 @@ def test_mini_batches_split_the_step_into_several_updates(tiny_model_dir, tmp_pa
 
 @pytest.mark.slow  # trains: optimizer steps on the tiny model
 def test_checkpoint_round_trip_restores_lora_and_optimizer_and_prunes(tiny_model_dir, tmp_path, episodes):
-    learner = _learner(tiny_model_dir, tmp_path, ["trainer.max_ckpts_to_keep=2"])
+    assert constants.MAX_CKPTS_TO_KEEP == 2
+    learner = _learner(tiny_model_dir, tmp_path)
     for step in (1, 2, 3):
         learner.update(*_samples(episodes))
         learner.policy.save_checkpoint(step)
@@ -301,9 +303,8 @@ def test_merged_turns_give_the_unmerged_gradient_on_a_real_step(tiny_model_dir, 
 
     def learner():
         torch.manual_seed(0)  # the same fresh adapter each time
-        made = _learner(  # no clipping: the gradient itself is compared
-            tiny_model_dir, tmp_path, ["generator.n_samples_per_prompt=4", "trainer.policy.optimizer_config.max_grad_norm=1e9"]
-        )
+        monkeypatch.setattr(constants, "MAX_GRAD_NORM", 1e9)  # no clipping: the gradient itself is compared
+        made = _learner(tiny_model_dir, tmp_path, ["generator.n_samples_per_prompt=4"])
         made.policy.optimizer.step = lambda: None  # keep the weights: compare the gradients only
         with torch.no_grad():  # a non-zero adapter, so the gradient reaches every LoRA matrix
             for name, param in made.model.named_parameters():
@@ -337,8 +338,9 @@ def _sample(group: int, tokens: int = 1, count: int = 1) -> Sample:
     return Sample(context=None, completion=[7] * tokens, advantage=1.0, count=count, group=group)
 
 
-def test_optimizer_steps_per_grpo_step_are_mini_batches_times_epochs():
-    trainer = SimpleNamespace(train_batch_size=8, policy_mini_batch_size=2, update_epochs_per_batch=3)
+def test_optimizer_steps_per_grpo_step_are_mini_batches_times_epochs(monkeypatch):
+    monkeypatch.setattr(constants, "UPDATE_EPOCHS_PER_BATCH", 3)
+    trainer = SimpleNamespace(train_batch_size=8, policy_mini_batch_size=2)
     assert updates_per_step(trainer) == 12
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from workload.local import constants
 from workload.local.config import load_config
 from workload.local.data import demonstration_batch, validation_set
 from workload.local.policy import Encoder
@@ -13,7 +14,16 @@ from workload.local.sft import run_sft, sft_loss
 
 pytestmark = pytest.mark.slow  # every test here trains the tiny model
 
-SMALL = ["sft.batch_size=8", "sft.check_every=2", "sft.validation_size=4", "generator.max_turns=3"]
+SMALL = ["sft.batch_size=8", "sft.validation_size=4", "generator.max_turns=3"]
+
+
+@pytest.fixture(autouse=True)
+def _check_every_two_steps(monkeypatch):
+    monkeypatch.setattr(constants, "SFT_CHECK_EVERY", 2)
+
+
+def _cap(monkeypatch, max_steps: int) -> None:
+    monkeypatch.setattr(constants, "SFT_MAX_STEPS", max_steps)
 
 
 def _fresh(tiny_model_dir):
@@ -60,25 +70,30 @@ def _run(tiny_model_dir, root, overrides, logged):
     return result, model
 
 
-def test_target_reached_at_the_first_check_stops_there(tiny_model_dir, tmp_path):
+def test_target_reached_at_the_first_check_stops_there(tiny_model_dir, tmp_path, monkeypatch):
     logged = []
-    result, _ = _run(tiny_model_dir, tmp_path, ["sft.target_solved=0", "sft.max_steps=10"], logged)
+    _cap(monkeypatch, 10)
+    result, _ = _run(tiny_model_dir, tmp_path, ["sft.target_solved=0"], logged)
     assert result.steps == 2
     assert [m["sft/validation_solved"] for _, _, m in logged] == [result.validation_solved]
 
 
-def test_unreachable_target_runs_to_max_steps_checking_on_schedule(tiny_model_dir, tmp_path):
+def test_unreachable_target_runs_to_max_steps_checking_on_schedule(tiny_model_dir, tmp_path, monkeypatch):
     logged = []
-    result, _ = _run(tiny_model_dir, tmp_path, ["sft.target_solved=4", "sft.max_steps=5"], logged)
+    _cap(monkeypatch, 5)
+    result, _ = _run(tiny_model_dir, tmp_path, ["sft.target_solved=4"], logged)
     assert result.steps == 5
     assert [step for _, step, _ in logged] == [2, 4, 5]
 
 
-def test_resume_from_the_sft_checkpoint_matches_an_uninterrupted_run(tiny_model_dir, tmp_path):
-    overrides = ["sft.target_solved=4", "sft.max_steps=4"]
+def test_resume_from_the_sft_checkpoint_matches_an_uninterrupted_run(tiny_model_dir, tmp_path, monkeypatch):
+    overrides = ["sft.target_solved=4"]
+    _cap(monkeypatch, 4)
     _, straight = _run(tiny_model_dir, tmp_path / "a", overrides, [])
     # Interrupted after the step-2 check: its checkpoint holds step 2; the rerun continues from it.
-    _run(tiny_model_dir, tmp_path / "b", ["sft.target_solved=4", "sft.max_steps=2"], [])
+    _cap(monkeypatch, 2)
+    _run(tiny_model_dir, tmp_path / "b", overrides, [])
+    _cap(monkeypatch, 4)
     state = torch.load(tmp_path / "b" / "ckpts" / "sft" / "state.pt", weights_only=False)
     assert state["step"] == 2
     logged = []
