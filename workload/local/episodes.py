@@ -90,6 +90,51 @@ def take_turn(
     return done
 
 
+def prompt_rows(keys: list[tuple], remembered: dict[tuple, list[int]] | None) -> tuple[list[int], list[int]]:
+    """Which episodes need the model this turn, batched once per distinct context.
+
+    Returns (the index of the first episode of each distinct context not in ``remembered``: the
+    prompt batch's rows, in order; for each episode that needs the model, its row in that batch).
+    """
+    unique: dict[tuple, int] = {}  # context key -> its row in this turn's prompt batch
+    owners: list[int] = []
+    rows: list[int] = []
+    for index, key in enumerate(keys):
+        if remembered is not None and key in remembered:
+            continue
+        if key not in unique:
+            unique[key] = len(unique)
+            owners.append(index)
+        rows.append(unique[key])
+    return owners, rows
+
+
+def _turn_completions(
+    model: Any,
+    encoder: Encoder,
+    cache: Any,
+    contexts: list[Context],
+    settings: PlaySettings,
+    remembered: dict[tuple, list[int]] | None,
+) -> list[list[int]]:
+    """The generated tokens of every active episode's next turn: one ``generate`` over the distinct
+    contexts the model has not answered in this play (``remembered``, greedy only), the rest reused."""
+    from workload.local.policy import generate_encoded
+
+    keys = [c.key for c in contexts]
+    owners, rows = prompt_rows(keys, remembered)
+    fresh = iter(())
+    if owners:
+        prompts = cache.batch([contexts[i] for i in owners])
+        fresh = iter(generate_encoded(model, encoder, prompts, temperature=settings.temperature,
+                                      max_new_tokens=settings.max_new_tokens, rows=rows))
+    completions = [remembered[key] if remembered is not None and key in remembered else next(fresh) for key in keys]
+    if remembered is not None:
+        for key, completion in zip(keys, completions, strict=True):
+            remembered.setdefault(key, completion)
+    return completions
+
+
 def play(
     model: Any,
     encoder: Encoder,
@@ -103,7 +148,7 @@ def play(
 
     ``generator_seed`` seeds torch's sampler so rollouts are a pure function of it.
     """
-    from workload.local.policy import EncodingCache, generate_encoded
+    from workload.local.policy import EncodingCache
 
     if generator_seed is not None:
         torch.manual_seed(generator_seed)
@@ -113,48 +158,15 @@ def play(
     active = list(range(len(records)))
     # Greedy replies are a function of the context: a context seen before in this play (a wall
     # bump repeated, a loop) gets the reply it got then, without running the model again.
-    replies: dict[tuple, list[int]] | None = {} if settings.temperature == 0 else None
+    remembered: dict[tuple, list[int]] | None = {} if settings.temperature == 0 else None
     cache = EncodingCache(encoder)
     while active:
         contexts = [
-            turn_context(
-                records[i].frames,
-                records[i].replies,
-                records[i].turns,
-                history=settings.history,
-                size=settings.size,
-            )
+            turn_context(records[i].frames, records[i].replies, records[i].turns, history=settings.history,
+                         size=settings.size)
             for i in active
         ]
-        keys = [c.key for c in contexts]
-        unique: dict[tuple, int] = {}  # context key -> its row in this turn's prompt batch
-        owners: list[Context] = []  # each row's context
-        rows = []  # the prompt row of each episode that needs the model
-        for context, key in zip(contexts, keys, strict=True):
-            if replies is not None and key in replies:
-                continue
-            if key not in unique:
-                unique[key] = len(unique)
-                owners.append(context)
-            rows.append(unique[key])
-        if owners:
-            prompts = cache.batch(owners)
-            fresh = iter(
-                generate_encoded(
-                    model,
-                    encoder,
-                    prompts,
-                    temperature=settings.temperature,
-                    max_new_tokens=settings.max_new_tokens,
-                    rows=rows,
-                )
-            )
-        completions = [
-            replies[key] if replies is not None and key in replies else next(fresh) for key in keys
-        ]
-        if replies is not None:
-            for key, completion in zip(keys, completions, strict=True):
-                replies.setdefault(key, completion)
+        completions = _turn_completions(model, encoder, cache, contexts, settings, remembered)
         active = [
             i
             for i, completion in zip(active, completions, strict=True)

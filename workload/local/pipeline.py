@@ -334,14 +334,9 @@ def _phase_context(cfg: RehearsalConfig, run: RunDir, metrics: MetricsLog, log: 
     return PhaseContext(accept=accept, heldout=heldout, validation=validation, log=log_both, on_eval=on_eval)
 
 
-def rehearse(cfg: RehearsalConfig, *, echo: Callable[[str], None] = print) -> dict[str, Any]:
-    """Run (or resume) the rehearsal described by ``cfg``; return the report dict."""
-    import torch
-
-    from workload.local.report import finish_report, selected_export_step
-
-    torch.set_num_threads(constants.NUM_THREADS)
-    started = time.perf_counter()
+def _open_run(cfg: RehearsalConfig, echo: Callable[[str], None]) -> tuple[RunDir, bool]:
+    """The run's folder (emptied first with ``trainer.resume_mode=none``), its config and the ``latest``
+    link written; returns it and whether the run is finished on disk (then it is only read back)."""
     runs_dir = Path(cfg.trainer.runs_dir)
     run = RunDir(runs_dir / cfg.run_id)
     if cfg.trainer.resume_mode == "none" and run.root.exists():
@@ -352,6 +347,55 @@ def rehearse(cfg: RehearsalConfig, *, echo: Callable[[str], None] = print) -> di
     write_json_atomic(run.root / "config.json", cfg.to_dict())
     point_latest(runs_dir, cfg.run_id)
     echo(f"run {run.root}  (recipe {cfg.name}, fingerprint {cfg.fingerprint()})")
+    return run, reread_only
+
+
+def _selected_step(run: RunDir) -> int:
+    """The exported GRPO step the validation set chooses; fails when no export was evaluated."""
+    from workload.local.report import selected_export_step
+
+    selected = selected_export_step(run)
+    if selected is None:
+        raise RuntimeError(
+            f"no exported GRPO step has a validation evaluation in {run.root}: every evaluation exports, so "
+            "the run's evals/ or exports/ folder was changed after training; rerun with trainer.resume_mode=none"
+        )
+    return selected
+
+
+def _phases_on_ray(
+    cfg: RehearsalConfig, run: RunDir, ctx: PhaseContext, timer: PhaseTimer, echo: Callable[[str], None]
+) -> tuple[dict, int, dict]:
+    """GRPO, then the endpoint's evaluation of the chosen adapter, on one local Ray started only for
+    work left to do (a finished run reads its results from disk); returns (grpo, selected step, served)."""
+    with contextlib.ExitStack() as cluster:
+        ray = None
+        with timer.run("grpo"):
+            if not _grpo_finished(cfg, run):
+                ray = cluster.enter_context(_training_ray(cfg))
+            grpo = _phase_grpo(cfg, run, ctx, echo, ray)
+        if ray is not None:  # trained here: its CPU is the control's budget
+            _record_grpo_cpu(run, timer.cpu_seconds["grpo"], grpo.get("resumed_from_step", 0))
+        selected = _selected_step(run)
+        with timer.run("serve"):
+            served = _served_on_disk(cfg, run, selected, echo) if cfg.serve.enabled else {}
+            if cfg.serve.enabled and served is None:
+                if ray is None:
+                    cluster.enter_context(_training_ray(cfg))
+                served = _phase_serve(cfg, run, selected, echo)
+            cluster.close()  # Ray stops, the endpoint's actors with it: counted in the serve phase
+    return grpo, selected, served
+
+
+def rehearse(cfg: RehearsalConfig, *, echo: Callable[[str], None] = print) -> dict[str, Any]:
+    """Run (or resume) the rehearsal described by ``cfg``; return the report dict."""
+    import torch
+
+    from workload.local.report import finish_report
+
+    torch.set_num_threads(constants.NUM_THREADS)
+    started = time.perf_counter()
+    run, reread_only = _open_run(cfg, echo)
     # GRPO resumes from its latest checkpoint (step 0: before the first one), SFT from its own.
     resume_step = (run.latest_step() or 0) if (run.sft_model / "config.json").is_file() else None
     metrics = MetricsLog(run.root, resume_step=resume_step)
@@ -362,27 +406,7 @@ def rehearse(cfg: RehearsalConfig, *, echo: Callable[[str], None] = print) -> di
             _phase_model(cfg, run, echo)
         with timer.run("sft"):
             sft = _phase_sft(cfg, run, ctx, echo)
-        with contextlib.ExitStack() as cluster:
-            ray = None  # started only for work left to do: a finished run reads its results from disk
-            with timer.run("grpo"):
-                if not _grpo_finished(cfg, run):
-                    ray = cluster.enter_context(_training_ray(cfg))
-                grpo = _phase_grpo(cfg, run, ctx, echo, ray)
-            if ray is not None:  # trained here: its CPU is the control's budget
-                _record_grpo_cpu(run, timer.cpu_seconds["grpo"], grpo.get("resumed_from_step", 0))
-            selected = selected_export_step(run)
-            if selected is None:
-                raise RuntimeError(
-                    f"no exported GRPO step has a validation evaluation in {run.root}: every evaluation exports, so "
-                    "the run's evals/ or exports/ folder was changed after training; rerun with trainer.resume_mode=none"
-                )
-            with timer.run("serve"):
-                served = _served_on_disk(cfg, run, selected, echo) if cfg.serve.enabled else {}
-                if cfg.serve.enabled and served is None:
-                    if ray is None:
-                        cluster.enter_context(_training_ray(cfg))
-                    served = _phase_serve(cfg, run, selected, echo)
-                cluster.close()  # Ray stops, the endpoint's actors with it: counted in the serve phase
+        grpo, selected, served = _phases_on_ray(cfg, run, ctx, timer, echo)
         control = {}
         if cfg.control.enabled:  # after Ray has stopped: its background CPU is not the control's
             with timer.run("control"):

@@ -300,6 +300,39 @@ def keep_measurements(report: dict, previous: dict | None, *, reread_only: bool)
     return {**report, **kept, "reread": {key: report.get(key) for key in ("wall_seconds", "cpu_seconds")}}
 
 
+def in_process_served(report: dict, selected_step: int) -> dict:
+    """What the report says was served when the endpoint evaluator is not installed: the selected
+    step's in-process score."""
+    chosen = report["selected"]
+    return {
+        "solved": chosen["solved"],
+        "total": chosen["total"],
+        "step": selected_step,
+        "via": "in-process (the endpoint evaluator is not installed)",
+    }
+
+
+def write_pictures(report: dict, run: RunDir, heldout: Any, cell_px: int) -> None:
+    """The evaluation curve, and a solved held-out episode of the selected step (its seed into ``report``)."""
+    eval_curve_png(report, run.root / "eval_curve.png")
+    shown = report["selected"]["step"]
+    report["episode_picture_seed"] = solved_episode_png(run, shown, heldout, cell_px, run.root / "episode.png")
+
+
+def echo_report(report: dict, run: RunDir, wall_s: float, echo: Callable[[str], None]) -> None:
+    """The table, the resources line and where the outputs are."""
+    echo("")
+    echo(format_table(report))
+    echo(resources_line(report["wall_seconds"], report["phase_seconds"], report["cpu_seconds"],
+                        report["phase_cpu_seconds"], report["peak_memory_gib"], report["load_average_1m"]))
+    if "reread" in report:
+        echo(f"(measured when the run was made; this rerun read it back in {wall_s:.1f} s)")
+    echo(
+        f"report: {run.root / 'report.json'}  curve: {run.root / 'eval_curve.png'}  "
+        f"episode: {run.root / 'episode.png'}"
+    )
+
+
 def finish_report(
     *,
     cfg: RehearsalConfig,
@@ -324,25 +357,15 @@ def finish_report(
     from workload.maze.heldout import load_set
 
     heldout = load_set(cfg.environment.heldout_set)
-    evals = run.evals()
     report: dict[str, Any] = {
-        "run_id": cfg.run_id,
-        "run_dir": str(run.root),
-        "fingerprint": cfg.fingerprint(),
-        "heldout_set": heldout.name,
-        "heldout_seeds": heldout.seeds,
+        "run_id": cfg.run_id, "run_dir": str(run.root), "fingerprint": cfg.fingerprint(),
+        "heldout_set": heldout.name, "heldout_seeds": heldout.seeds,
     }
-    report |= summarize(evals, run.validation_evals(), selected_step, heldout.seeds)
+    report |= summarize(run.evals(), run.validation_evals(), selected_step, heldout.seeds)
     if control:
         add_control(report, control, heldout.seeds)
     if not served and cfg.serve.enabled:
-        chosen = report["selected"]
-        served = {
-            "solved": chosen["solved"],
-            "total": chosen["total"],
-            "step": selected_step,
-            "via": "in-process (the endpoint evaluator is not installed)",
-        }
+        served = in_process_served(report, selected_step)
     report |= {
         "served": served,
         "best_step": selected_step,
@@ -356,23 +379,10 @@ def finish_report(
         "sft": {k: v for k, v in sft.items() if k != "history"},
         "image_history": cfg.generator.image_history,
     }
-    eval_curve_png(report, run.root / "eval_curve.png")
-    shown = report["selected"]["step"]
-    report["episode_picture_seed"] = solved_episode_png(
-        run, shown, heldout, constants.CELL_PX, run.root / "episode.png"
-    )
+    write_pictures(report, run, heldout, constants.CELL_PX)
     previous_path = run.root / "report.json"
     previous = json.loads(previous_path.read_text()) if previous_path.is_file() else None
     report = keep_measurements(report, previous, reread_only=reread_only)
     write_json_atomic(run.root / "report.json", report)
-    echo("")
-    echo(format_table(report))
-    echo(resources_line(report["wall_seconds"], report["phase_seconds"], report["cpu_seconds"],
-                        report["phase_cpu_seconds"], report["peak_memory_gib"], report["load_average_1m"]))
-    if "reread" in report:
-        echo(f"(measured when the run was made; this rerun read it back in {wall_s:.1f} s)")
-    echo(
-        f"report: {run.root / 'report.json'}  curve: {run.root / 'eval_curve.png'}  "
-        f"episode: {run.root / 'episode.png'}"
-    )
+    echo_report(report, run, wall_s, echo)
     return report

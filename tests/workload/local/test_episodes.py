@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from workload.local.episodes import PlaySettings, play, start_episode, take_turn
+from workload.local.episodes import PlaySettings, play, prompt_rows, start_episode, take_turn
 from workload.local.policy import Encoder
 from workload.maze.env import Maze2D
 from workload.maze.generator import generate_from_seed
@@ -165,3 +165,12 @@ def test_shared_prefixes_and_remembered_greedy_replies_play_what_unshared_genera
     assert [r.completions for r in ours] == [r.completions for r in reference]
     assert [r.reward for r in ours] == [r.reward for r in reference]
     assert sum(rows) < sum(r.turns for r in ours) / 2  # the prefills ran far fewer rows than turns played
+
+
+def test_each_distinct_context_is_one_prompt_row_and_remembered_ones_none():
+    keys = [("a",), ("b",), ("a",), ("c",), ("b",)]
+    # sampling: nothing remembered, so every episode needs the model; equal contexts share a row
+    assert prompt_rows(keys, None) == ([0, 1, 3], [0, 1, 0, 2, 1])
+    # greedy: a context answered before in this play gets that reply, without a row
+    assert prompt_rows(keys, {("b",): [7]}) == ([0, 3], [0, 0, 1])
+    assert prompt_rows(keys, {k: [7] for k in keys}) == ([], [])

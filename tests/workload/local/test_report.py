@@ -14,6 +14,7 @@ from workload.local.report import (
     add_control,
     eval_curve_png,
     format_table,
+    in_process_served,
     select_step,
     selected_export_step,
     solved_episode_png,
@@ -143,6 +144,13 @@ def test_the_verdict_names_the_side_with_more_solves_and_says_when_the_test_sepa
     report = summarize({0: _report(12), 20: _report(25)}, {20: _report(9)}, 20, SEEDS)
     add_control(report, _control([(5, control_solved)]), SEEDS)
     assert (report["verdict"]["winner"], report["verdict"]["significant"]) == (winner, significant)
+
+
+def test_without_the_endpoint_evaluator_the_selected_step_is_reported_as_served_in_process():
+    report = summarize({0: _report(12), 20: _report(25), 40: _report(30)}, {20: _report(9), 40: _report(3)}, 20, SEEDS)
+    served = in_process_served(report, 20)
+    assert (served["solved"], served["total"], served["step"]) == (25, 64, 20)
+    assert served["via"].startswith("in-process")
 
 
 def test_a_control_without_an_evaluation_is_refused():
