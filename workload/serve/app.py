@@ -510,9 +510,12 @@ def build_app(settings: ServeSettings) -> serve.Application:
     """
     # The model's queue is bounded by the ingress's admission (max_ongoing + max_queued requests), not by
     # Serve's: Serve's router frees a slot a moment after the answer arrives, so a bound there too
-    # would refuse requests the ingress had just admitted.
+    # would refuse requests the ingress had just admitted. Every admitted request waits on the replica
+    # itself (its generations run one at a time), where a finished generation hands the model to the
+    # next at once; held in Serve's router instead, they reached the model late under overload
+    # (benchmarks/bench_serve_load.py).
     model = ModelServer.options(
-        max_ongoing_requests=settings.max_ongoing_requests,
+        max_ongoing_requests=settings.max_ongoing_requests + settings.max_queued_requests,
         max_queued_requests=-1,
         ray_actor_options={"num_cpus": settings.replica_num_cpus},
     ).bind(settings)
