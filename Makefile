@@ -47,7 +47,7 @@ $(STAMP): requirements.txt constraints.txt pyproject.toml package.json package-l
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	@echo "install: pinned Python environment into $(VENV) (first time: ~2 min)"
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q --no-deps --retries 1 --timeout 15 $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX) )$(TORCH_SPEC)
+	$(PY) -m pip install -q $(if $(TORCH_INDEX),--no-deps --retries 1 --timeout 15 --index-url $(TORCH_INDEX) )$(TORCH_SPEC)
 	$(PY) -m pip install -q -r requirements.txt -c constraints.txt
 	$(PY) -m pip install -q --no-deps --no-build-isolation -e .
 	@echo "install: aws-cdk CLI (npm ci)"

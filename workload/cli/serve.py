@@ -27,7 +27,9 @@ def serve(
     model_id: str | None = setting_option(ServeSettings, "model_id"),
     max_adapters: int = setting_option(ServeSettings, "max_adapters"),
     cache_dir: Path = setting_option(ServeSettings, "cache_dir"),
-    s3_endpoint_url: str | None = typer.Option(None, "--s3-endpoint-url", hidden=True),  # former: refused
+    s3_endpoint_url: str | None = typer.Option(
+        None, "--s3-endpoint-url", hidden=True,
+        help="Former option, refused: set the environment variable AWS_ENDPOINT_URL_S3 instead."),
     replica_cpus: float = setting_option(ServeSettings, "replica_cpus"),
     max_ongoing_requests: int = setting_option(ServeSettings, "max_ongoing_requests"),
     max_queued_requests: int = setting_option(ServeSettings, "max_queued_requests"),
