@@ -504,8 +504,8 @@ class OpenAIIngress:
 def build_app(settings: ServeSettings) -> serve.Application:
     """The bound Serve application for ``settings`` (pass to `serve.run`).
 
-    The model replica runs ``max_ongoing_requests`` and queues ``max_queued_requests`` more; the
-    ingress admits that many into the model, lets more wait up to `ADMISSION_WAIT_S` and then
+    The ingress admits ``max_ongoing_requests + max_queued_requests`` into the model replica, where
+    they take turns on the engine; it lets more wait up to `ADMISSION_WAIT_S` and then
     answers 503 + Retry-After in OpenAI's shape, as it does beyond `MAX_OPEN_REQUESTS` at once.
     """
     # The model's queue is bounded by the ingress's admission (max_ongoing + max_queued requests), not by
