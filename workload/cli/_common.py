@@ -130,10 +130,12 @@ def doc_help(doc: str | None) -> str:
     """A command's docstring as its --help text, each paragraph joined into one line.
 
     Typer's rich help keeps a docstring's single line breaks, so a paragraph wrapped in the source would
-    print wrapped at those breaks; joined, the terminal wraps it to its own width.
+    print wrapped at those breaks; joined, the terminal wraps it to its own width. A paragraph with an
+    indented line (a block of examples, one command a line) keeps its line breaks.
     """
     paragraphs = inspect.cleandoc(doc or "").split("\n\n")
-    return "\n\n".join(" ".join(paragraph.splitlines()) for paragraph in paragraphs)
+    return "\n\n".join(paragraph if any(line[:1].isspace() for line in paragraph.splitlines())
+                       else " ".join(paragraph.splitlines()) for paragraph in paragraphs)
 
 
 def next_step(*commands: str) -> None:

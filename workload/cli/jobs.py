@@ -15,6 +15,7 @@ from workload.cli._common import (
     PROFILE_OPTION,
     RECIPE_SETS_OPTION,
     RUN_RECIPE_OPTION,
+    doc_help,
     fail,
     next_step,
     print_json,
@@ -425,4 +426,4 @@ def supervise(
 def register(app: typer.Typer) -> None:
     """Add submit, status, logs, stop and supervise."""
     for command in (submit, status, logs, stop, supervise):
-        app.command(command.__name__)(command)
+        app.command(command.__name__, help=doc_help(command.__doc__))(command)

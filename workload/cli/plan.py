@@ -11,6 +11,7 @@ from workload.cli._common import (
     PROFILE_OPTION,
     RECIPE_SETS_OPTION,
     RUN_RECIPE_OPTION,
+    doc_help,
     fail,
     flags,
     next_step,
@@ -96,4 +97,4 @@ def _cluster_fit(profile: str, context: list[str]) -> tuple[int, list[str]]:
 
 def register(app: typer.Typer) -> None:
     """Add ``plan``."""
-    app.command("plan")(plan)
+    app.command("plan", help=doc_help(plan.__doc__))(plan)

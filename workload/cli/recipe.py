@@ -11,6 +11,7 @@ from workload.cli._common import (
     PROFILE_OPTION,
     RECIPE_SET_HELP,
     RECIPE_SETS_OPTION,
+    doc_help,
     fail,
     flags,
     next_step,
@@ -96,7 +97,6 @@ def profile_fit_problems(recipe, profile: str, context: list[str] | tuple[str, .
         fail(str(err), code=EXIT_USAGE)
 
 
-@recipe_app.command("list")
 def list_recipes(as_json: bool = JSON_OPTION) -> None:
     """List the shipped recipes: cluster recipes (skymaze submit) and rehearsal recipes (skymaze rehearse).
 
@@ -119,7 +119,9 @@ def list_recipes(as_json: bool = JSON_OPTION) -> None:
     next_step("skymaze recipe show blog", "skymaze recipe show local --fields")
 
 
-@recipe_app.command("show")
+recipe_app.command("list", help=doc_help(list_recipes.__doc__))(list_recipes)
+
+
 def show(
     name: str = typer.Argument("blog", help=NAME_HELP),
     sets: list[str] = RECIPE_SETS_OPTION,
@@ -152,7 +154,9 @@ def show(
     typer.echo(f"\nNext:\n  skymaze recipe check {name}{flags('--set', sets)}", err=True)
 
 
-@recipe_app.command("check")
+recipe_app.command("show", help=doc_help(show.__doc__))(show)
+
+
 def check(
     name: str | None = typer.Argument(None, help=NAME_HELP + " Default: the one named like the size."),
     sets: list[str] = RECIPE_SETS_OPTION,
@@ -196,6 +200,9 @@ def check(
     kept = f"{flags('--set', sets)}{flags('-c', given_c)}"
     next_step(f"skymaze plan --recipe {name} --size {profile}{kept}",
               f"skymaze submit --recipe {name} --size {profile}{kept}")
+
+
+recipe_app.command("check", help=doc_help(check.__doc__))(check)
 
 
 def _model_of(kind: str, name: str):

@@ -6,7 +6,7 @@ import os
 
 import typer
 
-from workload.cli._common import EXIT_USAGE, RECIPE_SETS_OPTION, fail, next_step
+from workload.cli._common import EXIT_USAGE, RECIPE_SETS_OPTION, doc_help, fail, next_step
 
 
 def rehearse(
@@ -27,6 +27,7 @@ def rehearse(
     ckpts/, metrics.jsonl, tensorboard/) and points runs/latest at it. Running the same
     command again resumes from the latest checkpoint (--set trainer.resume_mode=none starts afresh).
     `skymaze recipe show local --fields` lists every setting.
+
     Exit codes: 0 done, 1 the rehearsal failed, 2 bad settings.
 
     Example:  skymaze rehearse --set trainer.seed=1 --set trainer.max_training_steps=30
@@ -75,4 +76,4 @@ def _quiet_library_noise() -> None:
 
 
 def register(app: typer.Typer) -> None:
-    app.command("rehearse")(rehearse)
+    app.command("rehearse", help=doc_help(rehearse.__doc__))(rehearse)

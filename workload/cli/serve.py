@@ -9,7 +9,15 @@ from pathlib import Path
 import typer
 
 from workload import config
-from workload.cli._common import EXIT_USAGE, JSON_OPTION, fail, next_step, print_json, setting_option
+from workload.cli._common import (
+    EXIT_USAGE,
+    JSON_OPTION,
+    doc_help,
+    fail,
+    next_step,
+    print_json,
+    setting_option,
+)
 from workload.config import ConfigError
 from workload.evaluate.adapter_facts import ADAPTER_SETTINGS
 from workload.evaluate.settings import EvaluateSettings
@@ -307,5 +315,5 @@ def _progress(label: str, *, quiet: bool):
 
 def register(app: typer.Typer) -> None:
     """Add ``serve`` and ``evaluate`` to ``skymaze``."""
-    app.command("serve")(serve)
-    app.command("evaluate")(evaluate)
+    app.command("serve", help=doc_help(serve.__doc__))(serve)
+    app.command("evaluate", help=doc_help(evaluate.__doc__))(evaluate)

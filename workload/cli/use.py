@@ -8,6 +8,7 @@ from workload.cli._common import (
     DEPLOY_SETS_OPTION,
     SIZE_HELP,
     deploy_target_or_exit,
+    doc_help,
     fail,
     next_step,
     recorded_context,
@@ -62,4 +63,4 @@ def use(
 
 
 def register(app: typer.Typer) -> None:
-    app.command("use")(use)
+    app.command("use", help=doc_help(use.__doc__))(use)
