@@ -16,7 +16,7 @@ import shutil
 import socket
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, nullcontext
 from types import ModuleType
 from typing import Any
@@ -67,6 +67,19 @@ def prepare_loopback_ray() -> None:
 
 
 @contextmanager
+def _environment_for_children(env: Mapping[str, str]) -> Iterator[None]:
+    """Set ``env``'s keys that are not set already while Ray starts its processes (they and their
+    workers inherit them), then restore this process's environment."""
+    added = [key for key in env if key not in os.environ]
+    os.environ.update({key: env[key] for key in added})
+    try:
+        yield
+    finally:
+        for key in added:
+            os.environ.pop(key, None)
+
+
+@contextmanager
 def _ray_processes_in_own_sessions() -> Iterator[None]:
     """Start the Ray processes started meanwhile each in its own session (``setsid``), out of this
     process's group: a signal to the group (a process manager's SIGTERM, Ctrl-C) then reaches only
@@ -98,13 +111,16 @@ class LocalRay:
     """A private local Ray on loopback (own temp folder, random ports), as a context manager.
 
     With ``own_session``, Ray's processes are out of this process's group (`_ray_processes_in_own_sessions`):
-    a signal to the group stops only this process, which then stops Ray when it is ready to.
+    a signal to the group stops only this process, which then stops Ray when it is ready to. ``env`` is
+    set in the environment of every Ray process (variables already set in this process's win) and not
+    in this process's own.
     """
 
     def __init__(self, num_cpus: int, *, namespace: str, num_gpus: int = 0, own_session: bool = False,
-                 **init_kwargs: Any) -> None:
+                 env: Mapping[str, str] | None = None, **init_kwargs: Any) -> None:
         self.num_cpus, self.num_gpus, self.namespace = num_cpus, num_gpus, namespace
         self.own_session = own_session
+        self.env = dict(env or {})
         self._init_kwargs = init_kwargs
         self.temp_dir: str | None = None
 
@@ -132,7 +148,7 @@ class LocalRay:
         kwargs = {"log_to_driver": False, **self._init_kwargs}
         sessions = _ray_processes_in_own_sessions() if self.own_session else nullcontext()
         try:
-            with sessions:
+            with sessions, _environment_for_children(self.env):
                 ray.init(
                     address="local",
                     num_cpus=self.num_cpus,

@@ -212,6 +212,15 @@ def _status_of(server) -> int:
     return 200
 
 
+def test_the_model_replica_runs_with_serves_throughput_settings(serve_endpoints):
+    import psutil
+
+    from workload.serve.local import SERVE_THROUGHPUT_ENV
+
+    environ = psutil.Process(serve_endpoints.stats("folder")["pid"]).environ()
+    assert {key: environ.get(key) for key in SERVE_THROUGHPUT_ENV} == SERVE_THROUGHPUT_ENV
+
+
 def test_replica_restart_keeps_serving(serve_endpoints):
     server = serve_endpoints.folder
     expected = _complete(server, "tiny:a1")
