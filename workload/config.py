@@ -6,8 +6,9 @@ options) derives from :class:`ConfigModel` and gives every field a ``description
 name a user writes (a command-line option, a Serve builder argument). :func:`apply_overrides`
 (``KEY=VALUE`` text) and :func:`validate_flat` (a map of keys, text or typed) are the one override
 parser: a key must name a field (or go to the model's free-form map), with a did-you-mean when it
-does not; text values are converted by the model. Only the standard library, pydantic and PyYAML:
-every layer may import this module.
+does not; text values are converted by the model. :func:`refuse_former` is the one refusal of a
+setting that no longer exists, from each domain's table of :class:`Former`. Only the standard library,
+pydantic and PyYAML: every layer may import this module.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import difflib
 import typing
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +44,43 @@ class ConfigModel(BaseModel):
 
 class ConfigError(ValueError):
     """Bad settings: the message names the key, what is wrong and how to fix it."""
+
+
+@dataclass(frozen=True)
+class Former:
+    """A setting that no longer exists: where its value lives now, and what a user sets instead, if anything.
+
+    ``now`` completes "KEY is no longer a setting: ..."; ``instead`` (a setting, or an environment
+    variable) ends the fix: "drop it from ..., or set INSTEAD".
+    """
+
+    now: str
+    instead: str = ""
+
+    @classmethod
+    def constant(cls, name: str, value: Any, home: str, why: str = "") -> Former:
+        """A setting that became the constant ``name`` (holding ``value``) of the module ``home``."""
+        return cls(f"it is the fixed constant {name} = {show_value(value)} in {home}" + (f" ({why})" if why else ""))
+
+
+def former_message(key: str, former: Former, *, drop_from: str = "") -> str:
+    """``KEY is no longer a setting: NOW; drop it[ from DROP_FROM][, or set INSTEAD]``: the one wording."""
+    where = f" from {drop_from}" if drop_from else ""
+    instead = f", or set {former.instead}" if former.instead else ""
+    return f"{key} is no longer a setting: {former.now}; drop it{where}{instead}"
+
+
+def refuse_former(keys: Iterable[str], table: Mapping[str, Former], *, drop_from: str = "", what: str = "",
+                  error: type[Exception] = ConfigError) -> None:
+    """Raise ``error`` (``WHAT: `` then :func:`former_message`) for the first of ``keys`` in ``table``.
+
+    ``drop_from`` says where the user wrote it (``the recipe or --set``); an option's spelling
+    (``--a-b``) is looked up as the setting ``a_b`` and named as written.
+    """
+    for key in keys:
+        name = key.removeprefix("--").replace("-", "_") if key.startswith("--") else key
+        if name in table:
+            raise error((f"{what}: " if what else "") + former_message(key, table[name], drop_from=drop_from))
 
 
 def split_pair(item: str, *, flag: str = RECIPE_FLAG, example: str = "trainer.seed=1") -> tuple[str, str]:

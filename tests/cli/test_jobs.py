@@ -77,7 +77,7 @@ def test_in_cluster_outside_a_pod_is_refused_up_front_in_one_line(tmp_path):
         (["--hyperpod-cluster", "skymaze"], "supervise.group_idle_s is not"),
         (["--set", "max_submissions=0"], "max_submissions=0: Input should be greater than or equal to 1"),
         (["--set", "max_submisions=3"], "unknown setting 'max_submisions'; did you mean max_submissions?"),
-        (["--set", "backoff_base_s=5"], "--set backoff_base_s: no longer a setting; it is fixed at 30.0 (BACKOFF_BASE_S"),
+        (["--set", "backoff_base_s=5"], "backoff_base_s is no longer a setting: it is the fixed constant BACKOFF_BASE_S = 30.0"),
         (["--hyperpod-cluster", "skymaze", "--set", "group_idle_s=60", "--set", "group_idle_count=-1"],
          "group_idle_count=-1: Input should be greater than or equal to 0"),
     ],

@@ -77,3 +77,28 @@ def test_the_settings_table_has_a_row_per_leaf_with_its_description():
         "| `extra` | `0 keys` | free-form keys |",
     ]
     assert config.undocumented(Outer) == []
+
+
+FORMER = {"old_size": config.Former.constant("SIZE", (1, 2), "a/module.py", "the one size"),
+          "old_rate": config.Former("it follows rate", "rate")}
+
+
+def test_a_former_constant_names_it_its_value_and_its_home_then_how_to_fix():
+    with pytest.raises(config.ConfigError, match=r"^old_size is no longer a setting: it is the fixed constant SIZE = "
+                       r"\[1, 2\] in a/module.py \(the one size\); drop it from --set$"):
+        config.refuse_former(["fine", "old_size", "old_rate"], FORMER, drop_from="--set")
+
+
+def test_a_former_derived_setting_says_what_to_set_instead_in_the_callers_error_class():
+    class DomainError(ValueError):
+        pass
+
+    with pytest.raises(DomainError, match=r"^recipe 'x': old_rate is no longer a setting: it follows rate; drop it, "
+                       r"or set rate$"):
+        config.refuse_former(["old_rate"], FORMER, what="recipe 'x'", error=DomainError)
+
+
+def test_an_option_spelling_is_refused_as_its_setting_and_named_as_written():
+    with pytest.raises(config.ConfigError, match=r"^--old-rate is no longer a setting: "):
+        config.refuse_former(["--old-rate"], FORMER)
+    config.refuse_former(["old-rate", "rate"], FORMER)  # not an option, not a former setting: nothing to refuse

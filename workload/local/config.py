@@ -23,6 +23,7 @@ from workload.maze.heldout import size_mismatch
 
 RECIPES_DIR = Path(__file__).parent / "recipes"
 SCHEDULERS = ("constant_with_warmup", "cosine_with_min_lr")  # Hugging Face get_scheduler names
+DROP_FROM = "the recipe or --set"  # where a former setting (constants.former()) is written
 # Settings that name or place a run without changing its results: left out of the fingerprint.
 # The control adds a comparison without changing the start or GRPO: a run with it off can add it later.
 UNFINGERPRINTED = {
@@ -226,8 +227,8 @@ class RehearsalConfig(ConfigModel):
         for key, value in constants.fixed_values().items():
             data = config.merge(data, config.nest(key, value))
         settings = config.flatten(data)
-        for key, (source, _) in constants.DERIVED.items():
-            data = config.merge(data, config.nest(key, settings[source]))
+        for key, derived in constants.DERIVED.items():
+            data = config.merge(data, config.nest(key, settings[derived.instead]))
         return data
 
     def overrides(self) -> list[str]:
@@ -266,11 +267,8 @@ def available_recipes() -> tuple[str, ...]:
 def load_config(name: str = "local", overrides: list[str] | None = None) -> RehearsalConfig:
     """Read recipe ``name`` (following ``extends``), apply ``KEY=VALUE`` overrides, validate and freeze."""
     recipe = config.read_recipe(RECIPES_DIR, name)
-    for key in [*config.flatten(recipe), *(config.split_pair(item)[0] for item in overrides or [])]:
-        if key in constants.FIXED:
-            raise config.ConfigError(f"rehearsal recipe {name!r}: {constants.fixed_message(key)}")
-        if key in constants.DERIVED:
-            raise config.ConfigError(f"rehearsal recipe {name!r}: {constants.derived_message(key)}")
+    keys = [*config.flatten(recipe), *(config.split_pair(item)[0] for item in overrides or [])]
+    config.refuse_former(keys, constants.former(), drop_from=DROP_FROM, what=f"rehearsal recipe {name!r}")
     raw = config.apply_overrides(RehearsalConfig, recipe, list(overrides or []),
                                  lists=f"skymaze recipe show {name} --fields")
     return config.validate(RehearsalConfig, {**raw, "name": name}, what=f"rehearsal recipe {name!r}")
@@ -285,18 +283,19 @@ def config_from_dict(data: dict[str, Any]) -> RehearsalConfig:
     setting it follows, and fails naming both otherwise.
     """
     fixed = constants.fixed_values()
+    former = constants.former()
     saved = config.flatten(data)
     settings: dict[str, Any] = {}
     for key, value in saved.items():
         if key in constants.DERIVED:
-            source = constants.DERIVED[key][0]
+            source = constants.DERIVED[key].instead
             if value != saved.get(source):
                 raise config.ConfigError(f"saved rehearsal settings: {key}={_text(value)} differs from {source}="
                                          f"{_text(saved.get(source))}, which this code no longer runs; "
-                                         f"{constants.derived_message(key)}")
+                                         f"{config.former_message(key, former[key], drop_from=DROP_FROM)}")
         elif key not in fixed:
             settings = config.merge(settings, config.nest(key, value))
         elif value != fixed[key]:
             raise config.ConfigError(f"saved rehearsal settings: {key}={_text(value)} was run with a value this code "
-                                     f"no longer runs; {constants.fixed_message(key)}")
+                                     f"no longer runs; {config.former_message(key, former[key], drop_from=DROP_FROM)}")
     return config.validate(RehearsalConfig, settings, what="saved rehearsal settings")

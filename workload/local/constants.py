@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from workload.config import Former
+
 HOME = "workload/local/constants.py"
 
 # trainer.algorithm: what the learner implements (workload/local/grpo.py, grpo_trainer.py)
@@ -92,13 +94,13 @@ FIXED: dict[str, str] = {
 }
 
 
-# The recipe keys whose one useful value follows another setting -> (that setting, why). Like the constants,
-# each is refused by ``--set`` and written under its old key into saved configs and the fingerprint.
-DERIVED: dict[str, tuple[str, str]] = {
+# The recipe keys whose one useful value follows another setting -> why, and that setting (``instead``). Like the
+# constants, each is refused by ``--set`` and written under its old key into saved configs and the fingerprint.
+DERIVED: dict[str, Former] = {
     # The served step is chosen on validation among the steps both evaluated and exported, so every
     # evaluation exports (and the last step, which is always evaluated): workload/local/grpo_trainer.py
-    "trainer.hf_save_interval": ("trainer.eval_interval", "exports follow trainer.eval_interval (an adapter at "
-                                 "every evaluation, so the step chosen on validation can be served)"),
+    "trainer.hf_save_interval": Former("exports follow trainer.eval_interval (an adapter at every evaluation, so "
+                                       "the step chosen on validation can be served)", "trainer.eval_interval"),
 }
 
 
@@ -108,14 +110,7 @@ def fixed_values() -> dict[str, Any]:
     return {key: list(values[name]) if isinstance(values[name], tuple) else values[name] for key, name in FIXED.items()}
 
 
-def fixed_message(key: str) -> str:
-    """Why ``key`` cannot be set, and where its value lives now."""
-    name = FIXED[key]
-    return (f"{key} is no longer a setting: it is the fixed constant {name} = {globals()[name]!r} in {HOME} "
-            f"(one sensible value, its source cited there); drop it from the recipe or --set")
-
-
-def derived_message(key: str) -> str:
-    """Why ``key`` cannot be set, and which setting it follows."""
-    source, why = DERIVED[key]
-    return f"{key} is no longer a setting: {why}; drop it from the recipe or --set, or set {source}"
+def former() -> dict[str, Former]:
+    """Every recipe key that is no longer a setting -> where its value lives now (the constants as they are now)."""
+    why = "one sensible value, its source cited there"
+    return {**{key: Former.constant(name, globals()[name], HOME, why) for key, name in FIXED.items()}, **DERIVED}

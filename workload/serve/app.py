@@ -48,7 +48,7 @@ from workload.serve.protocol import (
     models_body,
     parse_chat_request,
 )
-from workload.serve.settings import ServeSettings, refuse_former
+from workload.serve.settings import ServeLimits, ServeSettings, refuse_former
 from workload.serving_rules import (
     DEFAULT_MAX_LORA_RANK,
     TRAINER_CONFIG_FIELD,
@@ -71,6 +71,10 @@ BODY_READ_TIMEOUT_S = 10.0
 # wait as the model holds; more are held as long and refused unread): clients that retry at once are
 # paced by it, so the model stays busy and refusals stay cheap (benchmarks/bench_serve_load.py).
 ADMISSION_WAIT_S = 4.0
+# The model replica's gRPC server refuses messages over this variable's bytes (Ray 2.60 reads it in
+# ray/serve/_private/replica.py; gRPC's own default of 4 MiB): the ingress sends it decoded images.
+REPLICA_GRPC_LIMIT_ENV = "RAY_SERVE_REPLICA_GRPC_MAX_MESSAGE_LENGTH"
+RGB_BYTES_PER_PIXEL = 3
 # S3 adapters are re-listed at most this often per replica (local ones are stat'ed every request).
 S3_RECHECK_INTERVAL_S = 10.0
 # Oversized bodies up to this many times the limit are read (and dropped) before the 413.
@@ -505,6 +509,13 @@ class OpenAIIngress:
                                "GET /v1/models and POST /v1/chat/completions.", code="unknown_url"))
 
 
+def model_message_bytes(limits: ServeLimits) -> int:
+    """The largest call the ingress sends the model: every image decoded (RGB) plus the whole body, twice over
+    for pickling's overhead."""
+    request = limits.request_limits()
+    return 2 * (request.max_total_pixels * RGB_BYTES_PER_PIXEL + request.max_request_bytes)
+
+
 def build_app(settings: ServeSettings) -> serve.Application:
     """The bound Serve application for ``settings`` (pass to `serve.run`).
 
@@ -521,7 +532,10 @@ def build_app(settings: ServeSettings) -> serve.Application:
     model = ModelServer.options(
         max_ongoing_requests=settings.max_ongoing_requests + settings.max_queued_requests,
         max_queued_requests=-1,
-        ray_actor_options={"num_cpus": settings.replica_num_cpus},
+        ray_actor_options={
+            "num_cpus": settings.replica_num_cpus,
+            "runtime_env": {"env_vars": {REPLICA_GRPC_LIMIT_ENV: str(model_message_bytes(settings.limits))}},
+        },
     ).bind(settings)
     # No queue limit at Serve's level (-1) for the ingress either: it answers every request itself,
     # within MAX_OPEN_REQUESTS, and Serve's proxy never answers a plain-text 503 of its own.

@@ -15,7 +15,8 @@ from pathlib import Path
 
 from pydantic import Field, NonNegativeFloat, NonNegativeInt, PositiveInt, ValidationInfo, field_validator
 
-from workload.config import ConfigError, ConfigModel
+from workload import config
+from workload.config import ConfigModel, Former
 from workload.localhost import LOOPBACK
 from workload.serve.protocol import (
     CHARS_PER_PROMPT_TOKEN_BOUND,
@@ -47,18 +48,16 @@ DEFAULT_MAX_QUEUED_REQUESTS = 16
 # AWS_ENDPOINT_URL_S3, else AWS_ENDPOINT_URL, else endpoint_url in ~/.aws/config), read by every S3 client.
 S3_ENDPOINT_ENV = "AWS_ENDPOINT_URL_S3"
 # Former settings -> where their value lives now.
-FORMER: dict[str, str] = {
-    "s3_endpoint_url": f"an S3-compatible store is AWS's own configuration: set the environment variable "
-                       f"{S3_ENDPOINT_ENV} (or AWS_ENDPOINT_URL) for the serving process",
+FORMER: dict[str, Former] = {
+    "s3_endpoint_url": Former("an S3-compatible store is AWS's own configuration, read by every S3 client",
+                              f"the environment variable {S3_ENDPOINT_ENV} (or AWS_ENDPOINT_URL) for the serving "
+                              "process"),
 }
 
 
 def refuse_former(names: Iterable[str]) -> None:
-    """Fail naming where a former setting went, for the first of ``names`` that is one."""
-    for name in names:
-        key = name.lstrip("-").replace("-", "_")
-        if key in FORMER:
-            raise ConfigError(f"{name} is no longer a serve setting: {FORMER[key]}")
+    """Fail naming where a former setting went, for the first of ``names`` (options, arguments) that is one."""
+    config.refuse_former(names, FORMER)
 
 
 class ServeLimits(ConfigModel):

@@ -128,8 +128,9 @@ def test_the_sft_band_is_gone():
 
 
 def test_a_removed_setting_on_the_command_line_fails_naming_its_constant():
-    with pytest.raises(ValueError, match=r"rehearsal recipe 'local': sft.max_steps is no longer a setting: it is the "
-                       r"fixed constant SFT_MAX_STEPS = 600 in workload/local/constants.py"):
+    with pytest.raises(ValueError, match=r"^rehearsal recipe 'local': sft.max_steps is no longer a setting: it is the "
+                       r"fixed constant SFT_MAX_STEPS = 600 in workload/local/constants.py \(.*\); drop it from the "
+                       r"recipe or --set$"):
         load_config("local", ["sft.max_steps=5"])
 
 
@@ -141,8 +142,9 @@ def test_every_constant_that_was_a_setting_is_refused_by_name(key):
 
 @pytest.mark.parametrize("key", sorted(constants.DERIVED))
 def test_every_derived_key_that_was_a_setting_is_refused_naming_what_it_follows(key):
-    source = constants.DERIVED[key][0]
-    with pytest.raises(ValueError, match=rf"{key} is no longer a setting: exports follow {source} "):
+    source = constants.DERIVED[key].instead
+    with pytest.raises(ValueError, match=rf"{key} is no longer a setting: exports follow {source} .*; drop it from the "
+                                         rf"recipe or --set, or set {source}$"):
         load_config("local", [f"{key}=5"])
 
 
@@ -182,6 +184,17 @@ def test_the_recipe_keeps_its_fingerprint_with_the_constants_hashed_under_their_
         for key in keys:
             (saved[section] if section else saved).pop(key)
     assert cfg.fingerprint() == hashlib.sha256(json.dumps(saved, sort_keys=True).encode()).hexdigest()[:10]
+
+
+def test_the_default_recipe_saves_the_same_bytes_as_before_the_former_settings_were_one_table(tmp_path):
+    """The config.json of the default run, hashed before the former settings moved to ``config.Former``."""
+    import hashlib
+
+    from workload.files import write_json_atomic
+
+    path = write_json_atomic(tmp_path / "config.json", load_config("local").to_dict())
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == (
+        "95ae2aeca69cbcf435464da9ae543ed717cca6f0875c948e83b3f2df5a599c07")
 
 
 def test_the_fingerprint_follows_a_patched_constant(monkeypatch):

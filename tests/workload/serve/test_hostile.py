@@ -263,6 +263,15 @@ def test_images_over_the_pixel_caps_are_413(serve_endpoints, pngs, param_suffix)
     assert _assert_openai_error(payload)["param"].endswith(param_suffix)
 
 
+def test_an_image_history_over_grpcs_default_message_size_is_answered(serve_endpoints):
+    """28 frames of 512x512 (21 MiB decoded, 88 % of MAX_TOTAL_PIXELS; more would pass the hostile app's
+    2,048 prompt tokens) travel from the ingress to the model, over gRPC's default 4 MiB a message."""
+    side, frames = 512, 28
+    status, _, payload = _post(serve_endpoints.hostile, {**_image_chat(*(_png(side, side),) * frames), "max_tokens": 2})
+    assert status == 200, payload
+    assert frames * side**2 * 3 > 5 * 4 * 2**20
+
+
 def test_unreadable_image_is_400(serve_endpoints):
     status, _, payload = _post(serve_endpoints.hostile, _image_chat(b"\x89PNG\r\n\x1a\nnot really"))
     assert status == 400

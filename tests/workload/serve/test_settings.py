@@ -87,10 +87,10 @@ def test_a_former_setting_says_where_it_went(tiny_model_dir, serve_adapters_dir)
     from workload.serve.local import LocalServer
 
     good = {"model": str(tiny_model_dir), "adapters": str(serve_adapters_dir)}
-    with pytest.raises(config.ConfigError, match=r"s3_endpoint_url is no longer a serve setting: .* set the "
+    with pytest.raises(config.ConfigError, match=r"^s3_endpoint_url is no longer a setting: .*; drop it, or set the "
                        r"environment variable AWS_ENDPOINT_URL_S3"):
         app_builder({**good, "s3_endpoint_url": "http://127.0.0.1:9"})
-    with pytest.raises(config.ConfigError, match=r"s3_endpoint_url is no longer a serve setting: .* AWS_ENDPOINT_URL_S3"):
+    with pytest.raises(config.ConfigError, match=r"^s3_endpoint_url is no longer a setting: .* AWS_ENDPOINT_URL_S3"):
         LocalServer(tiny_model_dir, str(serve_adapters_dir), s3_endpoint_url="http://127.0.0.1:9")
 
 
