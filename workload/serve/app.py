@@ -8,6 +8,7 @@ each adapter's requests to a replica that already holds it. Each model replica k
 
 import asyncio
 import collections
+import contextlib
 import hmac
 import logging
 import os
@@ -250,7 +251,7 @@ class Admission:
 
     @property
     def waiting(self) -> int:
-        return sum(not w.done() for w in self._waiters)
+        return len(self._waiters)  # a waiter leaves the queue when granted, timed out or cancelled
 
     async def acquire(self, wait_s: float) -> bool:
         if self.free > 0 and not self.waiting:
@@ -267,6 +268,8 @@ class Admission:
             raise
         finally:
             timer.cancel()
+            with contextlib.suppress(ValueError):  # still queued: timed out or cancelled
+                self._waiters.remove(granted)
 
     def release(self) -> None:
         while self._waiters:

@@ -106,6 +106,16 @@ def _stop_serve() -> None:
     _stop_ray()
 
 
+def _count(ingress: Any, method: str) -> int:
+    """The ingress's answer to ``method`` (a count of open requests); 0 when it cannot answer."""
+    if ingress is None:
+        return 0
+    try:
+        return getattr(ingress, method).remote().result(timeout_s=DRAIN_CALL_TIMEOUT_S)
+    except Exception:  # a gone or stuck ingress has no answer left to send
+        return 0
+
+
 class LocalServer:
     """Serve ``model_dir`` with adapters from ``adapters`` (folder or ``s3://``) on loopback.
 
@@ -185,26 +195,23 @@ class LocalServer:
         ``on_start(open requests)`` is called once new requests are refused. The ingress is polled every
         `DRAIN_POLL_S`; one that cannot be reached (its replica is gone) has nothing left to answer.
         """
-        open_now = self._ingress_call("begin_drain")
+        from ray import serve
+
+        try:
+            ingress = serve.get_deployment_handle(INGRESS_DEPLOYMENT, app_name=self.app_name)
+        except Exception:  # Serve is gone: nothing is left to answer
+            ingress = None
+        open_now = _count(ingress, "begin_drain")
         if on_start is not None:
             on_start(open_now)
         if not open_now:
             return 0
         deadline = time.monotonic() + deadline_s
         while open_now and time.monotonic() < deadline and not abort.wait(DRAIN_POLL_S):
-            open_now = self._ingress_call("open_requests")
+            open_now = _count(ingress, "open_requests")
         if not open_now:
             abort.wait(ANSWER_FLUSH_S)
         return open_now
-
-    def _ingress_call(self, method: str) -> int:
-        from ray import serve
-
-        try:
-            ingress = serve.get_deployment_handle(INGRESS_DEPLOYMENT, app_name=self.app_name)
-            return getattr(ingress, method).remote().result(timeout_s=DRAIN_CALL_TIMEOUT_S)
-        except Exception:  # a gone or stuck ingress (or Serve) has no answer left to send
-            return 0
 
     def model_handle(self) -> Any:
         """The Serve handle of the model deployment (for ``stats`` and tests)."""
