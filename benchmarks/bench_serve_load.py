@@ -1,7 +1,6 @@
 """Overload on the local endpoint (loopback, bounded): latency, throughput, error mix, memory.
 
-One CPU model replica runs ``MAX_ONGOING`` requests and queues ``MAX_QUEUED`` more, so its
-capacity is ``MAX_ONGOING + MAX_QUEUED`` requests in flight. Closed-loop clients (each sends its
+One CPU model replica holds ``CAPACITY`` requests (one generating, the rest waiting their turn). Closed-loop clients (each sends its
 next request when the previous answer arrives, ignoring Retry-After, as a worst case) run at 1x, 2x
 and 10x that capacity, ``ROUNDS`` slices of ``SLICE_S`` seconds each, the levels interleaved. Goal: goodput (answered requests per second)
 at 10x at least 80 % of 1x's, the answered requests' p99 bounded, every refusal the endpoint's own
@@ -25,9 +24,7 @@ import threading
 import time
 from pathlib import Path
 
-MAX_ONGOING = 4
-MAX_QUEUED = 8
-CAPACITY = MAX_ONGOING + MAX_QUEUED
+CAPACITY = 12
 LEVELS = (1, 2, 10)
 ROUNDS = 3
 SLICE_S = 7.0  # each level runs ROUNDS slices of this long, interleaved with the other levels
@@ -170,8 +167,7 @@ def main() -> None:
             model_dir,
             str(Path(tmp) / "adapters"),
             replica_num_cpus=1.0,
-            max_ongoing_requests=MAX_ONGOING,
-            max_queued_requests=MAX_QUEUED,
+            max_model_requests=CAPACITY,
         )
         with server:
             body = _body(server.base_model_id)
@@ -180,7 +176,7 @@ def main() -> None:
             assert conn.getresponse().read(), "warm-up request failed"
             processes = _serve_processes()
             print(
-                f"capacity {CAPACITY} in flight ({MAX_ONGOING} on the replica + {MAX_QUEUED} queued); "
+                f"capacity {CAPACITY} requests on the model replica; "
                 f"{ROUNDS} x {SLICE_S:.0f} s a level, interleaved; {MAX_TOKENS} greedy tokens a maze turn"
             )
             memory_before = _memory_mib(processes)

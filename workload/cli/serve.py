@@ -39,8 +39,11 @@ def serve(
         None, "--s3-endpoint-url", hidden=True,
         help="Former option, refused: set the environment variable AWS_ENDPOINT_URL_S3 instead."),
     replica_cpus: float = setting_option(ServeSettings, "replica_cpus"),
-    max_ongoing_requests: int = setting_option(ServeSettings, "max_ongoing_requests"),
-    max_queued_requests: int = setting_option(ServeSettings, "max_queued_requests"),
+    max_model_requests: int = setting_option(ServeSettings, "max_model_requests"),
+    max_ongoing_requests: str | None = typer.Option(
+        None, "--max-ongoing-requests", hidden=True, help="Former option, refused: set --max-model-requests instead."),
+    max_queued_requests: str | None = typer.Option(
+        None, "--max-queued-requests", hidden=True, help="Former option, refused: set --max-model-requests instead."),
     api_key_file: Path | None = typer.Option(
         None, "--api-key-file", dir_okay=False,
         help=f"Require 'Authorization: Bearer KEY' on every request, KEY being this file's first line (or the "
@@ -60,11 +63,13 @@ def serve(
 
     api_key = _api_key(api_key_file)
     try:
-        refuse_former(["--s3-endpoint-url"] if s3_endpoint_url is not None else [])
+        given = {"--s3-endpoint-url": s3_endpoint_url, "--max-ongoing-requests": max_ongoing_requests,
+                 "--max-queued-requests": max_queued_requests}
+        refuse_former([option for option, value in given.items() if value is not None])
         server = LocalServer(
             model, adapters, host=host, port=port, cache_dir=cache_dir, model_id=model_id,
             max_adapters=max_adapters, replica_cpus=replica_cpus, api_key=api_key,
-            max_ongoing_requests=max_ongoing_requests, max_queued_requests=max_queued_requests,
+            max_model_requests=max_model_requests,
         )  # fmt: skip
     except ConfigError as error:
         fail(f"{error} (each setting KEY is the option --KEY, e.g. max_adapters is --max-adapters)", code=EXIT_USAGE)

@@ -352,7 +352,7 @@ class OpenAIIngress:
         self._open = 0  # chat requests in this ingress (reading, waiting for the model, or there)
         self._draining = False  # set by `begin_drain`: every later request gets 503 shutting_down
         # The model replica's running + queued requests: beyond them, requests wait here, then 503.
-        self._admission = Admission(settings.max_ongoing_requests + settings.max_queued_requests)
+        self._admission = Admission(settings.max_model_requests)
 
     def _authorize(self, request: Request) -> None:
         key = self._settings.api_key
@@ -522,18 +522,18 @@ def model_message_bytes(limits: ServeLimits) -> int:
 def build_app(settings: ServeSettings) -> serve.Application:
     """The bound Serve application for ``settings`` (pass to `serve.run`).
 
-    The ingress admits ``max_ongoing_requests + max_queued_requests`` into the model replica, where
+    The ingress admits ``max_model_requests`` into the model replica, where
     they take turns on the engine; it lets more wait up to `ADMISSION_WAIT_S` and then
     answers 503 + Retry-After in OpenAI's shape, as it does beyond `MAX_OPEN_REQUESTS` at once.
     """
-    # The model's queue is bounded by the ingress's admission (max_ongoing + max_queued requests), not by
+    # The model's queue is bounded by the ingress's admission (max_model_requests), not by
     # Serve's: Serve's router frees a slot a moment after the answer arrives, so a bound there too
     # would refuse requests the ingress had just admitted. Every admitted request waits on the replica
     # itself (its generations run one at a time), where a finished generation hands the model to the
     # next at once; held in Serve's router instead, they reached the model late under overload
     # (benchmarks/bench_serve_load.py).
     model = ModelServer.options(
-        max_ongoing_requests=settings.max_ongoing_requests + settings.max_queued_requests,
+        max_ongoing_requests=settings.max_model_requests,
         max_queued_requests=-1,
         ray_actor_options={
             "num_cpus": settings.replica_num_cpus,

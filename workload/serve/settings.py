@@ -13,7 +13,7 @@ import math
 from collections.abc import Iterable
 from pathlib import Path
 
-from pydantic import Field, NonNegativeFloat, NonNegativeInt, PositiveInt, ValidationInfo, field_validator
+from pydantic import Field, NonNegativeFloat, PositiveInt, ValidationInfo, field_validator
 
 from workload import config
 from workload.config import ConfigModel, Former
@@ -40,10 +40,9 @@ DEFAULT_NUM_CPUS = 2
 # Adapters a model replica holds before the least recently used is evicted (Ray Serve's
 # `serve.multiplexed` default is 3: ray/serve/api.py).
 DEFAULT_MAX_ADAPTERS = 4
-# The model replica's request bounds (Ray Serve's default max_ongoing_requests is 5:
-# ray/serve/_private/constants.py); tests/workload/serve shows the 503 beyond them.
-DEFAULT_MAX_ONGOING_REQUESTS = 4
-DEFAULT_MAX_QUEUED_REQUESTS = 16
+# Requests the model replica holds at once, one generating and the rest waiting their turn (the sum of
+# the former max_ongoing_requests 4 and max_queued_requests 16); tests/workload/serve shows the 503 beyond.
+DEFAULT_MAX_MODEL_REQUESTS = 20
 # boto3's own setting for an S3-compatible store (botocore/configprovider.py ConfiguredEndpointProvider:
 # AWS_ENDPOINT_URL_S3, else AWS_ENDPOINT_URL, else endpoint_url in ~/.aws/config), read by every S3 client.
 S3_ENDPOINT_ENV = "AWS_ENDPOINT_URL_S3"
@@ -52,6 +51,8 @@ FORMER: dict[str, Former] = {
     "s3_endpoint_url": Former("an S3-compatible store is AWS's own configuration, read by every S3 client",
                               f"the environment variable {S3_ENDPOINT_ENV} (or AWS_ENDPOINT_URL) for the serving "
                               "process"),
+    **{key: Former("the model replica generates one request at a time, so only the number it holds mattered",
+                   "max_model_requests (their sum)") for key in ("max_ongoing_requests", "max_queued_requests")},
 }
 
 
@@ -93,12 +94,10 @@ class ServeSettings(ConfigModel):
     max_num_adapters_per_replica: PositiveInt = Field(
         DEFAULT_MAX_ADAPTERS, alias="max_adapters",
         description="Adapters kept in memory per model replica (least recently used evicted beyond).")
-    max_ongoing_requests: PositiveInt = Field(DEFAULT_MAX_ONGOING_REQUESTS,
-                                              description="Requests a model replica runs or waits on at once.")
-    max_queued_requests: NonNegativeInt = Field(
-        DEFAULT_MAX_QUEUED_REQUESTS,
-        description="Requests queued for the model beyond max_ongoing_requests; more wait up to 4 s in the ingress, "
-                    "then get 503 with Retry-After.")
+    max_model_requests: PositiveInt = Field(
+        DEFAULT_MAX_MODEL_REQUESTS,
+        description="Requests the model replica holds at once (one generates, the rest wait their turn); as many "
+                    "more wait up to 4 s in the ingress, then get 503 with Retry-After.")
     replica_num_cpus: NonNegativeFloat = Field(1.0, alias="replica_cpus",
                                                description="CPUs Ray reserves for the model replica; it runs "
                                                "as many torch threads (rounded up, at least 1).")

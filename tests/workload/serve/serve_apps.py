@@ -41,8 +41,7 @@ def main(config: dict) -> None:
             cache_dir=config["cache_dir"],
             app_name="s3",
             route_prefix="/s3",
-            max_ongoing_requests=1,
-            max_queued_requests=1,
+            max_model_requests=2,
             **common,
         ),
         "hostile": LocalServer(
@@ -52,8 +51,7 @@ def main(config: dict) -> None:
             route_prefix="/hostile",
             api_key=config["api_key"],
             # Two long requests and a stats call at once on the replica: one waits for the engine.
-            max_ongoing_requests=3,
-            max_queued_requests=2,
+            max_model_requests=5,
             limits={"max_tokens": HOSTILE_MAX_TOKENS},
             **common,
         ),

@@ -191,7 +191,7 @@ def test_malformed_and_oversized_requests(serve_endpoints, body, status, param):
 
 
 def test_overload_answers_503_and_then_recovers(serve_endpoints):
-    server = serve_endpoints.s3  # one request runs, one waits, the rest are refused
+    server = serve_endpoints.s3  # 2 on the replica (one generating), 2 waiting in the ingress, the rest refused
     deadline = time.monotonic() + DEADLINE_S
     statuses: set[int] = set()
     while 503 not in statuses and time.monotonic() < deadline:

@@ -39,7 +39,7 @@ LONG = {"max_tokens": 1000, "temperature": 0}  # near the endpoint's 1,024-token
 # The hostile app's cap (2,000 tokens), twice LONG: a request to drop is still generating when dropped.
 LONGEST = {"max_tokens": HOSTILE_MAX_TOKENS, "temperature": 0}
 DISCONNECTS_IN_A_ROW = 3
-# The hostile app's model replica holds 3 running + 2 queued requests (serve_apps.py).
+# The hostile app's model replica holds 5 requests, one generating (serve_apps.py).
 HOSTILE_CAPACITY = 5
 OVERLOAD_BURST = 16
 
@@ -445,7 +445,7 @@ def test_a_queued_request_whose_client_goes_away_leaves_without_waiting_for_the_
 
 
 def test_overload_gives_503_with_retry_after_in_openai_shape(serve_endpoints):
-    server = serve_endpoints.hostile  # 3 running + 2 queued on the replica, as many waiting in the ingress
+    server = serve_endpoints.hostile  # 5 on the replica, as many waiting in the ingress
     # Hold the replica with long generations first, so the burst meets a busy model whatever this
     # machine's speed (a burst of short requests alone can be served as fast as it arrives). One slot
     # stays free: the stats call that sees them there takes a slot on the replica too.
@@ -469,7 +469,7 @@ def test_overload_gives_503_with_retry_after_in_openai_shape(serve_endpoints):
 
 # --- slow clients and retry storms --------------------------------------------------------------
 
-# More stalled bodies than the ingress once held at all (the hostile app's 3 running + 2 queued plus
+# More stalled bodies than the ingress once held at all (the hostile app's 5 on the replica plus
 # Serve's ingress slots), fewer than it holds now (workload.serve.app.MAX_OPEN_REQUESTS).
 STALLED_BODIES = 60
 IDLE_SOCKETS = 40

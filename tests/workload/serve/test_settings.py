@@ -63,8 +63,7 @@ def test_the_api_key_is_not_shown(good):
         ("model_id", "tiny:a0", r"model_id: base_model_id 'tiny:a0' must match"),
         ("max_adapters", "0", r"max_adapters=0: Input should be greater than 0"),
         ("max_adapters", "many", r"max_adapters=many: Input should be a valid integer"),
-        ("max_ongoing_requests", 0, r"max_ongoing_requests=0: Input should be greater than 0"),
-        ("max_queued_requests", -2, r"max_queued_requests=-2: Input should be greater than or equal to 0"),
+        ("max_model_requests", 0, r"max_model_requests=0: Input should be greater than 0"),
         ("replica_cpus", "-1", r"replica_cpus=-1: Input should be greater than or equal to 0"),
         ("max_lora_rank", "128", r"unknown setting 'max_lora_rank'"),  # a constant: workload/serving_rules.py
         ("api_key", "has space", "api_key: must be a non-empty string without spaces"),
@@ -92,6 +91,9 @@ def test_a_former_setting_says_where_it_went(tiny_model_dir, serve_adapters_dir)
         app_builder({**good, "s3_endpoint_url": "http://127.0.0.1:9"})
     with pytest.raises(config.ConfigError, match=r"^s3_endpoint_url is no longer a setting: .* AWS_ENDPOINT_URL_S3"):
         LocalServer(tiny_model_dir, str(serve_adapters_dir), s3_endpoint_url="http://127.0.0.1:9")
+    with pytest.raises(config.ConfigError, match=r"^max_ongoing_requests is no longer a setting: .*; drop it, or set "
+                       r"max_model_requests \(their sum\)$"):
+        app_builder({**good, "max_ongoing_requests": "4"})
 
 
 def test_the_port_is_a_tcp_port():
