@@ -41,7 +41,6 @@ def main(config: dict) -> None:
             cache_dir=config["cache_dir"],
             app_name="s3",
             route_prefix="/s3",
-            max_model_requests=2,
             **common,
         ),
         "hostile": LocalServer(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import concurrent.futures
 import json
 import os
 import pathlib
@@ -188,28 +187,6 @@ def test_malformed_and_oversized_requests(serve_endpoints, body, status, param):
     assert set(payload["error"]) == {"message", "type", "param", "code"}
     assert payload["error"]["param"] == param
     assert payload["error"]["message"]
-
-
-def test_overload_answers_503_and_then_recovers(serve_endpoints):
-    server = serve_endpoints.s3  # 2 on the replica (one generating), 2 waiting in the ingress, the rest refused
-    deadline = time.monotonic() + DEADLINE_S
-    statuses: set[int] = set()
-    while 503 not in statuses and time.monotonic() < deadline:
-        with concurrent.futures.ThreadPoolExecutor(max_workers=10) as pool:
-            futures = [pool.submit(_status_of, server) for _ in range(10)]
-            statuses |= {f.result() for f in futures}
-    assert 503 in statuses and 200 in statuses
-    assert statuses <= {200, 503}
-    assert _complete(server, "tiny")  # served again once the burst is over
-
-
-def _status_of(server) -> int:
-    try:
-        _complete(server, "tiny:a0", max_tokens=200)  # seconds each: the waiting ones outlast the admission wait
-    except openai.APIStatusError as error:
-        assert error.body["code"] == "overloaded"
-        return error.status_code
-    return 200
 
 
 def test_the_model_replica_runs_with_serves_throughput_settings(serve_endpoints):
