@@ -15,12 +15,58 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import Field, PositiveInt
+from pydantic import Field, PositiveInt, field_validator
 
 from workload import config
 from workload.skyrl import schedule
+from workload.skyrl.known_keys import load_known_keys
 
 RECIPES_DIR = Path(__file__).with_name("recipes")
+# Counts SkyRL 0.4.0 asserts positive only once the job runs (skyrl/train/utils/utils.py validate_batch_sizes,
+# validate_cfg), or that mean nothing below 1: checked, with every key's type, when a recipe loads.
+AT_LEAST_ONE = (
+    "trainer.train_batch_size", "trainer.policy_mini_batch_size", "trainer.micro_train_batch_size_per_gpu",
+    "trainer.micro_forward_batch_size_per_gpu", "trainer.max_prompt_length", "trainer.policy.sequence_parallel_size",
+    "trainer.placement.policy_num_nodes", "trainer.placement.policy_num_gpus_per_node",
+    "generator.n_samples_per_prompt", "generator.eval_n_samples_per_prompt", "generator.max_turns",
+    "generator.max_input_length", "generator.sampling_params.max_generate_length",
+    "generator.inference_engine.num_engines", "generator.inference_engine.tensor_parallel_size",
+    "generator.inference_engine.pipeline_parallel_size", "generator.inference_engine.data_parallel_size",
+    "trainer.policy.model.lora.alpha",
+)
+# (lowest, highest, inclusive low) of the other ranged keys: a share of GPU memory (vLLM's gpu_memory_utilization),
+# temperatures (0: greedy), a learning rate.
+RANGES: dict[str, tuple[float, float, bool]] = {
+    "generator.inference_engine.gpu_memory_utilization": (0.0, 1.0, False),
+    "generator.sampling_params.temperature": (0.0, float("inf"), True),
+    "generator.eval_sampling_params.temperature": (0.0, float("inf"), True),
+    "trainer.policy.optimizer_config.lr": (0.0, float("inf"), False),
+    "trainer.policy.model.lora.rank": (0.0, float("inf"), True),
+}
+
+
+def skyrl_problems(values: dict[str, Any]) -> list[str]:
+    """One line per SkyRL key SkyRL would refuse: unknown, of the wrong type, or out of its range."""
+    known, problems = load_known_keys(), []
+    for key, value in values.items():
+        problem = known.problem(key, value)
+        if problem is None and value is not None:
+            problem = _range_problem(key, value)
+        if problem:
+            problems.append(problem)
+    return problems
+
+
+def _range_problem(key: str, value: float) -> str | None:
+    if key in AT_LEAST_ONE and value < 1:
+        return f"{key}={value}: must be at least 1 (a count). Fix: set a positive whole number."
+    if key not in RANGES:
+        return None
+    low, high, inclusive = RANGES[key]
+    if (low <= value if inclusive else low < value) and value <= high:
+        return None
+    bound = f"{'>=' if inclusive else '>'} {low:g}" + (f" and <= {high:g}" if high < float("inf") else "")
+    return f"{key}={value}: must be {bound}. Fix: set a value in that range."
 
 
 class Cluster(config.ConfigModel):
@@ -79,7 +125,16 @@ class Recipe(config.ConfigModel):
     reward: Reward = Reward()
     fixes: Fixes = Fixes()
     skyrl: dict[str, Any] = Field(description="SkyRL config keys passed through as KEY=VALUE ({shared_root}, "
-                                  "{run_id}, {run_dir} filled in); any other --set key lands here.")
+                                  "{run_id}, {run_dir} filled in), each typed as SkyRL types it "
+                                  "(workload/skyrl/skyrl_0.4.0_keys.txt); any other --set key lands here.")
+
+    @field_validator("skyrl")
+    @classmethod
+    def _typed(cls, values: dict[str, Any]) -> dict[str, Any]:
+        problems = skyrl_problems(values)
+        if problems:
+            raise ValueError("; ".join(problem.rstrip(".") for problem in problems))
+        return values
 
     @property
     def run_dir(self) -> str:

@@ -1,8 +1,8 @@
 """Checks for the SkyRL settings that otherwise fail late, on the GPU cluster.
 
 SkyRL validates most of these with bare ``assert`` statements after the job has pulled the
-image, started Ray and loaded the model; a key it does not know fails the strict config
-parse. Each rule here names the key and the fix. Rules mirror SkyRL 0.4.0's
+image, started Ray and loaded the model. Each rule here names the key and the fix; every key's
+name, type and range were checked when the recipe loaded (``workload.skyrl.recipe``). Rules mirror SkyRL 0.4.0's
 ``skyrl/train/utils/utils.py`` (``validate_cfg``, ``validate_batch_sizes``) and the VLM
 requirements of ``docs/content/docs/tutorials/vision_language_rl.mdx``.
 """
@@ -16,7 +16,6 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, model_validator
 
 from workload.maze.heldout import size_mismatch
-from workload.skyrl.known_keys import load_known_keys
 from workload.skyrl.recipe import Recipe
 from workload.skyrl.tickets import ENV_CLASS
 
@@ -103,20 +102,6 @@ class TrainingSettings(BaseModel):
         if problems:
             raise ValueError("\n".join(problems))
         return self
-
-
-def check_known_keys(s: TrainingSettings) -> list[str]:
-    """Keys the pinned SkyRL's strict parser rejects."""
-    known = load_known_keys()
-    problems = []
-    for key in s.values:
-        if key.startswith("+"):
-            problems.append(f"{key}: SkyRL {known.version} rejects the '+' prefix. Fix: drop the '+'.")
-        elif not known.accepts(key):
-            hint = known.closest(key)
-            fix = f"did you mean {hint}?" if hint else "remove it or check the SkyRL version's config."
-            problems.append(f"{key}: not a SkyRL {known.version} config key. Fix: {fix}")
-    return problems
 
 
 def check_colocation(s: TrainingSettings) -> list[str]:
@@ -288,7 +273,6 @@ def check_strict_metric(s: TrainingSettings) -> list[str]:
 
 
 RULES: tuple[Rule, ...] = (
-    check_known_keys,
     check_colocation,
     check_cluster_fits,
     check_batch_sizes,
