@@ -1,7 +1,8 @@
 """The override keys the pinned SkyRL accepts and the type of each, recorded from its typed config tree.
 
-SkyRL builds its config with ``SkyRLTrainConfig.from_cli_overrides`` and rejects an unknown key
-or a value of the wrong type, but only when the job is already running on the cluster. The keys
+SkyRL builds its config with ``SkyRLTrainConfig.from_cli_overrides``: it rejects an unknown key
+only when the job is already running on the cluster, and keeps a value of the wrong type as given
+(``build_nested_dataclass`` passes leaves through) until the code that reads it fails. The keys
 and types are kept in ``skyrl_<version>_keys.txt`` beside this module (``KEY TYPE`` a line) so
 that every cluster recipe is typed on a laptop, before anything is submitted. Regenerate it after
 changing the SkyRL pin::
