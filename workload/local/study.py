@@ -216,16 +216,18 @@ class Checks:
 # -- the start: SFT on path-only demonstrations to a validation plateau -------------------------------------
 @dataclasses.dataclass
 class PlateauRule:
-    """Stop at the first check after which the best count has not improved for ``patience`` checks."""
+    """Stop at the first check after which the best count has not improved for ``patience`` checks, counting
+    from the first check with a count above 0 (before it, the model has not left the action marginal and the
+    count is flat at 0 without having converged: docs/study.md, the amendment)."""
 
     patience: int
-    best: int = -1
+    best: int = 0
     since_best: int = 0
 
     def stops(self, count: int) -> bool:
         if count > self.best:
             self.best, self.since_best = count, 0
-        else:
+        elif self.best > 0:
             self.since_best += 1
         return self.since_best >= self.patience
 
