@@ -37,7 +37,7 @@ export RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER := 0
 export RAY_USAGE_STATS_ENABLED := 0
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install test test-fast contract synth lint bench rehearse deploy destroy lock lock-images pin-bases clean help
+.PHONY: install test test-fast contract synth lint bench rehearse study deploy destroy lock lock-images pin-bases clean help
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -124,6 +124,9 @@ bench: $(STAMP) ## benchmarks: figures as ratios against a baseline measured in 
 
 rehearse: $(STAMP) ## the whole training loop on CPU with a tiny model, then the control (seed 0: 830 CPU s; RUN=control.enabled=false skips the control)
 	$(VENV)/bin/skymaze rehearse $(addprefix --set ,$(RUN))
+
+study: $(STAMP) ## the pre-registered GRPO-vs-SFT-continued study, 6 seeds (docs/study.md; SEEDS=0-5)
+	$(VENV)/bin/skymaze study --seeds $(or $(SEEDS),0-5)
 
 deploy: $(STAMP) ## cdk deploy --all for SIZE (needs AWS credentials and Docker)
 	$(VENV)/bin/skymaze deploy $(if $(SIZE),--size $(SIZE))

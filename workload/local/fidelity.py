@@ -40,12 +40,23 @@ REASONS: dict[str, str] = {
 
 # Differences that are not one shared key.
 BEHAVIOUR: dict[str, str] = {
-    "reward": "Strict success (1 for stop on the goal, else 0); the cluster's env_sft adds format_bonus 0.2 for "
-    "well-formatted turns, which the tiny model's one-token actions always are.",
+    "reward": "Strict success (1 for a stop on the goal, else 0). The cluster's env_sft pays 0.8 x task + 0.2 x the "
+    "share of turns whose reply carries non-empty <observation>, <justification> and <action> tags (format_bonus 0.2); "
+    "the tiny model's reply is one action token and the end-of-turn token, which never carries those tags, so the "
+    "bonus would be a constant 0 for it.",
     "learning-rate schedule": "Warm-up then cosine to 0.1 x lr (trainer.policy.optimizer_config.scheduler); the "
     "cluster runs SkyRL's default, constant_with_warmup with no warm-up.",
     "weight averaging": "Evaluated, exported and served weights are a running average (trainer.policy.ema_decay "
     "0.9); SkyRL has none.",
+    "LoRA scale": "The update is scaled by alpha / rank: 32 / 16 = 2 here, 32 / 32 = 1 on the cluster, so the same "
+    "alpha is not the same step size.",
+    "weight decay": "0 on the rehearsal's LoRA (WEIGHT_DECAY, workload/local/constants.py); the cluster runs SkyRL's "
+    "default trainer.policy.optimizer_config.weight_decay, 1e-2 (skyrl 0.4.0, skyrl/train/config/config.py, "
+    "OptimizerConfig).",
+    "SFT labels": "The rehearsal's start is SFT in the same run on the solver's action for every state it samples, "
+    "half of them random floor cells off the solver's path (recovery states); the VisGym checkpoint was trained on "
+    "solver trajectories (the path from the start, filtered to reward 1). A start taught recovery labels leaves "
+    "RL less to add: docs/study.md measures GRPO from a path-only start.",
     "model and task": "A 0.7 M-parameter Qwen3-VL from random init on 7x7 mazes with 64 px frames and the latest "
     "frame only, SFT-started in the same run; the cluster fine-tunes Qwen3-VL-8B from the VisGym SFT checkpoint "
     "on 9x9 mazes.",
