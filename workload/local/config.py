@@ -34,6 +34,15 @@ UNFINGERPRINTED = {
 }
 
 
+# The rehearsal's own settings, which SkyRL has no key for; every other leaf is a SkyRL 0.4.0 key, typed as SkyRL
+# types it (tests/workload/local/test_config.py holds both to workload/skyrl/skyrl_0.4.0_keys.txt).
+OWN_KEYS = (
+    "name", "description", "trainer.runs_dir", "trainer.policy.model.preset", "trainer.policy.ema_decay",
+    "generator.image_history", "environment.maze.size", "environment.heldout_set", "sft.batch_size", "sft.lr",
+    "sft.validation_size", "sft.target_solved", "control.enabled", "serve.enabled",
+)
+
+
 class AlgorithmConfig(ConfigModel):
     """The GRPO objective (SkyRL ``trainer.algorithm``)."""
 

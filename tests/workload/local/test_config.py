@@ -265,3 +265,28 @@ def test_a_saved_config_still_holds_every_key_the_adapter_evaluator_reads():
     saved = config.flatten(load_config("local").to_dict())
     wanted = [path for path, _ in _SOURCES.values() if not path.startswith("(")]
     assert [path for path in wanted if path not in saved] == []
+
+
+def test_every_setting_but_the_rehearsals_own_is_a_skyrl_key_of_skyrls_type():
+    """One key vocabulary for both recipes: a rehearsal key named like SkyRL's takes the values SkyRL's takes."""
+    import typing
+
+    from workload.local.config import OWN_KEYS, RehearsalConfig
+    from workload.skyrl.known_keys import load_known_keys
+
+    known = load_known_keys()
+    paths = config.field_paths(RehearsalConfig)
+    assert [key for key in paths if key not in OWN_KEYS and not known.accepts(key)] == []
+    assert [key for key in OWN_KEYS if known.accepts(key)] == []
+    samples = {bool: [True], int: [3], float: [0.5], str: ["x"], type(None): [None]}
+    # null names a rehearsal by its settings' fingerprint; the cluster recipe always names its run (fidelity.REASONS).
+    wider = {"trainer.run_name": None}
+    for key, info in paths.items():
+        if key in OWN_KEYS:
+            continue
+        assert known.problem(key, wider[key]) if key in wider else True, key
+        if typing.get_origin(info.annotation) is typing.Literal:
+            values = list(typing.get_args(info.annotation))
+        else:
+            values = [v for kind in typing.get_args(info.annotation) or (info.annotation,) for v in samples[kind]]
+        assert [v for v in values if known.problem(key, v) and (key, v) not in wider.items()] == [], key
