@@ -118,7 +118,7 @@ class Recipe(config.ConfigModel):
     description: str = Field(description="One line on what the recipe runs (skymaze recipe list).")
     run_id: str = Field(pattern=r"^[a-z0-9][a-z0-9-]{0,62}$",
                         description="The run's folder under SHARED_ROOT/runs and SkyRL's trainer.run_name.")
-    shared_root: str = Field(description="The shared file system's mount on every pod (FSx for Lustre).")
+    shared_root: str = Field(pattern=r"^/", description="The shared file system's mount on every pod (FSx for Lustre).")
     cluster: Cluster
     model: ModelSource
     dataset: DatasetSpec

@@ -110,6 +110,8 @@ def test_malformed_set_says_the_expected_form():
 def test_bad_recipe_field_is_reported_with_its_path():
     with pytest.raises(ValueError, match=r"cluster.nodes"):
         load_recipe("blog", sets=["cluster.nodes=0"])
+    with pytest.raises(ValueError, match=r"shared_root=shared: String should match pattern '\^/'"):
+        load_recipe("blog", sets=["shared_root=shared"])
 
 
 @pytest.mark.parametrize(("item", "message"), [
