@@ -70,7 +70,7 @@ def test_check_refuses_a_value_of_the_wrong_type_naming_the_key_and_the_type():
 def test_plan_refuses_a_negative_batch_before_planning_anything():
     result = runner.invoke(app, ["plan", "--recipe", "blog", "--size", "blog", "--set", "trainer.train_batch_size=-30"])
     assert result.exit_code == 2, result.output
-    assert "trainer.train_batch_size=-30: must be at least 1" in result.stderr
+    assert "trainer.train_batch_size=-30: must be >= 1" in result.stderr
     assert "GPUs:" not in result.stdout and "Traceback" not in result.output
 
 

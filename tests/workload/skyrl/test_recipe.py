@@ -118,7 +118,7 @@ def test_bad_recipe_field_is_reported_with_its_path():
     ("trainer.eval_interval=five", r"trainer.eval_interval='five': SkyRL 0.4.0 types it int, got str"),
     ("generator.batched=3", r"generator.batched=3: SkyRL 0.4.0 types it bool, got int"),
     ("data.val_data=/eval.parquet", r"data.val_data='/eval.parquet': SkyRL 0.4.0 types it list\[str\], got str"),
-    ("trainer.train_batch_size=-30", r"trainer.train_batch_size=-30: must be at least 1 \(a count\)"),
+    ("trainer.train_batch_size=-30", r"trainer.train_batch_size=-30: must be >= 1\. Fix"),
     ("generator.inference_engine.gpu_memory_utilization=1.5",
      r"generator.inference_engine.gpu_memory_utilization=1.5: must be > 0 and <= 1"),
     ("trainer.policy.optimizer_config.lr=0", r"trainer.policy.optimizer_config.lr=0: must be > 0\."),
