@@ -3,8 +3,9 @@
 SkyRL builds its config with ``SkyRLTrainConfig.from_cli_overrides``: it rejects an unknown key
 only when the job is already running on the cluster, and keeps a value of the wrong type as given
 (``build_nested_dataclass`` passes leaves through) until the code that reads it fails. The keys
-and types are kept in ``skyrl_<version>_keys.txt`` beside this module (``KEY TYPE`` a line) so
-that every cluster recipe is typed on a laptop, before anything is submitted. Regenerate it after
+, types and defaults are kept in ``skyrl_<version>_keys.txt`` beside this module (``KEY TYPE
+[DEFAULT as JSON]`` a line) so that every cluster recipe is typed on a laptop, before anything is
+submitted, and the rules read SkyRL's default of a key the recipe leaves out. Regenerate it after
 changing the SkyRL pin::
 
     pip download skyrl==<version> --no-deps --python-version 3.12 --only-binary=:all: -d /tmp/w
@@ -14,7 +15,8 @@ changing the SkyRL pin::
 Types: ``bool``, ``int``, ``float``, ``str``, ``list[T]``, ``literal[a|b]``, ``A|B`` (a union),
 ``any``, ``section`` (an optional section set whole, e.g. to null); a trailing ``?`` takes null.
 Fields typed as a plain ``dict`` (``engine_init_kwargs``, ...) take any sub-key of any type and
-are written ``KEY.*``.
+are written ``KEY.*``. A default SkyRL computes from the home folder is written with ``~``, as
+SkyRL's source spells it; a required field, or one whose default is not a JSON value, has none.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ import difflib
 import enum
 import functools
 import importlib.util
+import json
+import os
 import sys
 import types
 import typing
@@ -56,6 +60,7 @@ class KnownKeys:
     version: str
     types: Mapping[str, str]
     free_prefixes: tuple[str, ...]
+    defaults: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
     def accepts(self, key: str) -> bool:
         """True when SkyRL's strict config parser would take ``key``."""
@@ -136,31 +141,57 @@ def _is_free_dict(annotation: Any) -> bool:
     return candidate is dict or typing.get_origin(candidate) is dict
 
 
-def derive_keys(config_cls: type, prefix: str = "") -> list[tuple[str, str]]:
-    """``(dotted key, type)`` of every leaf of a dataclass tree; dict fields end in ``.*`` (type ``any``);
-    an optional section is a key too (``section?``: SkyRL takes ``key=null``)."""
+_NONE = object()
+
+
+def _default_of(field: dataclasses.Field, section: Any) -> Any:
+    """The field's value in ``section`` (its parent's default instance), else the field's own default."""
+    if section is not None:
+        return getattr(section, field.name)
+    if field.default is not dataclasses.MISSING:
+        return field.default
+    if field.default_factory is not dataclasses.MISSING:
+        return field.default_factory()
+    return _NONE
+
+
+def _as_json(value: Any) -> tuple[Any, ...]:
+    """``(value,)`` as JSON holds it, the home folder as ``~``; ``()`` when there is none to record."""
+    value = value.value if isinstance(value, enum.Enum) else value
+    try:
+        text = json.dumps(value)
+    except TypeError:
+        return ()
+    return (json.loads(text.replace(json.dumps(os.path.expanduser("~"))[1:-1] + "/", "~/")),)
+
+
+def derive_keys(config_cls: type, prefix: str = "", section: Any = None) -> list[tuple[Any, ...]]:
+    """``(dotted key, type[, default])`` of every leaf of a dataclass tree; dict fields end in ``.*`` (type ``any``);
+    an optional section is a key too (``section?``: SkyRL takes ``key=null``). A default is the leaf's value in its
+    parent's default instance (a parent may build a section with other values than the section's own defaults)."""
     hints = typing.get_type_hints(config_cls)
-    keys: list[tuple[str, str]] = []
+    keys: list[tuple[Any, ...]] = []
     for field in dataclasses.fields(config_cls):
         annotation, key = hints[field.name], f"{prefix}{field.name}"
-        nested = _section(annotation)
+        nested, default = _section(annotation), _default_of(field, section)
         if nested is not None:
             if _optional_of(annotation) is not None:
                 keys.append((key, f"{SECTION}?"))
-            keys.extend(derive_keys(nested, key + "."))
+            keys.extend(derive_keys(nested, key + ".", default if dataclasses.is_dataclass(default) else None))
         elif _is_free_dict(annotation):
             keys.append((key + FREE_SUFFIX, "any"))
         else:
-            keys.append((key, type_name(annotation)))
+            keys.append((key, type_name(annotation), *(() if default is _NONE else _as_json(default))))
     return keys
 
 
 def parse_keys_file(text: str, *, version: str) -> KnownKeys:
-    """Parse the committed key list (``#`` comments, ``KEY TYPE`` a line)."""
-    rows = [line.split() for line in text.splitlines() if line.strip() and not line.startswith("#")]
-    free = tuple(key[: -len(FREE_SUFFIX)] for key, _ in rows if key.endswith(FREE_SUFFIX))
-    typed = {key: kind for key, kind in rows if not key.endswith(FREE_SUFFIX)}
-    return KnownKeys(version=version, types=typed, free_prefixes=free)
+    """Parse the committed key list (``#`` comments, ``KEY TYPE [DEFAULT]`` a line)."""
+    rows = [line.split(maxsplit=2) for line in text.splitlines() if line.strip() and not line.startswith("#")]
+    free = tuple(row[0][: -len(FREE_SUFFIX)] for row in rows if row[0].endswith(FREE_SUFFIX))
+    typed = {row[0]: row[1] for row in rows if not row[0].endswith(FREE_SUFFIX)}
+    defaults = {row[0]: json.loads(row[2]) for row in rows if len(row) == 3}
+    return KnownKeys(version=version, types=typed, free_prefixes=free, defaults=defaults)
 
 
 @functools.cache
@@ -180,11 +211,12 @@ def main(argv: list[str]) -> None:
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)
     keys = derive_keys(module.SkyRLTrainConfig)
-    header = [f"# Override keys accepted by SkyRL {version} (SkyRLTrainConfig.from_cli_overrides) and their types.",
+    header = [f"# Override keys accepted by SkyRL {version} (SkyRLTrainConfig.from_cli_overrides), types, defaults.",
               f"# Source: PyPI skyrl=={version} wheel (sha256 {wheel_sha256}), skyrl/train/config/config.py,",
-              "# derived with workload.skyrl.known_keys.derive_keys. KEY.* takes any sub-key (dict field)."]
+              "# by workload.skyrl.known_keys.derive_keys: KEY TYPE [DEFAULT as JSON]; KEY.* takes any sub-key."]
     out = Path(__file__).with_name(f"skyrl_{version}_keys.txt")
-    out.write_text("\n".join([*header, *(f"{key} {kind}" for key, kind in keys)]) + "\n")
+    rows = (" ".join([key, kind, *(json.dumps(value) for value in default)]) for key, kind, *default in keys)
+    out.write_text("\n".join([*header, *rows]) + "\n")
     print(f"wrote {len(keys)} keys to {out}")
 
 

@@ -53,19 +53,38 @@ def test_derive_keys_walks_nested_and_optional_dataclasses_types_leaves_and_mark
         ("engine_init_kwargs.*", "any"),
         ("speculative_config.*", "any"),
         ("model", "section?"),
-        ("model.path", "str?"),
-        ("model.lora.rank", "int"),
-        ("model.lora.exclude_modules", "str?"),
-        ("model.lora.alpha", "float"),
-        ("model.lora.files", "list[str]"),
-        ("model.lora.loader", "literal[a|b]"),
-        ("model.lora.clip", "bool|int"),
-        ("model.lora.backend", "literal[nccl|gloo]"),
+        ("model.path", "str?", None),
+        ("model.lora.rank", "int", 0),
+        ("model.lora.exclude_modules", "str?", None),
+        ("model.lora.alpha", "float", 16.0),
+        ("model.lora.files", "list[str]", []),
+        ("model.lora.loader", "literal[a|b]", "a"),
+        ("model.lora.clip", "bool|int", False),
+        ("model.lora.backend", "literal[nccl|gloo]", "nccl"),
     ]
 
 
+@dataclass
+class _Policy:
+    required: str
+    model: _Model = field(default_factory=lambda: _Model(path="~/models/base"))
+
+
+def test_a_default_is_the_leafs_value_in_its_parents_default_instance_home_folder_as_tilde():
+    import os
+
+    @dataclass
+    class _Home:
+        ckpt_path: str = field(default_factory=lambda: os.path.expanduser("~/ckpts/"))
+
+    assert derive_keys(_Policy)[:3] == [("required", "str"),  # a required field records no default
+                                        ("model.path", "str?", "~/models/base"), ("model.lora.rank", "int", 0)]
+    assert derive_keys(_Home) == [("ckpt_path", "str", "~/ckpts/")]
+
+
 def test_parse_keys_file_accepts_exact_keys_and_sub_keys_of_dict_fields():
-    known = parse_keys_file("# comment\na.b int\nc.kwargs.* any\n", version="9")
+    known = parse_keys_file('# comment\na.b int 3\nc.kwargs.* any\nd list[str] ["~/x", "y z"]\n', version="9")
+    assert known.defaults == {"a.b": 3, "d": ["~/x", "y z"]}
     assert known.accepts("a.b")
     assert known.accepts("c.kwargs.max_model_len")
     assert known.accepts("c.kwargs")
