@@ -13,6 +13,7 @@ PyYAML and OmegaConf: every layer may import this module.
 
 from __future__ import annotations
 
+import copy
 import difflib
 import typing
 from collections.abc import Iterable, Mapping
@@ -107,14 +108,15 @@ def set_values(model: type[BaseModel], data: Mapping[str, Any], items: Iterable[
     aliases = dict(zip(field_paths(model, by_alias=False), paths, strict=True))
     wholes = {key: info.alias or key for key, info in model.model_fields.items()}
     wholes.update({alias: alias for alias in wholes.values()})
-    result = merge(data, {})
+    result = copy.deepcopy(dict(data))
     for key, value in items:
         key = aliases.get(key, wholes.get(key, key))
         if key in paths:
-            parsed = parse_value(value, paths[key].annotation) if isinstance(value, str) else value
-            tree = OmegaConf.create(result)
-            OmegaConf.update(tree, key, parsed, merge=True)
-            result = OmegaConf.to_container(tree)
+            *sections, leaf = key.split(".")
+            node = result
+            for section in sections:
+                node = node.setdefault(section, {})
+            node[leaf] = parse_value(value, paths[key].annotation) if isinstance(value, str) else value
         elif key in wholes and not isinstance(value, str):
             result[key] = value
         elif free_form and key.partition(".")[0] not in model.model_fields:
