@@ -137,3 +137,14 @@ def test_committed_list_knows_the_keys_the_maze_recipe_relies_on():
 
 def test_closest_suggests_the_intended_key():
     assert load_known_keys().closest("trainer.polcy.model.lora.rank") == "trainer.policy.model.lora.rank"
+
+
+def test_the_key_list_ships_in_the_package():
+    """Every recipe load reads it, `skymaze promote` on the Ray head too, where the package is installed, not checked out."""
+    import fnmatch
+    import tomllib
+    from pathlib import Path
+
+    pyproject = tomllib.loads((Path(__file__).parents[3] / "pyproject.toml").read_text())
+    globs = pyproject["tool"]["setuptools"]["package-data"]["*"]
+    assert any(fnmatch.fnmatch(KEYS_FILE.name, glob) for glob in globs)
