@@ -10,6 +10,8 @@ from workload.deployment.settings import (
     DEPLOY_GUARD_WARN_HOURS,
     FORMER,
     KUBERNETES_VERSION,
+    S3_BUCKET_NAME_MAX,
+    SUPPORTED_REGIONS,
     SettingsError,
     load_settings,
     settings_table,
@@ -147,6 +149,23 @@ def test_the_deploy_guard_warns_halfway_through_a_short_deployment():
 def test_a_misspelt_setting_is_an_error_not_a_silent_default():
     with pytest.raises(SettingsError, match=r"worker_cnt: not a deployment setting; did you mean worker_count\? \(known settings: profile, account"):
         load_settings({"profile": "blog", "worker_cnt": "2"})
+
+
+def test_a_name_too_long_for_the_lifecycle_bucket_names_the_longest_that_fits():
+    # 21 characters pass the name pattern; sagemaker-NAME-lifecycle-ACCOUNT-REGION is then 69 in ap-northeast-1.
+    with pytest.raises(SettingsError, match=r"name=a2345678901234567890x \(21 characters\) makes the lifecycle bucket "
+                       r"name sagemaker-a2345678901234567890x-lifecycle-111111111111-ap-northeast-1 69 characters, "
+                       r"over S3's 63: in region=ap-northeast-1 use a name of at most 15 characters"):
+        load_settings({"profile": "blog", "region": "ap-northeast-1", "name": "a2345678901234567890x"})
+
+
+@pytest.mark.parametrize("region", SUPPORTED_REGIONS)
+def test_the_longest_name_the_refusal_offers_fits(region):
+    with pytest.raises(SettingsError, match=r"at most \d+ characters") as refused:
+        load_settings({"profile": "blog", "region": region, "name": "a" * 21})
+    longest = int(re.search(r"at most (\d+) characters", str(refused.value)).group(1))
+    assert len(load_settings({"profile": "blog", "region": region, "name": "a" * longest}).lifecycle_bucket_name) == (
+        S3_BUCKET_NAME_MAX)
 
 
 def test_a_bad_name_is_rejected():
