@@ -74,9 +74,11 @@ def failure_text(detail: Mapping) -> str:
     return " ".join(text for text in (detail.get("Description", ""), *messages) if text)
 
 
-def capacity_failures(client, cluster_name: str, groups: Iterable[str], since: datetime) -> dict[str, list[tuple]]:
+def capacity_failures(client, cluster_name: str, groups: Iterable[str], since: datetime,
+                      cluster_arn: str | None = None) -> dict[str, list[tuple]]:
     """Group -> [(event time, failure text)] of its error events since `since` that failed for lack of
-    capacity, newest first (ListClusterEvents sorted by time, DescribeClusterEvent for each error)."""
+    capacity, newest first (ListClusterEvents sorted by time, DescribeClusterEvent for each error).
+    With `cluster_arn`, events of an earlier cluster of the same name (a rolled-back deploy) are skipped."""
     found: dict[str, list[tuple]] = {group: [] for group in groups}
     described, token = 0, None
     while True:
@@ -86,6 +88,8 @@ def capacity_failures(client, cluster_name: str, groups: Iterable[str], since: d
         for summary in page.get("Events", []):
             group = summary.get("InstanceGroupName")
             if summary.get("EventLevel") != ERROR_LEVEL or group not in found:
+                continue
+            if cluster_arn and summary.get("ClusterArn") != cluster_arn:
                 continue
             if described == MAX_DESCRIBES:
                 return found
@@ -146,7 +150,7 @@ def check_capacity(client, props: Mapping, missing: Mapping[str, int], nodes: li
     moment = datetime.fromtimestamp(now, UTC)
     try:
         failures = capacity_failures(client, props["ClusterName"], missing,
-                                     datetime.fromtimestamp(now - CAPACITY_LOOKBACK_S, UTC))
+                                     datetime.fromtimestamp(now - CAPACITY_LOOKBACK_S, UTC), props.get("ClusterArn"))
     except AttributeError as error:  # an SDK in the Lambda runtime older than the operation
         print(f"capacity check unavailable ({error}); counting nodes only", flush=True)
         return

@@ -135,6 +135,7 @@ T0 = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
 ADVICE = CapacityAdvice(zone="us-west-2a", zone_fix="-c node_availability_zone=ZONE", groups={
     "head": ("ml.r5d.16xlarge", "head_instance_type"), "workers": ("ml.g7e.12xlarge", "worker_instance_type")})
 EXPECTED = {"head": 1, "workers": 3}
+ARN = "arn:aws:sagemaker:us-west-2:111111111111:cluster/abcdef012345"
 
 
 @dataclass
@@ -143,6 +144,7 @@ class Timeline:
 
     nodes: list[tuple[str, datetime]] = field(default_factory=list)
     errors: list[tuple[str, datetime, str]] = field(default_factory=list)
+    cluster_arn: str = ""  # the ARN the events carry (default: the cluster the waiter waits on)
     sdk: object = field(default_factory=lambda: boto3.client("sagemaker", region_name="us-west-2"))
 
     def client(self, now: datetime):
@@ -162,6 +164,7 @@ class Timeline:
         shown = sorted(((g, t, m) for g, t, m in self.errors if since < t <= now), key=lambda e: e[1], reverse=True)
         (summary,) = filled_output("sagemaker", "ListClusterEvents")["Events"]
         summaries = [{**summary, "EventId": _event_id(g, t), "ClusterName": "hp", "InstanceGroupName": g,
+                      "ClusterArn": self.cluster_arn or ARN,
                       "EventTime": t, "EventLevel": "Error", "ResourceType": "Instance",
                       "Description": f"Failed to provision EC2 Instance in Cluster hp and IG {g}"}
                      for g, t, _ in shown]
@@ -170,7 +173,7 @@ class Timeline:
             "MaxResults": 100})
         metadata = filled(service_model("sagemaker").shape_for("InstanceMetadata"))
         for (group, _, message), summary in zip(shown, summaries, strict=True):
-            if group not in missing:
+            if group not in missing or summary["ClusterArn"] != ARN:
                 continue
             detail = filled_output("sagemaker", "DescribeClusterEvent")
             detail["EventDetails"] = {**detail["EventDetails"], **summary,
@@ -185,7 +188,7 @@ def _event_id(group: str, when: datetime) -> str:
 
 
 def _props(stage: str = "1/4", final: str = "false") -> dict:
-    return {"ClusterName": "hp", "ExpectedNodes": json.dumps(EXPECTED), "Stage": stage,
+    return {"ClusterName": "hp", "ClusterArn": ARN, "ExpectedNodes": json.dumps(EXPECTED), "Stage": stage,
             "StageSeconds": str(int(STAGE_LIMIT.to_seconds())), "Final": final,
             "CapacityAdvice": ADVICE.to_json()}
 
@@ -266,6 +269,13 @@ def test_capacity_that_comes_back_lets_the_wait_go_on():
     # No failure for longer than PERSISTENT_CAPACITY_S: HyperPod is no longer failing for capacity.
     quiet = _short_of_gpus(until_min=20)
     assert _poll(quiet, T0 + timedelta(minutes=36)) == {"IsComplete": False}
+
+
+def test_failures_of_an_earlier_cluster_of_the_same_name_are_not_read():
+    # A rolled-back deploy's cluster failed for capacity; this cluster is new (another ARN).
+    earlier = _short_of_gpus()
+    earlier.cluster_arn = "arn:aws:sagemaker:us-west-2:111111111111:cluster/0123456789ab"
+    assert _poll(earlier, T0 + timedelta(minutes=40)) == {"IsComplete": False}
 
 
 def test_other_launch_failures_are_not_capacity():
