@@ -234,7 +234,7 @@ def test_node_waiter_reads_the_clusters_events_and_carries_the_capacity_advice(c
 def test_the_eks_control_plane_log_group_expires_and_exists_before_the_cluster(cluster):
     from infra.constructs.log_groups import RETENTION_DAYS
 
-    eks_id, eks = one(cluster, "AWS::EKS::Cluster")
+    _, eks = one(cluster, "AWS::EKS::Cluster")
     assert eks["Properties"]["Logging"]["ClusterLogging"]["EnabledTypes"]  # EKS writes control-plane logs
     groups = {g["Properties"]["LogGroupName"]: (logical_id, g)
               for logical_id, g in resources(cluster, "AWS::Logs::LogGroup").items()
