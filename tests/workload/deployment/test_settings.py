@@ -168,6 +168,14 @@ def test_the_longest_name_the_refusal_offers_fits(region):
         S3_BUCKET_NAME_MAX)
 
 
+@pytest.mark.parametrize(("name", "prefix"), [("xn--maze", "xn--"), ("sthree-maze", "sthree-"),
+                                              ("amzn-s3-demo-maze", "amzn-s3-demo-")])
+def test_a_name_that_starts_the_bucket_with_a_prefix_s3_reserves_is_refused(name, prefix):
+    with pytest.raises(SettingsError, match=rf"name={name} starts the artifacts bucket name {name}-artifacts-"
+                       rf"111111111111-us-west-2 with '{prefix}', a prefix S3 reserves"):
+        load_settings({"profile": "blog", "name": name})
+
+
 def test_a_bad_name_is_rejected():
     with pytest.raises(SettingsError, match=r"name: String should match pattern"):
         load_settings({"profile": "blog", "name": "Bad_Name"})
