@@ -83,6 +83,10 @@ SUBNET_ID = r"^subnet-([0-9a-f]{8}|[0-9a-f]{17})$"
 SECURITY_GROUP_ID = r"^sg-([0-9a-f]{8}|[0-9a-f]{17})$"
 # EKS CreateCluster: 1-100 characters, a letter or digit first, then letters, digits, '-' and '_'.
 EKS_CLUSTER_NAME = r"^[0-9A-Za-z][A-Za-z0-9_-]{0,99}$"
+# S3 bucket names: 3-63 characters, and not starting with a reserved prefix (S3 user guide, "General
+# purpose bucket naming rules"); the artifacts bucket's name starts with the app's name.
+S3_BUCKET_NAME_MAX = 63
+S3_RESERVED_PREFIXES = ("xn--", "sthree-", "amzn-s3-demo-")
 # EKS places control-plane interfaces in subnets of at least two Availability Zones (EKS user guide,
 # "VPC and subnet requirements"); a cluster this app creates in an existing VPC needs them.
 MIN_EKS_AZS = 2
@@ -338,6 +342,21 @@ class Settings(ConfigModel):
         if not zone.startswith(self.region):
             raise ValueError(f"node_availability_zone={zone} is not a zone of region={self.region}: use a zone such as "
                              f"{self.region}b (`aws ec2 describe-availability-zones --region {self.region}` lists them)")
+        return self
+
+    @model_validator(mode="after")
+    def _bucket_names_fit(self) -> Settings:
+        """The bucket names carry the name, account and region: a long name in a long region passes S3's limit."""
+        if reserved := next((p for p in S3_RESERVED_PREFIXES if self.artifacts_bucket_name.startswith(p)), None):
+            raise ValueError(f"name={self.name} starts the artifacts bucket name {self.artifacts_bucket_name} with "
+                             f"{reserved!r}, a prefix S3 reserves: choose a name that does not start with it")
+        for what, bucket in (("lifecycle bucket", self.lifecycle_bucket_name),
+                             ("artifacts bucket", self.artifacts_bucket_name)):
+            if len(bucket) > S3_BUCKET_NAME_MAX:
+                longest = len(self.name) - (len(bucket) - S3_BUCKET_NAME_MAX)
+                raise ValueError(f"name={self.name} ({len(self.name)} characters) makes the {what} name {bucket} "
+                                 f"{len(bucket)} characters, over S3's {S3_BUCKET_NAME_MAX}: in region={self.region} "
+                                 f"use a name of at most {longest} characters (e.g. -c name={self.name[:longest]})")
         return self
 
     @model_validator(mode="after")

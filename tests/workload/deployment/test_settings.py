@@ -9,6 +9,8 @@ import pytest
 from workload.deployment.settings import (
     DEPLOY_GUARD_WARN_HOURS,
     KUBERNETES_VERSION,
+    S3_BUCKET_NAME_MAX,
+    SUPPORTED_REGIONS,
     SettingsError,
     load_settings,
     settings_table,
@@ -120,6 +122,31 @@ def test_the_deploy_guard_warns_halfway_through_a_short_deployment():
 def test_a_misspelt_setting_is_an_error_not_a_silent_default():
     with pytest.raises(SettingsError, match=r"worker_cnt: not a deployment setting; did you mean worker_count\? \(known settings: profile, account"):
         load_settings({"profile": "blog", "worker_cnt": "2"})
+
+
+def test_a_name_too_long_for_the_lifecycle_bucket_names_the_longest_that_fits():
+    # 21 characters pass the name pattern; sagemaker-NAME-lifecycle-ACCOUNT-REGION is then 69 in ap-northeast-1.
+    with pytest.raises(SettingsError, match=r"name=a2345678901234567890x \(21 characters\) makes the lifecycle bucket "
+                       r"name sagemaker-a2345678901234567890x-lifecycle-111111111111-ap-northeast-1 69 characters, "
+                       r"over S3's 63: in region=ap-northeast-1 use a name of at most 15 characters"):
+        load_settings({"profile": "blog", "region": "ap-northeast-1", "name": "a2345678901234567890x"})
+
+
+@pytest.mark.parametrize("region", SUPPORTED_REGIONS)
+def test_the_longest_name_the_refusal_offers_fits(region):
+    with pytest.raises(SettingsError, match=r"at most \d+ characters") as refused:
+        load_settings({"profile": "blog", "region": region, "name": "a" * 21})
+    longest = int(re.search(r"at most (\d+) characters", str(refused.value)).group(1))
+    assert len(load_settings({"profile": "blog", "region": region, "name": "a" * longest}).lifecycle_bucket_name) == (
+        S3_BUCKET_NAME_MAX)
+
+
+@pytest.mark.parametrize(("name", "prefix"), [("xn--maze", "xn--"), ("sthree-maze", "sthree-"),
+                                              ("amzn-s3-demo-maze", "amzn-s3-demo-")])
+def test_a_name_that_starts_the_bucket_with_a_prefix_s3_reserves_is_refused(name, prefix):
+    with pytest.raises(SettingsError, match=rf"name={name} starts the artifacts bucket name {name}-artifacts-"
+                       rf"111111111111-us-west-2 with '{prefix}', a prefix S3 reserves"):
+        load_settings({"profile": "blog", "name": name})
 
 
 def test_a_bad_name_is_rejected():
