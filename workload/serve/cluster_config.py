@@ -21,6 +21,8 @@ OPENAI_APP_IMPORT_PATH = "ray.serve.llm:build_openai_app"
 DEFAULT_APP_NAME = "skymaze-llm"
 # Ray Serve's HTTP port inside the RayService (KubeRay exposes it as the "serve" port).
 SERVE_HTTP_PORT = 8000
+# Named as text: Ray imports it in each replica worker (workload.deployment.gpu_driver.require_in_worker).
+DRIVER_CHECK_HOOK = "workload.deployment.gpu_driver.require_in_worker"
 # One image per turn plus the first frame: the published run capped episodes at 15 turns.
 DEFAULT_MAX_IMAGES_PER_PROMPT = 16
 # Long enough for 15 turns of prompt + image tokens + answers at Qwen3-VL's default image size.
@@ -135,8 +137,11 @@ def build_llm_serve_config(
     }
     if accelerator_type is not None:
         llm_config["accelerator_type"] = accelerator_type
+    # Every worker process of the replica reads the node's NVIDIA driver first (Ray runs the hook at worker
+    # start-up): a driver older than the image's CUDA 13.0 needs is refused in one line naming both.
+    llm_config["runtime_env"] = {"worker_process_setup_hook": DRIVER_CHECK_HOOK}
     if aws_region is not None:
-        llm_config["runtime_env"] = {"env_vars": {"AWS_REGION": aws_region, "AWS_DEFAULT_REGION": aws_region}}
+        llm_config["runtime_env"]["env_vars"] = {"AWS_REGION": aws_region, "AWS_DEFAULT_REGION": aws_region}
     return _serve_document(llm_config, app_name)
 
 

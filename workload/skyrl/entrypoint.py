@@ -370,6 +370,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.preflight:
         print("preflight: ok", flush=True)
         return 0
+    from workload.skyrl.driver_check import check_gpu_nodes
+
+    refused = check_gpu_nodes()
+    if refused:
+        for line in refused:
+            print(f"error: {line}", file=sys.stderr, flush=True)
+        print(f"{FAILED_MARKER} gpu-driver: {refused[0]}", file=sys.stderr, flush=True)
+        return 1
     stages = Stages()
     try:
         run_skyrl(spec, stages)
