@@ -37,9 +37,9 @@ def parse_driver_version(text: str) -> tuple[int, ...]:
     """``580.65.06`` (nvidia-smi) or the ``/proc/driver/nvidia/version`` banner -> (580, 65, 6)."""
     match = _VERSION.search(text)
     if not match:
+        needed = MIN_DRIVER_BRANCH[IMAGE_CUDA[0]]
         raise DriverRefused(f"cannot read an NVIDIA driver version from {text.strip()[:120]!r}; "
-                            f"CUDA {IMAGE_CUDA[0]}.{IMAGE_CUDA[1]} needs driver {MIN_DRIVER_BRANCH[IMAGE_CUDA[0]]} or newer. "
-                            + FIX)
+                            f"CUDA {IMAGE_CUDA[0]}.{IMAGE_CUDA[1]} needs driver {needed} or newer. " + FIX)
     return tuple(int(part) for part in match.groups() if part is not None)
 
 
@@ -74,8 +74,8 @@ def require_driver(version_text: str, cuda: tuple[int, int] = IMAGE_CUDA) -> tup
     needed = MIN_DRIVER_BRANCH[cuda[0]]
     if found[0] < needed:
         raise DriverRefused(
-            f"NVIDIA driver {_VERSION.search(version_text).group(0)} found; CUDA {cuda[0]}.{cuda[1]} needs driver {needed} or newer "
-            f"(R{needed}+). " + FIX
+            f"NVIDIA driver {_VERSION.search(version_text).group(0)} found; CUDA {cuda[0]}.{cuda[1]} needs "
+            f"driver {needed} or newer (R{needed}+). " + FIX
         )
     return found
 
