@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import ROOT
 from workload.deployment.gpu_driver import (
     DriverRefused,
     parse_driver_version,
@@ -15,7 +16,6 @@ from workload.deployment.gpu_driver import (
     require_driver,
 )
 from workload.serve.cluster_config import DRIVER_CHECK_HOOK
-from tests.conftest import ROOT
 
 # The kernel module's banner as the R580 driver writes it (/proc/driver/nvidia/version).
 PROC_BANNER = ("NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.65.06  Release Build  "
