@@ -28,7 +28,12 @@ DEFAULT_MAX_IMAGES_PER_PROMPT = 16
 # Long enough for 15 turns of prompt + image tokens + answers at Qwen3-VL's default image size.
 DEFAULT_MAX_MODEL_LEN = 32768
 DEFAULT_GPU_MEMORY_UTILIZATION = 0.9
-# An 8B LoRA adapter (rank 32, language model only) is ~100 MB; S3 in-region takes seconds.
+# One GPU a replica: a 96 GB GPU holds the 8B model's 17.5 GB of bf16 weights with ~69 GB of KV cache, so
+# tensor parallelism would only add an all-reduce per layer per token over PCIe (`skymaze plan`, endpoint);
+# a node's GPUs serve as that many independent replicas instead.
+SERVE_TENSOR_PARALLEL = 1
+# An 8B LoRA adapter (rank 32, language model only) is ~350 MB of fp32 tensors (87.3 M parameters, `skymaze
+# plan`); S3 in-region takes seconds.
 DEFAULT_ADAPTER_DOWNLOAD_TIMEOUT_S = 120.0
 _S3_URI = re.compile(r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/[^\s]*)?$")
 
