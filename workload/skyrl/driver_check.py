@@ -12,12 +12,22 @@ from workload.deployment.gpu_driver import DriverRefused, require_driver
 
 PROBE_TIMEOUT_S = 120  # a cold GPU node schedules the probe once its raylet is up
 REFUSED_PREFIX = "refused: "
+# A GPU node's container sees the NVIDIA devices the device plugin hands it (/dev/nvidia0, ...). A node that
+# declares GPUs to Ray without any (`ray start --num-gpus N` on a CPU machine, as the contract tests do) has
+# no driver to check and no CUDA to run.
+NO_DEVICE = "no NVIDIA device"
+DEVICES = "/dev"
+DEVICE_GLOB = "nvidia[0-9]*"
 
 
-def probe_node() -> str:
-    """Runs on a GPU node: its driver's version text, or the refusal prefixed ``refused: ``."""
+def probe_node(devices: str = DEVICES) -> str:
+    """Runs on a GPU node: its driver's version text, the refusal prefixed ``refused: ``, or ``NO_DEVICE``."""
+    from pathlib import Path
+
     from workload.deployment.gpu_driver import read_driver_version
 
+    if not any(Path(devices).glob(DEVICE_GLOB)):
+        return NO_DEVICE
     try:
         return read_driver_version()
     except DriverRefused as refused:
@@ -28,6 +38,8 @@ def driver_problems(found: dict[str, str]) -> list[str]:
     """``{node address: probe result}`` -> one line per node that cannot run the image's CUDA."""
     problems = []
     for node, text in sorted(found.items()):
+        if text == NO_DEVICE:
+            continue  # GPUs declared to Ray only: nothing runs CUDA there
         try:
             if text.startswith(REFUSED_PREFIX):
                 raise DriverRefused(text.removeprefix(REFUSED_PREFIX))

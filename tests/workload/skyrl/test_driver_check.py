@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from workload.skyrl.driver_check import REFUSED_PREFIX, driver_problems
+from workload.skyrl.driver_check import NO_DEVICE, REFUSED_PREFIX, driver_problems, probe_node
 
 
 def test_every_node_on_r580_passes():
@@ -24,3 +24,18 @@ def test_a_node_whose_probe_found_no_driver_is_named():
 def test_a_cluster_without_gpu_nodes_is_refused():
     (problem,) = driver_problems({})
     assert problem.startswith("no alive Ray node offers a GPU")
+
+
+def test_a_node_that_declares_gpus_without_an_nvidia_device_is_not_probed(tmp_path):
+    assert probe_node(devices=str(tmp_path)) == NO_DEVICE  # `ray start --num-gpus 6` on a CPU machine
+    assert driver_problems({"127.0.0.1": NO_DEVICE}) == []
+
+
+def test_a_node_with_a_device_but_no_driver_is_refused(tmp_path):
+    (tmp_path / "nvidia0").write_text("")
+    result = probe_node(devices=str(tmp_path))
+    if result.startswith(REFUSED_PREFIX):  # this machine has no nvidia-smi and no /proc/driver/nvidia
+        (problem,) = driver_problems({"10.0.1.8": result})
+        assert problem.startswith("GPU node 10.0.1.8: no NVIDIA driver found")
+    else:
+        assert driver_problems({"10.0.1.8": result}) == []  # a machine with a driver: its version runs CUDA 13
