@@ -248,7 +248,7 @@ def main(argv: list[str] | None = None) -> int:
     distributions = _installed_distributions()
     present = sorted(name for name in left_out if _version_of(name) is not None)
     problems = build_ties(locked, wheels) + installed_problems(
-        locked, wheels, _version_of, lambda name: metadata.requires(name) or [], accepted
+        locked, wheels, _version_of, lambda name: (metadata.requires(name) or []) if _version_of(name) else [], accepted
     ) + [f"{name} is installed although {args[2]} removes it" for name in present] + unmet_requirements(
         distributions, allowed_missing=left_out, accepted=accepted)
     for line in problems:
