@@ -276,3 +276,22 @@ def _replace_in_targets(dashboard: dict, old: str, new: str) -> dict:
                 hits += 1
     assert hits, f"{old!r} is in no query of the dashboard: the test no longer breaks anything"
     return broken
+
+
+# The pictures docs/operations.md shows (docs/dashboard-*-local.png are copies of this test's output).
+PICTURES = {
+    "maze-training.json": None,  # every panel
+    "ray-core.json": ["Cluster Utilization", "Node CPU Usage %", "Node Memory Usage (heap + object store)",
+                      "Object Store Memory Usage", "All Tasks by State", "Running Tasks by Name",
+                      "Alive Actors by Name", "All Placement Groups by State"],
+}
+
+
+@pytest.mark.parametrize("name", sorted(PICTURES))
+def test_a_dashboard_draws_from_the_scraped_data(scraped, name, tmp_path):
+    from tests.infra.dashboards.render import render
+
+    path = render(all_dashboards()[name], scraped.prometheus, scraped.start, scraped.end,
+                  tmp_path / name.replace(".json", ".png"), PICTURES[name])
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and path.stat().st_size > 20_000
+    print(f"\npicture of {name}: {path}")
