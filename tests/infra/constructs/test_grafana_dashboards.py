@@ -51,14 +51,14 @@ def test_every_ray_dashboard_selects_the_data_source_the_importer_creates():
 
 
 def test_a_factory_override_in_the_environment_is_refused():
-    with pytest.raises(gd.DashboardError, match="RAY_GRAFANA_DEFAULT_DASHBOARD_UID set: .* Fix: unset"):
+    with pytest.raises(gd.DashboardError, match=r"RAY_GRAFANA_DEFAULT_DASHBOARD_UID set: .* Fix: unset"):
         gd.ray_dashboards({"RAY_GRAFANA_DEFAULT_DASHBOARD_UID": "mine", "PATH": "/bin"})
 
 
 def test_a_project_dashboard_named_like_a_generated_one_is_refused(tmp_path, monkeypatch):
     (tmp_path / "ray-core.json").write_text(json.dumps({"uid": "x", "title": "x", "panels": []}))
     monkeypatch.setattr(gd, "DASHBOARDS_DIR", tmp_path)
-    with pytest.raises(gd.DashboardError, match="infra/dashboards/ray-core.json has the name of a generated Ray"):
+    with pytest.raises(gd.DashboardError, match=r"infra/dashboards/ray-core\.json has the name of a generated Ray"):
         gd.all_dashboards()
 
 
