@@ -37,7 +37,7 @@ export RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER := 0
 export RAY_USAGE_STATS_ENABLED := 0
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install test test-fast contract synth lint bench rehearse study deploy destroy lock lock-images pin-bases images gpu-check clean help
+.PHONY: install prometheus test test-fast contract synth lint bench rehearse study deploy destroy lock lock-images pin-bases images gpu-check clean help
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -66,7 +66,23 @@ $(CHECKOV_STAMP): tests/infra/checkov-requirements.txt
 	$(CHECKOV_VENV)/bin/python -m pip install -q --no-deps -r tests/infra/checkov-requirements.txt
 	@touch $@
 
-test: $(STAMP) $(CHECKOV_STAMP) ## the whole test suite (what CI runs)
+# Debian's prometheus for the dashboards test (tests/infra/dashboards): its package unpacked into
+# .prometheus/, as checkov has its own venv: nothing installed system-wide, no service started, no root.
+# apt checks the package against Debian's signed index. Without apt-get the test skips, saying so.
+PROMETHEUS_DIR := .prometheus
+PROMETHEUS := $(PROMETHEUS_DIR)/root/usr/bin/prometheus
+
+$(PROMETHEUS):
+	@command -v apt-get >/dev/null || { echo "prometheus: no apt-get here: the dashboards test skips (or put a prometheus on PATH)"; exit 0; }
+	@mkdir -p $(PROMETHEUS_DIR)
+	@echo "install: Debian's prometheus into $(PROMETHEUS_DIR)"
+	cd $(PROMETHEUS_DIR) && rm -f prometheus_*.deb && apt-get download -q prometheus
+	dpkg-deb -x $(PROMETHEUS_DIR)/prometheus_*.deb $(PROMETHEUS_DIR)/root
+	@rm -f $(PROMETHEUS_DIR)/prometheus_*.deb
+
+prometheus: $(PROMETHEUS) ## Debian's prometheus unpacked into .prometheus/ (the dashboards test)
+
+test: $(STAMP) $(CHECKOV_STAMP) $(PROMETHEUS) ## the whole test suite (what CI runs)
 	$(PY) -m pytest
 
 test-fast: $(STAMP) ## the suite without tests marked slow

@@ -17,6 +17,11 @@ ADAPTERS_PREFIX = "adapters"  # `skymaze promote --to s3://<artifacts>/adapters/
 SERVE_WORKERS = 1  # one GPU node; each of its GPUs holds one replica
 
 
+def rayservice_name(settings: Settings) -> str:
+    """The RayService's name (its Services and its pods' CLUSTER_LABEL carry it)."""
+    return f"{settings.name}-serve"
+
+
 def serve_config(settings: Settings, *, region: str) -> dict:
     """The serveConfigV2 document for this deployment (one replica per GPU of the serve node): the base model
     of recipe ``serve_recipe``."""
@@ -53,13 +58,13 @@ class ServingStack(Stack):
         super().__init__(scope, construct_id, **kwargs)
         # The image is an asset of the images stack: deploying this stack alone must push it first.
         self.add_stack_dependency(Stack.of(serve_image))
-        self.service_name = f"{settings.name}-serve"
+        self.service_name = rayservice_name(settings)
         sizes = settings.pod_sizes()
         assert sizes.serve_head is not None, "the serving stack exists only with serving on"
         spec = rm.ray_cluster_spec(
             image=serve_image.image_uri, head_type=settings.head_instance_type, head=sizes.serve_head,
             worker_type=settings.worker_instance_type, worker=sizes.worker, workers=SERVE_WORKERS,
-            env=pod_env,
+            env=pod_env, name=self.service_name,
         )
         document = serve_config(settings, region=self.region)
         self.manifest = eks.KubernetesManifest(
@@ -69,5 +74,10 @@ class ServingStack(Stack):
         )
         for dependency in ray_ready:
             self.manifest.node.add_dependency(dependency)
+        self.metrics = eks.KubernetesManifest(
+            self, "MetricsServices", cluster=cluster, overwrite=True,
+            manifest=rm.metrics_services(cluster=self.service_name, ns=namespace, workers=SERVE_WORKERS))
+        for dependency in ray_ready:
+            self.metrics.node.add_dependency(dependency)
         CfnOutput(self, "ServeCommand",
                   value=f"kubectl -n {namespace} port-forward svc/{self.service_name}-serve-svc 8000:8000")
