@@ -17,7 +17,7 @@ from infra.constructs import supervisor
 from infra.constructs.grafana_dashboards import GrafanaDashboards
 from infra.constructs.nag import acknowledge, acknowledge_handlers
 from infra.constructs.pod_identity import pod_identity_role
-from infra.stacks.serving import SERVE_REPLICAS, rayservice_name
+from infra.stacks.serving import SERVE_WORKERS, rayservice_name
 from workload.addons import OBSERVABILITY_ADDON as ADDON
 from workload.addons import (
     OBSERVABILITY_CONFIG,
@@ -47,7 +47,7 @@ def scrape_endpoints(settings: Settings) -> list[str]:
                                      workers=settings.trainer_worker_count)
     if settings.serving:
         endpoints += rm.metrics_endpoints(cluster=rayservice_name(settings), ns=RAY_NAMESPACE,
-                                          workers=SERVE_REPLICAS)
+                                          workers=SERVE_WORKERS)
     if settings.supervisor:
         endpoints.append(supervisor.metrics_endpoint(supervisor.SupervisorConfig(
             namespace=RAY_NAMESPACE, raycluster=trainer_raycluster(settings.name))))
