@@ -26,6 +26,7 @@ from workload.config import settings_table as settings_rows
 from workload.deployment import fit
 from workload.deployment.names import DEFAULT_APP_NAME, HYPERPOD_GPU_GROUP, RAY_NAMESPACE
 from workload.deployment.supervisor import FORMER_LIMITS, SupervisorLimits
+from workload.errors import UsageError
 from workload.serving_rules import DEFAULT_MAX_LORA_RANK
 
 # Regions where both ml.r5d.16xlarge and ml.g7e.12xlarge HyperPod instances are listed
@@ -567,7 +568,7 @@ def settings_table() -> list[str]:
     return settings_rows(Settings, skip=TOOL_SET, profiles=PROFILES)
 
 
-class SettingsError(ValueError):
+class SettingsError(UsageError):
     """Bad deployment settings: the message names the key and the allowed values."""
 
 

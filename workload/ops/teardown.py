@@ -17,6 +17,7 @@ from pathlib import Path
 
 from botocore.exceptions import ClientError
 
+from workload.errors import SkymazeError
 from workload.files import write_json_atomic
 from workload.ops import aws
 from workload.ops.cdk import CdkError, list_stacks, run_cdk
@@ -41,7 +42,7 @@ ARTIFACTS_LOGICAL_ID = re.compile(r"artifact", re.IGNORECASE)
 ARTIFACTS_OUTPUT = "ArtifactsBucket"  # infra/stacks/storage.py
 
 
-class TeardownError(RuntimeError):
+class TeardownError(SkymazeError):
     """A step failed; the message says which, why, and that rerunning continues from there."""
 
 
