@@ -128,6 +128,7 @@ class ClusterStack(Stack):
         if settings.budget_usd_per_month or settings.max_deployed_hours:
             SpendingGuard(self, "Spending", name=settings.name, budget_usd_per_month=settings.budget_usd_per_month,
                           alert_emails=settings.alert_emails, max_deployed_hours=settings.max_deployed_hours,
+                          deployed_at=settings.deployed_at,
                           warn_before_hours=settings.deploy_guard_warn_hours,
                           hyperpod_cluster_name=self.hyperpod.cluster_name,
                           hyperpod_cluster_arn=self.hyperpod.attr_cluster_arn,

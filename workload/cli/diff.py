@@ -8,7 +8,7 @@ from workload.cli._common import (
     DEPLOY_SETS_OPTION,
     PROFILE_OPTION,
     aws_identity,
-    deploy_target_or_exit,
+    deploy_target,
     doc_help,
     fail,
     next_step,
@@ -37,7 +37,7 @@ def diff(
     from workload.ops.deploy import diff_args
 
     profile, context = resolve_size(profile, context)
-    overrides, settings, target = deploy_target_or_exit(profile, context)
+    overrides, settings, target = deploy_target(profile, context)
     args = diff_args(target, fail_on_change=fail_on_change)
     if dry_run:
         typer.echo(f"would run: cdk {' '.join(args)}")

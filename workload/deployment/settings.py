@@ -147,6 +147,11 @@ class Settings(ConfigModel):
     # (synth stays deterministic: the default never changes, and dashboard edits re-import anyway).
     dashboards_revision: str = Field(default="0", pattern=r"^[A-Za-z0-9._:-]{1,64}$",
                                      description="Any new value re-imports the Grafana dashboards (deploy sets it).")
+    # When this deploy ran (UTC, YYYYMMDDTHHMMSSZ); the deploy guard counts max_deployed_hours from the later of
+    # it and the HyperPod cluster's creation, so a redeploy (which brings back a scaled-down GPU group) restarts
+    # the guard's clock. "0": the cluster's creation (offline synth stays deterministic).
+    deployed_at: str = Field(default="0", pattern=r"^(0|\d{8}T\d{6}Z)$",
+                             description="When the deploy ran (deploy sets it); the deploy guard counts from it.")
     # EKS access entries for people: admins get cluster-wide AmazonEKSClusterAdminPolicy (teardown
     # deletes Ray objects in every namespace); users get AmazonEKSEditPolicy in the Ray namespace
     # (submit, port-forward, logs). `skymaze deploy` adds the identity that runs it to the admins.
@@ -546,7 +551,7 @@ PROFILES: dict[str, dict[str, Any]] = {
 
 
 # Set by the tool, not the user (`skymaze deploy` passes them): left out of the user's table.
-TOOL_SET = ("profile", "account", "dashboards_revision", "reuse_artifacts_bucket")
+TOOL_SET = ("profile", "account", "dashboards_revision", "deployed_at", "reuse_artifacts_bucket")
 
 HOME = "workload/deployment/settings.py"
 # Former settings -> where their value lives now (a constant, or what derives it) and what to set instead.

@@ -73,4 +73,5 @@ def shape_for(settings: Settings) -> ClusterShape:
         fsx_gib=settings.fsx_storage_gib,
         nat_gateways=1 if settings.creates_vpc else 0,
         eks_clusters=1 if settings.creates_eks else 0,
+        kubernetes_version=settings.kubernetes_version,
     )
