@@ -85,7 +85,7 @@ def test_failure_in_the_middle_names_the_step_and_a_rerun_finishes(world, tmp_pa
     monkeypatch.setenv("FAKE_FAIL_ONCE", "kubectl delete services")
     steps = build_teardown_plan(_target())
 
-    with pytest.raises(TeardownError, match=r"step 5/14 `delete-lb-services` failed: .*connection refused.*rerun"):
+    with pytest.raises(TeardownError, match=r"step 5/16 `delete-lb-services` failed: .*connection refused.*rerun"):
         _executor(world, tools, tmp_path).run(steps)
     assert not _cdk_changes(tools.calls()), "nothing after the failed step ran"
     assert tools.objects("rayjobs.ray.io") == []  # the steps before it are done
@@ -104,7 +104,7 @@ def test_cdk_failure_is_reported_and_the_rerun_uses_the_saved_state(world, tmp_p
     steps = build_teardown_plan(_target())
     hyperpod_eni = world.session.client("ec2").create_network_interface(
         SubnetId=world.subnet_id, Description="SageMaker HyperPod node")["NetworkInterface"]["NetworkInterfaceId"]
-    with pytest.raises(TeardownError, match=rf"step 11/14 `cdk-destroy` failed: .*exited with status 1; network "
+    with pytest.raises(TeardownError, match=rf"step 11/16 `cdk-destroy` failed: .*exited with status 1; network "
                                             rf"interfaces still in vpc-\w+: {hyperpod_eni} \(SageMaker HyperPod"):
         _executor(world, tools, tmp_path).run(steps)
     assert _bucket_exists(world, world.artifacts_bucket)
