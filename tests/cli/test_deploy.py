@@ -39,7 +39,7 @@ def test_dry_run_prints_the_cdk_command():
     result = runner.invoke(app, ["deploy", "--size", "small", "--dry-run", "-c", "worker_count=2"])
     assert result.exit_code == 0, result.output
     assert "would run: cdk deploy --all --require-approval broadening -c profile=small -c worker_count=2" in result.output
-    assert re.search(r"-c dashboards_revision=\d{8}T\d{6}Z --outputs-file", result.output), result.output
+    assert re.search(r"-c dashboards_revision=(\d{8}T\d{6}Z) -c deployed_at=\1 --outputs-file", result.output), result.output
     assert "-c admin_principal_arns=<your IAM role" in result.output
 
 
@@ -65,8 +65,8 @@ def test_deploy_runs_cdk_and_prints_next_steps_from_the_outputs(tmp_path, monkey
                                  "--skip-preflight"])
     assert result.exit_code == 0, result.output
     (call,) = tools.calls()
-    assert re.fullmatch(rf"cdk deploy --all --require-approval broadening -c profile=blog "
-                        rf"-c dashboards_revision=\d{{8}}T\d{{6}}Z --outputs-file {re.escape(str(outputs))} "
+    assert re.fullmatch(rf"cdk deploy --all --require-approval broadening -c profile=blog -c kubernetes_version=1.35 "
+                        rf"-c dashboards_revision=(\d{{8}}T\d{{6}}Z) -c deployed_at=\1 --outputs-file {re.escape(str(outputs))} "
                         rf"-c account=123456789012 -c admin_principal_arns={re.escape(DEPLOYER)}", call), call
     assert deployer == DEPLOYER
     assert "aws eks update-kubeconfig --name skymaze-eks --region us-west-2" in result.output
@@ -86,7 +86,7 @@ def test_deploy_records_what_it_deployed_and_later_commands_follow_it(tmp_path, 
     assert result.exit_code == 0, result.output
     recorded = read_context()
     assert (recorded.size, recorded.region, recorded.deploy_sets, recorded.eks_cluster, recorded.source) == (
-        "blog", "us-west-2", ("worker_count=4",), "skymaze-eks", "deploy")
+        "blog", "us-west-2", ("worker_count=4", "kubernetes_version=1.35"), "skymaze-eks", "deploy")
     assert "later commands default to size 'blog'" in result.output
     plan = runner.invoke(app, ["teardown", "--dry-run"])
     assert plan.exit_code == 0, plan.output
@@ -121,8 +121,9 @@ def test_bootstrap_runs_before_deploy_and_the_preflight_does_not_ask_for_it(tmp_
     assert result.exit_code == 0, result.output
     account.assert_all_answered()
     bootstrap_call, deploy_call = tools.calls()
-    assert bootstrap_call == "cdk bootstrap -c profile=small"
-    assert deploy_call.startswith("cdk deploy --all --require-approval never -c profile=small -c dashboards_revision=")
+    assert bootstrap_call == "cdk bootstrap -c profile=small -c kubernetes_version=1.35"
+    assert deploy_call.startswith("cdk deploy --all --require-approval never -c profile=small -c kubernetes_version=1.35 "
+                                  "-c dashboards_revision=")
     assert "bootstrap:" not in result.stdout and "OK    permissions: the deploying identity" in result.stdout
 
 
@@ -143,7 +144,7 @@ def test_a_passing_preflight_runs_before_cdk(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize(("answers", "grafana", "line"), [
     (Answers(quota_values={"ml.g7e.12xlarge": 0}), False, "FAIL  quota: ml.g7e.12xlarge for cluster usage is 0"),
-    (Answers(version_status="UNSUPPORTED"), False, "FAIL  kubernetes: EKS in us-west-2: Kubernetes 1.34 is UNSUPPORTED"),
+    (Answers(version_status="UNSUPPORTED"), False, "FAIL  kubernetes: EKS in us-west-2: Kubernetes 1.35 is UNSUPPORTED"),
     (Answers(identity_center=False), True, "FAIL  identity-center: grafana_admin_user_ids/grafana_admin_group_ids"),
     (Answers(observability_schema=schema_without("customMetrics")), False,
      "FAIL  addon: amazon-sagemaker-hyperpod-observability v1.0.0-eksbuild.1 rejects the configuration"),

@@ -56,9 +56,6 @@ def deploy(
     request = DeployRequest(profile=profile, deploy_sets=tuple(context), bootstrap=bootstrap, dry_run=dry_run,
                             outputs_file=outputs_file, approval="never" if no_approval else require_approval,
                             skip_preflight=skip_preflight, change_size=change_size)
-    if skip_preflight and not dry_run:
-        typer.echo("warning: --skip-preflight: quotas, zones, versions, add-on schemas and permissions are not "
-                   "checked before cdk", err=True)
     plan = prepare(request, echo=typer.echo,
                    recorded_size=recorded.size if recorded is not None and recorded.source == "deploy" else None)
     if dry_run:
@@ -66,6 +63,9 @@ def deploy(
             typer.echo(f"would run: cdk {' '.join(args)}")
         next_step(f"skymaze deploy --size {profile}")
         return
+    if skip_preflight:
+        typer.echo("warning: --skip-preflight: quotas, zones, versions, add-on schemas and permissions are not "
+                   "checked before cdk", err=True)
     typer.echo(plan.kubernetes)
     for key_value in plan.account_args[1::2]:
         typer.echo(f"setting {key_value}")

@@ -312,18 +312,19 @@ def _ask_account(plan: DeployPlan, overrides, *, echo: Echo, session_factory, no
                                  change_size=plan.request.change_size)
     if problems:
         raise UsageError("\n  ".join(["this deploy would change what already runs; nothing was deployed:", *problems]))
-    version, why = _kubernetes_version(session, settings, overrides, deployed, ask=not plan.request.skip_preflight)
-    if version != settings.kubernetes_version or "kubernetes_version" not in dict(overrides):
-        overrides = (*[(k, v) for k, v in overrides if k != "kubernetes_version"], ("kubernetes_version", version))
-        plan.record_sets = (*[s for s in plan.record_sets if not s.startswith("kubernetes_version=")],
-                            f"kubernetes_version={version}")
-        settings = settings_for(settings.profile, overrides)
-    plan.kubernetes = f"Kubernetes {version}: {why}"
-    _check_existing(session, settings)
-    plan.settings, plan.session, plan.deployed = settings, session, deployed
-    plan.target = target_for(settings, overrides=overrides)
     account = [] if "account" in dict(overrides) else ["-c", f"account={identity.account}"]
     plan.account_args = account + _account_context(session, settings)
+    if deployed.kubernetes_version and "kubernetes_version" not in dict(overrides):  # keep the running version
+        settings = settings_for(settings.profile, (*overrides, ("kubernetes_version", deployed.kubernetes_version)))
+    _check_existing(session, settings)
+    version, why = _kubernetes_version(session, settings, overrides, deployed, ask=not plan.request.skip_preflight)
+    if "kubernetes_version" not in dict(overrides):
+        overrides = (*overrides, ("kubernetes_version", version))
+        plan.record_sets = (*plan.record_sets, f"kubernetes_version={version}")
+        settings = settings_for(settings.profile, overrides)
+    plan.kubernetes = f"Kubernetes {version}: {why}"
+    plan.settings, plan.session, plan.deployed = settings, session, deployed
+    plan.target = target_for(settings, overrides=overrides)
     if not plan.request.skip_preflight:
         plan.findings = _preflight(session, settings, identity, bootstrap_pending=plan.request.bootstrap, echo=echo)
 

@@ -67,7 +67,7 @@ FAILING = {
                               "us-west-2a (the first available zone of us-west-2, where the created VPC puts the nodes) "
                               "does not offer g7e.12xlarge"),
     "unsupported version": (Answers(version_status="UNSUPPORTED"), {}, "kubernetes",
-                            "EKS in us-west-2: Kubernetes 1.34 is UNSUPPORTED; the app deploys that version only"),
+                            "EKS in us-west-2: Kubernetes 1.35 is UNSUPPORTED: choose another setting kubernetes_version"),
     "schema-invalid add-on config": (Answers(observability_schema=schema_without("customMetrics")), {}, "addon",
                                      "amazon-sagemaker-hyperpod-observability v1.0.0-eksbuild.1 rejects the "
                                      "configuration the deploy gives it at metricsProvider: Additional properties are "
@@ -109,8 +109,8 @@ def test_an_addon_without_a_version_for_the_kubernetes_version_fails_hyperpod_an
     findings, _ = _run(settings_for("small"), Answers(addon_kubernetes_version="1.29"))
     lines = [f.message for f in failed(findings)]
     assert any(line.startswith("HyperPod's add-on amazon-sagemaker-hyperpod-observability lists no version for "
-                               "Kubernetes 1.34") for line in lines)
-    assert "EKS add-on vpc-cni has no version for Kubernetes 1.34 in us-west-2: deploy to a region that has " \
+                               "Kubernetes 1.35") for line in lines)
+    assert "EKS add-on vpc-cni has no version for Kubernetes 1.35 in us-west-2: deploy to a region that has " \
            "one" in lines
 
 
