@@ -314,9 +314,11 @@ def add_version_choice(account: StubbedAccount, offered: dict[str, str], hyperpo
     return account
 
 
-def add_deploy_context(account: StubbedAccount, settings) -> StubbedAccount:
+def add_deploy_context(account: StubbedAccount, settings, *, offered: dict[str, str] | None = None,
+                       hyperpod: tuple[str, ...] | None = None) -> StubbedAccount:
     """What `skymaze deploy` asks before the preflight: what runs (nothing), the deployer's role, no storage stack,
-    no kept bucket, and the Kubernetes version (the settings' one, in standard support, supported by HyperPod)."""
+    no kept bucket, and the Kubernetes versions (default: the settings' one, in standard support, supported by
+    HyperPod)."""
     add_nothing_deployed(account, settings)
     add_identity(account, times=2)
     role = {**shape("iam", "Role"), "Arn": DEPLOYER_ROLE, "RoleName": "deployer"}
@@ -325,5 +327,6 @@ def add_deploy_context(account: StubbedAccount, settings) -> StubbedAccount:
         "describe_stack_resources", service_error_code="ValidationError",
         service_message=f"Stack with id {settings.name.capitalize()}Storage does not exist")
     account.error("s3", "head_bucket", "404", status=404)
-    add_version_choice(account, {settings.kubernetes_version: "STANDARD_SUPPORT"}, (settings.kubernetes_version,))
+    add_version_choice(account, offered or {settings.kubernetes_version: "STANDARD_SUPPORT"},
+                       hyperpod or (settings.kubernetes_version,))
     return account
