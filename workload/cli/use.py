@@ -53,9 +53,9 @@ def use(
         typer.echo(current.describe())
         next_step(f"aws eks update-kubeconfig --name {current.eks_cluster} --region {current.region}")
         return
-    size, _ = resolve_size(size)
-    _, _, target = deploy_target(size, context)
-    recorded = DeployContext(size=size, region=target.region, deploy_sets=tuple(context), source="use",
+    size, sets = resolve_size(size, context)  # the region of the environment (AWS_REGION) among them
+    _, _, target = deploy_target(size, sets)
+    recorded = DeployContext(size=size, region=target.region, deploy_sets=tuple(sets), source="use",
                              **context_from_outputs(target, {}))
     path = write_context(recorded)
     typer.echo(f"recorded {recorded.describe()} in {_shown(path)}")
