@@ -213,7 +213,7 @@ class Settings(ConfigModel):
                                     "cluster's.")
     eks_cluster_name: str | None = Field(None, pattern=EKS_CLUSTER_NAME, description="An existing EKS cluster "
                                          "in vpc_id to attach HyperPod to instead of creating one (API or "
-                                         "API_AND_CONFIG_MAP authentication, Kubernetes 1.34, core "
+                                         "API_AND_CONFIG_MAP authentication, Kubernetes 1.34-1.36, core "
                                          "add-ons installed); needs eks_cluster_security_group_id.")
     eks_cluster_security_group_id: str | None = Field(None, pattern=SECURITY_GROUP_ID, description="The "
                                                       "cluster security group EKS created for eks_cluster_name "
