@@ -273,7 +273,12 @@ def test_a_redeploy_brings_back_the_gpu_group_the_deploy_guard_scaled_to_zero(tm
 def test_the_kubernetes_version_is_the_newest_eks_and_hyperpod_support_and_is_recorded(tmp_path, monkeypatch):
     """EKS offers 1.34 (extended support since 2026-12-03), 1.35 and 1.36 (standard); HyperPod's add-on knows 1.34
     and 1.35: the deploy takes 1.35, passes it to cdk and records it, so a redeploy keeps it."""
-    from tests.workload.ops.aws_account import StubbedAccount, add_deploy_context, add_identity, passing_account
+    from tests.workload.ops.aws_account import (
+        StubbedAccount,
+        add_deploy_context,
+        add_identity,
+        passing_account,
+    )
     from workload.ops.context import read_context
 
     settings = settings_for("small")

@@ -25,11 +25,11 @@ def _exception_classes(folder: str) -> list[tuple[str, str]]:
 
 
 def test_every_error_of_the_operations_derives_from_the_one_base():
-    classes = _exception_classes("workload/ops") + [("workload.deployment.settings", "SettingsError")]
+    classes = [*_exception_classes("workload/ops"), ("workload.deployment.settings", "SettingsError")]
     assert len(classes) >= 9
     outside = [f"{m}.{c}" for m, c in classes if not issubclass(getattr(importlib.import_module(m), c), SkymazeError)]
     assert outside == []
-    assert issubclass(getattr(importlib.import_module("workload.deployment.settings"), "SettingsError"), UsageError)
+    assert issubclass(importlib.import_module("workload.deployment.settings").SettingsError, UsageError)
 
 
 def test_the_group_prints_an_error_once_with_its_exit_code():

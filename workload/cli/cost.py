@@ -10,6 +10,7 @@ from workload.cli._common import (
     DEPLOY_SETS_OPTION,
     JSON_OPTION,
     PROFILE_OPTION,
+    doc_help,
     next_step,
     print_json,
     resolve_size,
@@ -88,4 +89,4 @@ def cost(
 
 
 def register(app: typer.Typer) -> None:
-    app.command("cost")(cost)
+    app.command("cost", help=doc_help(cost.__doc__))(cost)

@@ -32,9 +32,8 @@ def diff(
 
     Example:  skymaze diff --size small
     """
-    from workload.cli.deploy import _account_context
     from workload.ops.cdk import CdkError, resolve_cdk, run_cdk
-    from workload.ops.deploy import diff_args
+    from workload.ops.deploy import account_context, diff_args
 
     profile, context = resolve_size(profile, context)
     overrides, settings, target = deploy_target(profile, context)
@@ -46,7 +45,7 @@ def diff(
     session, identity = aws_identity(target.region, expected_account=dict(overrides).get("account"))
     if "account" not in dict(overrides):
         args += ["-c", f"account={identity.account}"]
-    args += _account_context(session, settings)
+    args += account_context(session, settings)
     try:
         run_cdk(resolve_cdk(cdk_bin), args, echo=typer.echo)
     except CdkError as exc:

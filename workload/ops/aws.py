@@ -160,8 +160,9 @@ def orphaned_security_groups(session, vpc_id: str, cluster_name: str) -> list[tu
     found = []
     for group in ec2.describe_security_groups(Filters=filters)["SecurityGroups"]:
         held = ec2.describe_network_interfaces(Filters=[{"Name": "group-id", "Values": [group["GroupId"]]}])
-        found.append((group["GroupId"], sorted(f"{eni['NetworkInterfaceId']} ({eni.get('Description') or 'no description'})"
-                                               for eni in held["NetworkInterfaces"])))
+        interfaces = [f"{eni['NetworkInterfaceId']} ({eni.get('Description') or 'no description'})"
+                      for eni in held["NetworkInterfaces"]]
+        found.append((group["GroupId"], sorted(interfaces)))
     return found
 
 

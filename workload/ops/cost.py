@@ -40,7 +40,7 @@ class ClusterShape:
     nat_gateways: int = 1              # gateways the deployment creates (0 in an existing VPC)
     nat_traffic: bool = True           # the run's downloads pass a NAT gateway (its own or the VPC's)
     eks_clusters: int = 1              # control planes the deployment creates (0 on an existing cluster)
-    kubernetes_version: str = KUBERNETES_VERSION  # settings kubernetes_version: its support period sets the control plane's rate
+    kubernetes_version: str = KUBERNETES_VERSION  # its support period on the day sets the control plane's rate
     interface_endpoints: int = 0       # endpoint x AZ pairs
     grafana_editors: int = 1           # a workspace needs at least one editor licence
     grafana_viewers: int = 0

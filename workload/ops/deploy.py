@@ -244,7 +244,8 @@ def read_deployed(session, settings) -> Deployed:
     try:
         described = session.client("sagemaker").describe_cluster(
             ClusterName=f"{settings.name}{HYPERPOD_CLUSTER_SUFFIX}")
-        groups = {g["InstanceGroupName"]: (g.get("InstanceType", ""), int(g.get("TargetCount", g.get("CurrentCount", 0))))
+        groups = {g["InstanceGroupName"]: (g.get("InstanceType", ""),
+                                           int(g.get("TargetCount", g.get("CurrentCount", 0))))
                   for g in described.get("InstanceGroups", [])}
     except ClientError as exc:
         if exc.response["Error"]["Code"] not in ("ResourceNotFound", "ValidationException"):
@@ -313,7 +314,7 @@ def _ask_account(plan: DeployPlan, overrides, *, echo: Echo, session_factory, no
     if problems:
         raise UsageError("\n  ".join(["this deploy would change what already runs; nothing was deployed:", *problems]))
     account = [] if "account" in dict(overrides) else ["-c", f"account={identity.account}"]
-    plan.account_args = account + _account_context(session, settings)
+    plan.account_args = account + account_context(session, settings)
     if deployed.kubernetes_version and "kubernetes_version" not in dict(overrides):  # keep the running version
         settings = settings_for(settings.profile, (*overrides, ("kubernetes_version", deployed.kubernetes_version)))
     _check_existing(session, settings)
@@ -359,7 +360,8 @@ def _check_existing(session, settings) -> None:
                          "own VPC or EKS cluster\"):\n  " + "\n  ".join(problems))
 
 
-def _account_context(session, settings) -> list[str]:
+def account_context(session, settings) -> list[str]:
+    """:func:`deploy_context`, its AWS errors as one ``DeployError`` that says to check the credentials."""
     from botocore.exceptions import BotoCoreError, ClientError
 
     try:

@@ -306,7 +306,8 @@ def choose_kubernetes_version(session, settings, candidates: Sequence[str]) -> V
         observability += page.get("addons", [])
     choice = newest_supported_version(cluster_versions, observability, candidates)
     if choice is None:
-        offered = sorted(v["clusterVersion"] for v in cluster_versions if v.get("versionStatus") in EKS_SUPPORTED_STATUSES)
+        offered = sorted(v["clusterVersion"] for v in cluster_versions
+                         if v.get("versionStatus") in EKS_SUPPORTED_STATUSES)
         raise PreflightError(f"none of Kubernetes {', '.join(candidates)} is offered by EKS in {settings.region} "
                              f"(offered: {', '.join(offered) or 'none of them'}) and supported by HyperPod there "
                              f"(its add-on {OBSERVABILITY_ADDON}); deploy to another region (-c region=REGION)")

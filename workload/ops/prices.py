@@ -113,7 +113,8 @@ class PriceTable(_Frozen):
         if kubernetes_version not in ends:
             raise KeyError(f"no EKS support dates for Kubernetes {kubernetes_version} in the price table (known: "
                            f"{', '.join(sorted(ends))}); add its end of standard support under "
-                           f"`eks_standard_support.ends` from {self.eks_standard_support.source}, or pass --prices FILE")
+                           f"`eks_standard_support.ends` from {self.eks_standard_support.source}, "
+                           "or pass --prices FILE")
         if on > ends[kubernetes_version]:
             return self.eks_cluster_extended_support_usd_per_hour, "extended support"
         return self.eks_cluster_usd_per_hour, "standard support"

@@ -24,7 +24,6 @@ from workload.ops import aws
 from workload.ops.cdk import CdkError, list_stacks, run_cdk
 from workload.ops.kube import (
     Kubectl,
-    KubectlError,
     ObjectRef,
     is_deleting_dynamic_volume,
     is_dynamic_claim,
@@ -298,8 +297,9 @@ class TeardownExecutor:
             return
         stacks = self.found.stacks
         for vpc in vpcs:
-            check = (lambda vpc=vpc: aws.delete_orphaned_security_groups(self._session, vpc, cluster)
-                     + aws.lambda_interfaces(self._session, vpc, stacks))
+            def check(vpc: str = vpc) -> list[str]:
+                return (aws.delete_orphaned_security_groups(self._session, vpc, cluster)
+                        + aws.lambda_interfaces(self._session, vpc, stacks))
             try:
                 poll_until_empty(check, timeout_s=self._waits.aws_timeout_s, interval_s=self._waits.poll_interval_s,
                                  what=f"security groups EKS left for {cluster} and Lambda interfaces in {vpc}",

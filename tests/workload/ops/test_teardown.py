@@ -319,7 +319,7 @@ def test_a_destroy_the_clusters_security_group_blocks_waits_for_lambdas_interfac
     Lambda interface. Teardown waits until Lambda releases it, deletes the group and destroys once more."""
     tools = install_fakes(tmp_path, monkeypatch, server=world.endpoint, kinds={})
     monkeypatch.setenv("FAKE_FAIL_ONCE", "cdk destroy")
-    group, eni = _cluster_security_group(world, held_by="SkymazeNetwork-KubectlHandler-1A2B3C")
+    _, eni = _cluster_security_group(world, held_by="SkymazeNetwork-KubectlHandler-1A2B3C")
     polls = []
 
     def lambda_releases(_seconds):  # AWS releases the deleted function's interface a poll later
