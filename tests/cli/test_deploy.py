@@ -236,8 +236,8 @@ def test_a_size_over_the_other_sizes_stacks_is_refused_naming_both_ways_out(tmp_
     assert "pass --change-size to mean it" in refused.stderr
     told = runner.invoke(app, [*args, "--change-size"])  # told: the size is accepted, the head's type still is not
     assert told.exit_code == 2 and tools.calls() == [] and "--change-size" not in told.stderr
-    assert ("head_instance_type=ml.m5.4xlarge: HyperPod group 'head' already runs ml.r5d.16xlarge, and HyperPod "
-            "does not change the instance type of an existing group" in told.stderr)
+    assert ("head_instance_type=ml.m5.4xlarge: HyperPod group 'head' already runs ml.r5d.16xlarge; a new type "
+            "replaces every node of the group" in told.stderr)
     account.assert_all_answered()
 
 

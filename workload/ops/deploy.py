@@ -269,9 +269,14 @@ def deployed_problems(settings, deployed: Deployed, *, recorded_size: str | None
                                (HYPERPOD_GPU_GROUP, "worker_instance_type", settings.worker_instance_type)):
         running = deployed.groups.get(group, ("", 0))[0]
         if running and running != wanted:
-            problems.append(f"{key}={wanted}: HyperPod group {group!r} already runs {running}, and HyperPod does not "
-                            f"change the instance type of an existing group; deploy with -c {key}={running}, or "
-                            f"tear down first (`skymaze teardown --size {settings.profile}`) and deploy the new type")
+            # UpdateCluster takes a new InstanceType for a group (AWS's "Updating SageMaker HyperPod cluster
+            # configuration"), but that is new instances for the whole group: every node launches, runs its lifecycle
+            # scripts and its deep health checks again, and the Ray pods sized for the old type stop meanwhile.
+            problems.append(f"{key}={wanted}: HyperPod group {group!r} already runs {running}; a new type replaces "
+                            f"every node of the group (launch, lifecycle scripts and deep health checks again, about "
+                            f"{duration(NODE_LAUNCH_S + DEEP_HEALTH_CHECKS_S)} for a GPU node) under what runs on "
+                            f"it; deploy with -c {key}={running}, or tear down first (`skymaze teardown --size "
+                            f"{settings.profile}`) and deploy the new type")
     return problems
 
 
