@@ -23,7 +23,7 @@ from infra.constructs.node_waiter import HyperPodNodeWaiter
 from infra.constructs.pod_identity import pod_identity_role
 from infra.constructs.ray_endpoint import RayEndpoint, join_users_group
 from workload.addons import CORE_ADDONS, FSX_CSI_ADDON
-from workload.deployment.names import HYPERPOD_GPU_GROUP, RAY_NAMESPACE
+from workload.deployment.names import HYPERPOD_GPU_GROUP, HYPERPOD_HEAD_GROUP, RAY_NAMESPACE
 from workload.deployment.settings import (
     HEAD_COUNT,
     HYPERPOD_CHART_VERSION,
@@ -33,7 +33,7 @@ from workload.deployment.settings import (
 )
 
 FSX_CSI_SERVICE_ACCOUNT = "fsx-csi-controller-sa"
-HEAD_GROUP = "head"
+HEAD_GROUP = HYPERPOD_HEAD_GROUP
 WORKER_GROUP = HYPERPOD_GPU_GROUP
 # Deep health checks run on GPU nodes only (HyperPod docs); no custom taints on such groups.
 # InstanceConnectivity is a multi-node EFA test that g7e.12xlarge (one EFA device) may not support.

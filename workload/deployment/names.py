@@ -7,6 +7,7 @@ TRAINER_SUFFIX = "-train"  # the trainer RayCluster is NAME-train
 TRAINER_RAYCLUSTER = f"{DEFAULT_APP_NAME}{TRAINER_SUFFIX}"
 RAY_GPU_GROUP = "gpu"  # the trainer RayCluster's GPU worker group
 HYPERPOD_GPU_GROUP = "workers"  # the HyperPod instance group of the GPU nodes
+HYPERPOD_HEAD_GROUP = "head"  # the HyperPod instance group of the CPU head node
 RAY_NAMESPACE = "ray"  # Settings.ray_namespace's default
 # A stack tag on every stack with the size (deploy profile) it was deployed as: both sizes deploy the same
 # stack names, and `skymaze deploy` refuses one size over the other's stacks unless told.

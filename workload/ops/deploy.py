@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from workload.deployment.fit import DEEP_HEALTH_CHECKS_S, NODE_LAUNCH_S, NODE_READY_S
-from workload.deployment.names import SIZE_TAG
+from workload.deployment.names import HYPERPOD_HEAD_GROUP, SIZE_TAG
 from workload.errors import SkymazeError, UsageError
 from workload.ops.plan import TeardownTarget
 
@@ -45,7 +45,6 @@ DEPLOY_S = STACKS_BEFORE_NODES_S + NODE_LAUNCH_S + DEEP_HEALTH_CHECKS_S + STACKS
 DEPLOY_MAX_S = STACKS_BEFORE_NODES_S + NODE_READY_S + STACKS_AFTER_NODES_S  # 3 h 15 min
 # `skymaze teardown` (docs/operations.md: Kubernetes objects 1-5 min, load-balancer waits <= 15, cdk destroy 25-40).
 TEARDOWN_S = 45 * 60
-HEAD_GROUP = "head"  # infra/stacks/cluster.py's HyperPod head group
 
 
 def duration(seconds: float) -> str:
@@ -265,7 +264,7 @@ def deployed_problems(settings, deployed: Deployed, *, recorded_size: str | None
                         f"sizes deploy the same stacks, so this would turn that deployment into size "
                         f"{settings.profile}. Deploy --size {size}, tear it down first (`skymaze teardown --size "
                         f"{size}`), or pass --change-size to mean it")
-    for group, key, wanted in ((HEAD_GROUP, "head_instance_type", settings.head_instance_type),
+    for group, key, wanted in ((HYPERPOD_HEAD_GROUP, "head_instance_type", settings.head_instance_type),
                                (HYPERPOD_GPU_GROUP, "worker_instance_type", settings.worker_instance_type)):
         running = deployed.groups.get(group, ("", 0))[0]
         if running and running != wanted:
