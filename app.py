@@ -18,6 +18,7 @@ from infra.stacks.ray import RayStack
 from infra.stacks.serving import ServingStack
 from infra.stacks.storage import StorageStack
 from workload.config import ConfigError
+from workload.deployment.names import SIZE_TAG
 from workload.deployment.settings import Settings, SettingsError, load_settings
 
 
@@ -85,6 +86,7 @@ def compose(app: cdk.App, settings: Settings) -> dict[str, cdk.Stack]:
         )
     for stack in stacks.values():
         cdk.Tags.of(stack).add("project", settings.name)
+        stack.tags.set_tag(SIZE_TAG, settings.profile)  # a stack tag: `skymaze deploy` reads which size runs
         cdk.Aspects.of(stack).add(ExpiringLogGroups())
     enable_nag(app)
     return stacks

@@ -19,7 +19,8 @@ SOURCES = ("workload", "infra", "app.py")
 # The allowed order, lowest layer first. A package may import packages of lower layers only;
 # packages of one layer never import each other.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("workload.files", "workload.localhost", "workload.config", "workload.serving_rules", "workload.addons"),  # standard library (config: pydantic, PyYAML; serving_rules: Ray only if loaded)
+    ("workload.files", "workload.localhost", "workload.config", "workload.serving_rules", "workload.addons",
+     "workload.errors"),  # standard library (config: pydantic, PyYAML; serving_rules: Ray only if loaded)
     ("workload.maze", "workload.deployment"),  # the game (numpy, PIL); the deployment settings and instance facts (pydantic)
     ("workload.model",),  # Qwen3-VL model and processor code: torch and transformers
     ("workload.evaluate", "workload.serve", "workload.skyrl"),  # endpoint scoring, serving, the SkyRL plugin

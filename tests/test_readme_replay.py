@@ -698,8 +698,8 @@ CHECKS: dict[str, Callable[[Walk, Ran], None]] = {
     "skymaze --install-completion": _completion,
     "skymaze cost --size small --hours 1": _cost_small,
     "skymaze cost --size blog --hours 1": lambda w, r: (_ok(r), r.stdout.startswith("Cost of profile 'blog' deployed for 1 h")),
-    "skymaze cost --size blog --hours 12": lambda w, r: _prints_readmes_output(
-        w, r, "skymaze cost --size blog --hours 12"),
+    "skymaze cost --size blog --hours 14": lambda w, r: _prints_readmes_output(
+        w, r, "skymaze cost --size blog --hours 14"),
     "skymaze cost --size blog --hours 12 --left-up-hours 72 --guard-hours 14": _cost_guard_line,
     "skymaze plan": _plan_fits("small"),
     "skymaze plan --size blog": _plan_shows_readmes_fit,
@@ -722,6 +722,7 @@ CHECKS: dict[str, Callable[[Walk, Ran], None]] = {
     "skymaze preflight --size blog": _refused_for_credentials,
     "skymaze deploy --size blog": _refused,
     "skymaze deploy --size blog --bootstrap": _refused,
+    "skymaze deploy --size blog -c max_deployed_hours=16 -c alert_emails=you@example.com": _refused,
     "skymaze deploy --size blog -c alert_emails=ml@example.com -c budget_usd_per_month=3000 "
     "-c max_deployed_hours=14 -c supervise.group_idle_s=1800": _refused,
     "skymaze deploy --size blog -c worker_count=2 -c removal=retain": _refused,

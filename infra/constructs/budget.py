@@ -6,7 +6,9 @@
   of forecast spend.
 - The deploy guard: EventBridge Scheduler runs a small Lambda every ``CHECK_PERIOD``; it warns
   (SNS) ``warn_before_hours`` before the deployment reaches ``max_deployed_hours``, then scales
-  the HyperPod GPU groups to zero. It never deletes anything (cluster, FSx, S3 stay).
+  the HyperPod GPU groups to zero. It never deletes anything (cluster, FSx, S3 stay). It counts from the
+  later of the cluster's creation and the last deploy (``deployed_at``), so a redeploy, which brings the
+  GPU group back, restarts its clock.
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ class SpendingGuard(Construct):
     """
 
     def __init__(self, scope: Construct, construct_id: str, *, name: str, budget_usd_per_month: float | None,
-                 alert_emails: Sequence[str], max_deployed_hours: float | None = None,
+                 alert_emails: Sequence[str], max_deployed_hours: float | None = None, deployed_at: str = "0",
                  warn_before_hours: float = DEPLOY_GUARD_WARN_HOURS,
                  hyperpod_cluster_name: str | None = None, hyperpod_cluster_arn: str | None = None,
                  execution_role_arn: str | None = None, gpu_groups: Sequence[str] = (), destroy: bool = False) -> None:
@@ -73,7 +75,7 @@ class SpendingGuard(Construct):
         self.guard = None
         if max_deployed_hours is not None:
             self.guard = self._guard(max_deployed_hours, warn_before_hours, hyperpod_cluster_name, hyperpod_cluster_arn,
-                                     execution_role_arn, gpu_groups, key)
+                                     execution_role_arn, gpu_groups, key, deployed_at)
 
     def _notification(self, kind: str, percent: int) -> budgets.CfnBudget.NotificationWithSubscribersProperty:
         return budgets.CfnBudget.NotificationWithSubscribersProperty(
@@ -83,7 +85,8 @@ class SpendingGuard(Construct):
             subscribers=[budgets.CfnBudget.SubscriberProperty(subscription_type="SNS", address=self.topic.topic_arn)],
         )
 
-    def _guard(self, max_hours, warn_hours, cluster_name, cluster_arn, execution_role_arn, gpu_groups, key):
+    def _guard(self, max_hours, warn_hours, cluster_name, cluster_arn, execution_role_arn, gpu_groups, key,
+               deployed_at):
         if not (cluster_name and cluster_arn and execution_role_arn and gpu_groups):
             raise ValueError("max_deployed_hours needs the HyperPod cluster, its execution role and its GPU groups")
         if not 0 < warn_hours < max_hours:
@@ -95,7 +98,7 @@ class SpendingGuard(Construct):
             environment={"CLUSTER_NAME": cluster_name, "GPU_GROUPS": ",".join(gpu_groups),
                          "TOPIC_ARN": self.topic.topic_arn,
                          "MAX_HOURS": str(max_hours), "WARN_HOURS": str(warn_hours),
-                         "PERIOD_HOURS": str(CHECK_PERIOD.to_minutes() / 60)},
+                         "PERIOD_HOURS": str(CHECK_PERIOD.to_minutes() / 60), "DEPLOYED_AT": deployed_at},
             initial_policy=[
                 iam.PolicyStatement(actions=["sagemaker:DescribeCluster", "sagemaker:UpdateCluster"],
                                     resources=[cluster_arn]),

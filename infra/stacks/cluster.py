@@ -24,7 +24,7 @@ from infra.constructs.node_waiter import CapacityAdvice, HyperPodNodeWaiter
 from infra.constructs.pod_identity import pod_identity_role
 from infra.constructs.ray_endpoint import RayEndpoint, join_users_group
 from workload.addons import CORE_ADDONS, FSX_CSI_ADDON
-from workload.deployment.names import HYPERPOD_GPU_GROUP, RAY_NAMESPACE
+from workload.deployment.names import HYPERPOD_GPU_GROUP, HYPERPOD_HEAD_GROUP, RAY_NAMESPACE
 from workload.deployment.settings import (
     HEAD_COUNT,
     HYPERPOD_CHART_VERSION,
@@ -34,7 +34,7 @@ from workload.deployment.settings import (
 )
 
 FSX_CSI_SERVICE_ACCOUNT = "fsx-csi-controller-sa"
-HEAD_GROUP = "head"
+HEAD_GROUP = HYPERPOD_HEAD_GROUP
 WORKER_GROUP = HYPERPOD_GPU_GROUP
 # Deep health checks run on GPU nodes only (HyperPod docs); no custom taints on such groups.
 # InstanceConnectivity is a multi-node EFA test that g7e.12xlarge (one EFA device) may not support.
@@ -145,6 +145,7 @@ class ClusterStack(Stack):
         if settings.budget_usd_per_month or settings.max_deployed_hours:
             SpendingGuard(self, "Spending", name=settings.name, budget_usd_per_month=settings.budget_usd_per_month,
                           alert_emails=settings.alert_emails, max_deployed_hours=settings.max_deployed_hours,
+                          deployed_at=settings.deployed_at,
                           warn_before_hours=settings.deploy_guard_warn_hours,
                           hyperpod_cluster_name=self.hyperpod.cluster_name,
                           hyperpod_cluster_arn=self.hyperpod.attr_cluster_arn,

@@ -9,6 +9,7 @@ from aws_cdk import aws_ecr_assets as ecr_assets
 from aws_cdk import aws_ssm as ssm
 from constructs import Construct
 
+from workload.deployment.names import IMAGE_PARAMETER
 from workload.deployment.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -39,7 +40,7 @@ class ImagesStack(Stack):
             exclude=dockerignore(CONTAINERS_DIR / folder / ".dockerignore"), ignore_mode=IgnoreMode.DOCKER,
         )
         ssm.StringParameter(
-            self, f"{construct_id}Uri", parameter_name=f"/{settings.name}/images/{folder}",
+            self, f"{construct_id}Uri", parameter_name=IMAGE_PARAMETER.format(app=settings.name, image=folder),
             string_value=image.image_uri, description=f"{folder} image built from containers/{folder}",
         )
         return image

@@ -39,7 +39,7 @@ def test_dry_run_prints_the_cdk_command():
     result = runner.invoke(app, ["deploy", "--size", "small", "--dry-run", "-c", "worker_count=2"])
     assert result.exit_code == 0, result.output
     assert "would run: cdk deploy --all --require-approval broadening -c profile=small -c worker_count=2" in result.output
-    assert re.search(r"-c dashboards_revision=\d{8}T\d{6}Z --outputs-file", result.output), result.output
+    assert re.search(r"-c dashboards_revision=(\d{8}T\d{6}Z) -c deployed_at=\1 --outputs-file", result.output), result.output
     assert "-c admin_principal_arns=<your IAM role" in result.output
 
 
@@ -65,8 +65,8 @@ def test_deploy_runs_cdk_and_prints_next_steps_from_the_outputs(tmp_path, monkey
                                  "--skip-preflight"])
     assert result.exit_code == 0, result.output
     (call,) = tools.calls()
-    assert re.fullmatch(rf"cdk deploy --all --require-approval broadening -c profile=blog "
-                        rf"-c dashboards_revision=\d{{8}}T\d{{6}}Z --outputs-file {re.escape(str(outputs))} "
+    assert re.fullmatch(rf"cdk deploy --all --require-approval broadening -c profile=blog -c kubernetes_version=1.35 "
+                        rf"-c dashboards_revision=(\d{{8}}T\d{{6}}Z) -c deployed_at=\1 --outputs-file {re.escape(str(outputs))} "
                         rf"-c account=123456789012 -c admin_principal_arns={re.escape(DEPLOYER)}", call), call
     assert deployer == DEPLOYER
     assert "aws eks update-kubeconfig --name skymaze-eks --region us-west-2" in result.output
@@ -86,7 +86,7 @@ def test_deploy_records_what_it_deployed_and_later_commands_follow_it(tmp_path, 
     assert result.exit_code == 0, result.output
     recorded = read_context()
     assert (recorded.size, recorded.region, recorded.deploy_sets, recorded.eks_cluster, recorded.source) == (
-        "blog", "us-west-2", ("worker_count=4",), "skymaze-eks", "deploy")
+        "blog", "us-west-2", ("worker_count=4", "kubernetes_version=1.35"), "skymaze-eks", "deploy")
     assert "later commands default to size 'blog'" in result.output
     plan = runner.invoke(app, ["teardown", "--dry-run"])
     assert plan.exit_code == 0, plan.output
@@ -121,8 +121,9 @@ def test_bootstrap_runs_before_deploy_and_the_preflight_does_not_ask_for_it(tmp_
     assert result.exit_code == 0, result.output
     account.assert_all_answered()
     bootstrap_call, deploy_call = tools.calls()
-    assert bootstrap_call == "cdk bootstrap -c profile=small"
-    assert deploy_call.startswith("cdk deploy --all --require-approval never -c profile=small -c dashboards_revision=")
+    assert bootstrap_call == "cdk bootstrap -c profile=small -c kubernetes_version=1.35"
+    assert deploy_call.startswith("cdk deploy --all --require-approval never -c profile=small -c kubernetes_version=1.35 "
+                                  "-c dashboards_revision=")
     assert "bootstrap:" not in result.stdout and "OK    permissions: the deploying identity" in result.stdout
 
 
@@ -143,7 +144,7 @@ def test_a_passing_preflight_runs_before_cdk(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize(("answers", "grafana", "line"), [
     (Answers(quota_values={"ml.g7e.12xlarge": 0}), False, "FAIL  quota: ml.g7e.12xlarge for cluster usage is 0"),
-    (Answers(version_status="UNSUPPORTED"), False, "FAIL  kubernetes: EKS in us-west-2: Kubernetes 1.34 is UNSUPPORTED"),
+    (Answers(version_status="UNSUPPORTED"), False, "FAIL  kubernetes: EKS in us-west-2: Kubernetes 1.35 is UNSUPPORTED"),
     (Answers(identity_center=False), True, "FAIL  identity-center: grafana_admin_user_ids/grafana_admin_group_ids"),
     (Answers(observability_schema=schema_without("customMetrics")), False,
      "FAIL  addon: amazon-sagemaker-hyperpod-observability v1.0.0-eksbuild.1 rejects the configuration"),
@@ -176,3 +177,122 @@ def test_an_existing_subnet_in_another_zone_stops_the_deploy_before_cdk(tmp_path
                                  f"private_subnet_ids={','.join(subnets)}", "-c", "private_subnet_azs=us-west-2b,us-west-2a"])
     assert result.exit_code == 2 and tools.calls() == [], result.output
     assert f"private_subnet_azs: {subnets[0]} is in us-west-2a, not in us-west-2b as given" in result.output
+
+
+# ---------------------------------------------------------------- what already runs, and the account's answers
+
+
+def _described(groups: dict[str, tuple[str, int]]) -> dict:
+    """DescribeCluster of the app's HyperPod cluster, every field of botocore's shapes filled."""
+    from tests.workload.ops.aws_account import answer, shape
+
+    details = [{**shape("sagemaker", "ClusterInstanceGroupDetails"), "InstanceGroupName": name, "InstanceType": kind,
+                "TargetCount": count, "CurrentCount": count, "MinCount": 0} for name, (kind, count) in groups.items()]
+    return answer("sagemaker", "DescribeCluster", ClusterName="skymaze-hyperpod", InstanceGroups=details)
+
+
+def _running(monkeypatch, size: str, groups: dict[str, tuple[str, int]], *, times: int = 1):
+    """The deployer's moto account, where the app's cluster stack carries ``size`` and SageMaker (stubbed: moto's
+    HyperPod model predates these instance types) describes ``groups``; the stubbed account, for more answers."""
+    from tests.workload.ops.aws_account import StubbedAccount
+
+    real = boto3.Session(region_name="us-west-2")
+    real.client("cloudformation").create_stack(
+        StackName="SkymazeCluster", TemplateBody=json.dumps({"Resources": {"T": {"Type": "AWS::SNS::Topic"}}}),
+        Tags=[{"Key": "skymaze:size", "Value": size}])
+    account = StubbedAccount(region="us-west-2", fallback=real)
+    for _ in range(times):
+        account.add("sagemaker", "describe_cluster", _described(groups), {"ClusterName": "skymaze-hyperpod"})
+    monkeypatch.setattr(boto3, "Session", lambda *args, **kwargs: account)
+    return account
+
+
+BLOG_GROUPS = {"head": ("ml.r5d.16xlarge", 1), "workers": ("ml.g7e.12xlarge", 3)}
+
+
+def test_credentials_that_end_before_the_deploy_stop_it_before_cdk(tmp_path, monkeypatch, deployer):
+    from datetime import UTC, datetime, timedelta
+
+    expiry = datetime.now(UTC) + timedelta(minutes=40)
+    monkeypatch.setenv("AWS_CREDENTIAL_EXPIRATION", expiry.strftime("%Y-%m-%dT%H:%M:%SZ"))
+    tools = install_fakes(tmp_path, monkeypatch, server=None, kinds={})
+    result = runner.invoke(app, ["deploy", "--size", "blog", "--cdk-bin", tools.cdk, "--skip-preflight",
+                                 "--outputs-file", str(tmp_path / "o.json")])
+    assert result.exit_code == 1 and tools.calls() == [], result.output
+    assert re.search(r"error: the AWS credentials \(env\) expire in (39|40) min, .*a deploy takes up to 3\.2 h",
+                     result.stderr), result.stderr
+
+
+def test_a_size_over_the_other_sizes_stacks_is_refused_naming_both_ways_out(tmp_path, monkeypatch, deployer):
+    """blog runs; `deploy --size small` would turn it into small: refused, and the head's type could not change."""
+    account = _running(monkeypatch, "blog", BLOG_GROUPS, times=2)
+    tools = install_fakes(tmp_path, monkeypatch, server=None, kinds={})
+    args = ["deploy", "--size", "small", "--cdk-bin", tools.cdk, "--skip-preflight", "--outputs-file",
+            str(tmp_path / "o.json")]
+    refused = runner.invoke(app, args)
+    assert refused.exit_code == 2 and tools.calls() == [], refused.output
+    assert ("--size small: the stacks of skymaze run size blog (its stacks' tag); both sizes deploy the same stacks"
+            in refused.stderr)
+    assert "pass --change-size to mean it" in refused.stderr
+    told = runner.invoke(app, [*args, "--change-size"])  # told: the size is accepted, the head's type still is not
+    assert told.exit_code == 2 and tools.calls() == [] and "--change-size" not in told.stderr
+    assert ("head_instance_type=ml.m5.4xlarge: HyperPod group 'head' already runs ml.r5d.16xlarge; a new type "
+            "replaces every node of the group" in told.stderr)
+    account.assert_all_answered()
+
+
+def test_a_new_instance_type_over_a_running_group_is_refused_naming_the_key(tmp_path, monkeypatch, deployer):
+    _running(monkeypatch, "blog", BLOG_GROUPS)
+    tools = install_fakes(tmp_path, monkeypatch, server=None, kinds={})
+    result = runner.invoke(app, ["deploy", "--size", "blog", "-c", "worker_instance_type=ml.g6e.12xlarge",
+                                 "--cdk-bin", tools.cdk, "--skip-preflight", "--outputs-file", str(tmp_path / "o.json")])
+    assert result.exit_code == 2 and tools.calls() == [], result.output
+    assert ("worker_instance_type=ml.g6e.12xlarge: HyperPod group 'workers' already runs ml.g7e.12xlarge" in
+            result.stderr and "deploy with -c worker_instance_type=ml.g7e.12xlarge" in result.stderr)
+
+
+def test_a_redeploy_brings_back_the_gpu_group_the_deploy_guard_scaled_to_zero(tmp_path, monkeypatch, deployer):
+    """The guard scaled `workers` to 0 outside CloudFormation; cdk leaves it there, so the deploy asks for 3 again."""
+    from workload.deployment.hyperpod import update_request
+
+    scaled = {**BLOG_GROUPS, "workers": ("ml.g7e.12xlarge", 0)}
+    account = _running(monkeypatch, "blog", scaled, times=2)
+    account.add("sagemaker", "update_cluster", {"ClusterArn": "arn:aws:sagemaker:us-west-2:123456789012:cluster/a"},
+                update_request(_described(scaled), "workers", 3))
+    tools = install_fakes(tmp_path, monkeypatch, server=None, kinds={})
+    result = runner.invoke(app, ["deploy", "--size", "blog", "--cdk-bin", tools.cdk, "--skip-preflight",
+                                 "--outputs-file", str(tmp_path / "o.json")])
+    assert result.exit_code == 0, result.output
+    account.assert_all_answered()
+    assert "HyperPod group workers was below the settings (the deploy guard scales it to 0): scaling it back to 3" \
+        in result.stdout
+    (call,) = tools.calls()
+    assert re.search(r"-c dashboards_revision=(\d{8}T\d{6}Z) -c deployed_at=\1 ", call), call
+
+
+def test_the_kubernetes_version_is_the_newest_eks_and_hyperpod_support_and_is_recorded(tmp_path, monkeypatch):
+    """EKS offers 1.34 (extended support since 2026-12-03), 1.35 and 1.36 (standard); HyperPod's add-on knows 1.34
+    and 1.35: the deploy takes 1.35, passes it to cdk and records it, so a redeploy keeps it."""
+    from tests.workload.ops.aws_account import (
+        StubbedAccount,
+        add_deploy_context,
+        add_identity,
+        passing_account,
+    )
+    from workload.ops.context import read_context
+
+    settings = settings_for("small")
+    account = add_deploy_context(add_identity(StubbedAccount(region="us-west-2")), settings, offered={
+        "1.34": "EXTENDED_SUPPORT", "1.35": "STANDARD_SUPPORT", "1.36": "STANDARD_SUPPORT"}, hyperpod=("1.34", "1.35"))
+    account = passing_account(settings, account=account)
+    monkeypatch.setattr(boto3, "Session", lambda *args, **kwargs: account)
+    tools = install_fakes(tmp_path, monkeypatch, server=None, kinds={})
+    result = runner.invoke(app, ["deploy", "--size", "small", "--yes", "--cdk-bin", tools.cdk,
+                                 "--outputs-file", str(tmp_path / "o.json")])
+    assert result.exit_code == 0, result.output
+    account.assert_all_answered()
+    assert ("Kubernetes 1.35: the newest EKS offers in standard support that HyperPod supports here (of 1.34, 1.35, "
+            "1.36)") in result.stdout
+    (call,) = tools.calls()
+    assert call.startswith("cdk deploy --all --require-approval never -c profile=small -c kubernetes_version=1.35 ")
+    assert read_context().deploy_sets == ("kubernetes_version=1.35",)

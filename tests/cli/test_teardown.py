@@ -18,10 +18,11 @@ def test_dry_run_prints_the_full_ordered_plan_for_blog():
     result = runner.invoke(app, ["teardown", "--size", "blog", "--dry-run"])
     assert result.exit_code == 0, result.output
     numbered = re.findall(r"^\s*(\d+)\. \[([a-z0-9-]+)\]", result.output, flags=re.MULTILINE)
-    assert [int(n) for n, _ in numbered] == list(range(1, 15))
+    assert [int(n) for n, _ in numbered] == list(range(1, 17))
     keys = [key for _, key in numbered]
     assert keys.index("delete-rayjobs") < keys.index("delete-lb-services") < keys.index("wait-load-balancers")
     assert keys.index("wait-lb-enis") < keys.index("cdk-destroy")
+    assert keys.index("cdk-destroy") < keys.index("delete-orphaned-security-groups") < keys.index("delete-asset-images")
     assert "cdk destroy --all --force -c profile=blog" in result.output
     assert result.output.rstrip().endswith("skymaze teardown --size blog")
 
@@ -64,7 +65,7 @@ def test_full_teardown_runs_every_step_and_ends_with_next_command(tmp_path, monk
     assert result.exit_code == 0, result.output
     kubectl_calls = [call for call in tools.calls() if call.startswith("kubectl")]
     assert kubectl_calls and all(call.startswith("kubectl --context skymaze-admin ") for call in kubectl_calls)
-    assert "[14/14] delete-retained-buckets" in result.output
+    assert "[16/16] delete-retained-buckets" in result.output
     assert tools.calls()[-1] == "cdk destroy --all --force -c profile=blog"
     assert (tmp_path / "state" / "teardown-blog.json").exists()
     assert result.output.rstrip().endswith("skymaze cost --size blog --hours 12   # what the run cost, from the price table")
@@ -80,7 +81,7 @@ def test_failed_step_exits_1_with_the_rerun_hint(tmp_path, monkeypatch):
         failed = runner.invoke(app, args)
         rerun = runner.invoke(app, args)
     assert failed.exit_code == 1
-    assert "step 3/14 `delete-rayservices` failed" in failed.output
+    assert "step 3/16 `delete-rayservices` failed" in failed.output
     assert "rerun `skymaze teardown --size blog` to continue" in failed.output
     assert rerun.exit_code == 0, rerun.output
 

@@ -92,3 +92,45 @@ def test_hints_keep_the_settings_the_user_gave(command, kept):
 ])
 def test_json_never_changes_the_exit_code(command):
     assert runner.invoke(app, [*command, "--json"]).exit_code == runner.invoke(app, command).exit_code
+
+
+def test_the_record_is_found_from_the_project_root_in_any_folder_below_it(tmp_path, monkeypatch):
+    """`skymaze use blog` at the project root, then `cd docs && skymaze deploy --dry-run` deploys blog, not small."""
+    from workload.ops import context
+
+    monkeypatch.setattr(context, "CONTEXT_PATH", None)  # the real lookup, in a project of the test's own
+    project = tmp_path / "project"
+    (project / "docs").mkdir(parents=True)
+    (project / "cdk.json").write_text("{}")
+    monkeypatch.chdir(project)
+    assert runner.invoke(app, ["use", "blog"]).exit_code == 0
+    assert (project / ".skymaze" / "context.json").is_file()
+    monkeypatch.chdir(project / "docs")
+    result = runner.invoke(app, ["deploy", "--dry-run"])
+    assert result.exit_code == 0, result.output
+    assert "would run: cdk deploy --all --require-approval broadening -c profile=blog " in result.stdout
+    assert not (project / "docs" / ".skymaze").exists()
+    outside = tmp_path / "elsewhere"  # outside any project the working folder keeps its own record
+    outside.mkdir()
+    monkeypatch.chdir(outside)
+    assert "no deployment recorded in .skymaze/context.json" in runner.invoke(app, ["use"]).stdout
+
+
+@pytest.mark.parametrize(("variable", "value"), [("AWS_REGION", "eu-west-2"), ("AWS_DEFAULT_REGION", "us-east-2")])
+def test_the_environments_region_is_the_deployments_region(monkeypatch, variable, value):
+    monkeypatch.delenv("AWS_DEFAULT_REGION", raising=False)
+    monkeypatch.setenv(variable, value)
+    result = runner.invoke(app, ["deploy", "--size", "small", "--dry-run"])
+    assert result.exit_code == 0, result.output
+    assert f"-c profile=small -c region={value} " in result.stdout
+    assert runner.invoke(app, ["use", "small"]).exit_code == 0  # recorded with the region it acts on
+    assert f"size small with -c region={value} in {value}" in runner.invoke(app, ["use"]).stdout
+
+
+def test_a_region_the_app_does_not_deploy_to_is_refused_naming_the_variable(monkeypatch):
+    monkeypatch.setenv("AWS_REGION", "sa-east-1")
+    result = runner.invoke(app, ["cost", "--size", "small", "--hours", "1"])
+    assert result.exit_code == 2
+    assert result.stderr.startswith("error: region 'sa-east-1' (from AWS_REGION) is not one this app deploys to")
+    given = runner.invoke(app, ["deploy", "--size", "small", "--dry-run", "-c", "region=us-east-1"])
+    assert given.exit_code == 0 and "-c region=us-east-1 " in given.stdout and "sa-east-1" not in given.stdout

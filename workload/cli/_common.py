@@ -9,6 +9,7 @@ import typer
 
 from workload import config
 from workload.config import DEFAULT_PROFILE, DEPLOY_FLAG, RECIPE_FLAG
+from workload.errors import UsageError
 
 # The command line's one grammar: `--set KEY=VALUE` edits a recipe (cluster or rehearsal),
 # `--deploy-set KEY=VALUE` (short `-c`, as `cdk -c`) a deploy setting, `--size` picks the cluster size
@@ -48,13 +49,27 @@ def _sizes() -> tuple[str, ...] | None:
 
 
 def recorded_context():
-    """The deployment `skymaze deploy` or `skymaze use` recorded here, or None; an unreadable record exits 2."""
-    from workload.ops.context import ContextError, read_context
+    """The deployment `skymaze deploy` or `skymaze use` recorded in this project, or None; an unreadable record
+    raises ``ContextError`` (exit 2)."""
+    from workload.ops.context import read_context
 
+    return read_context()
+
+
+def environment_region() -> tuple[str, str] | None:
+    """(region, where from) the AWS CLI and the CDK CLI would use: ``AWS_REGION``, else ``AWS_DEFAULT_REGION``,
+    else the credentials profile's ``region``; None when none is set. Read once, by the command line."""
+    import os
+
+    for name in ("AWS_REGION", "AWS_DEFAULT_REGION"):
+        if os.environ.get(name):
+            return os.environ[name], name
     try:
-        return read_context()
-    except ContextError as err:
-        fail(str(err), code=EXIT_USAGE)
+        import botocore.session
+    except ImportError:  # the trainer image has no AWS SDK and no deploy settings
+        return None
+    region = botocore.session.Session().get_scoped_config().get("region")
+    return (region, "the AWS profile's region") if region else None
 
 
 def resolve_size(size: str | None, deploy_sets: list[str] | tuple[str, ...] | None = ()) -> tuple[str, list[str]]:
@@ -62,7 +77,9 @@ def resolve_size(size: str | None, deploy_sets: list[str] | tuple[str, ...] | No
 
     The recorded deployment's `-c` settings come first when its size is the one in effect, so that
     `teardown` or `cost` after `deploy --size blog -c worker_count=2` see the same cluster; the
-    pairs given on the command line follow and win. A size that is not one exits 2, saying that
+    pairs given on the command line follow and win. The region: `-c region=`, else the recorded
+    deployment's, else the environment's (``AWS_REGION``, as `aws` and `cdk` read it), added as a
+    ``region=`` pair so that cdk and the record see it too. A size that is not one exits 2, saying that
     an AWS credentials profile is chosen with AWS_PROFILE (`--profile` is the size's old name).
     """
     import os
@@ -78,8 +95,25 @@ def resolve_size(size: str | None, deploy_sets: list[str] | tuple[str, ...] | No
              f"old name of {SIZE_FLAG}: to use AWS credentials profile {size!r}, run `AWS_PROFILE={size} skymaze ...`"
              f"{aws_profile}", code=EXIT_USAGE)
     if context is not None and context.size == size:
-        sets = [*context.deploy_sets, *sets]
+        sets = [*context.deploy_sets, *sets]  # a region from the environment at deploy time is among them
+    elif sizes is not None and not any(pair.startswith("region=") for pair in sets):
+        sets = [*_environment_region_pair(), *sets]
     return size, sets
+
+
+def _environment_region_pair() -> list[str]:
+    """``["region=R"]`` for the environment's region when it is not the settings' default; refused (exit 2) when
+    the app does not deploy there."""
+    from workload.deployment.settings import SUPPORTED_REGIONS, Settings
+
+    found = environment_region()
+    if found is None or found[0] == Settings.model_fields["region"].default:
+        return []
+    region, source = found
+    if region not in SUPPORTED_REGIONS:
+        raise UsageError(f"region {region!r} (from {source}) is not one this app deploys to; choose one of "
+                         f"{', '.join(SUPPORTED_REGIONS)} with -c region=REGION, or change {source}")
+    return [f"region={region}"]
 
 
 def flags(flag: str, values: list[str] | tuple[str, ...] | None) -> str:
@@ -154,13 +188,10 @@ def aws_identity(region: str, *, expected_account: str | None = None, err: bool 
     """
     import boto3
 
-    from workload.ops.identity import IdentityError, check_identity
+    from workload.ops.identity import check_identity
 
     session = boto3.Session(region_name=region)
-    try:
-        identity = check_identity(session, region, expected_account=expected_account)
-    except IdentityError as err:
-        fail(str(err))
+    identity = check_identity(session, region, expected_account=expected_account)
     typer.echo(identity.line(), err=err)
     return session, identity
 
@@ -205,14 +236,11 @@ def port_taken(host: str, port: int) -> bool:
     return False
 
 
-def deploy_target_or_exit(profile: str, context: list[str]) -> tuple[tuple[tuple[str, str], ...], Any, Any]:
+def deploy_target(profile: str, context: list[str], *, keep_data: bool = False) -> tuple[tuple[tuple[str, str], ...], Any, Any]:
     """``(overrides, settings, target)`` of a deploy command's ``--size`` and ``-c`` pairs; a bad
-    setting exits 2 naming it."""
-    from workload.ops.profiles import SettingsError, parse_overrides, settings_for, target_for
+    setting raises ``SettingsError`` (exit 2) naming it."""
+    from workload.ops.profiles import parse_overrides, settings_for, target_for
 
-    try:
-        overrides = parse_overrides(context)
-        settings = settings_for(profile, overrides)
-        return overrides, settings, target_for(settings, overrides=overrides)
-    except SettingsError as exc:
-        fail(str(exc), code=EXIT_USAGE)
+    overrides = parse_overrides(context)
+    settings = settings_for(profile, overrides)
+    return overrides, settings, target_for(settings, overrides=overrides, keep_data=keep_data)

@@ -9,7 +9,7 @@ import typer
 from workload.cli._common import (
     DEPLOY_SETS_OPTION,
     PROFILE_OPTION,
-    deploy_target_or_exit,
+    deploy_target,
     doc_help,
     fail,
     next_step,
@@ -44,7 +44,7 @@ def status(
     from workload.skyrl import jobs
 
     profile, context = resolve_size(profile, context)
-    overrides, settings, target = deploy_target_or_exit(profile, context)
+    overrides, settings, target = deploy_target(profile, context)
     try:
         resolved = jobs.resolve_address(address, None)
         rows, ray_error = jobs.list_jobs(jobs.connect(resolved)), ""

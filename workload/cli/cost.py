@@ -8,14 +8,14 @@ import typer
 
 from workload.cli._common import (
     DEPLOY_SETS_OPTION,
-    EXIT_USAGE,
     JSON_OPTION,
     PROFILE_OPTION,
-    fail,
+    doc_help,
     next_step,
     print_json,
     resolve_size,
 )
+from workload.errors import UsageError
 
 
 def cost(
@@ -32,21 +32,32 @@ def cost(
         help="also show what the deploy guard saves on a deployment forgotten this long"),
     guard_hours: float = typer.Option(None, "--guard-hours",
                                       help="the guard's limit (default: setting max_deployed_hours)"),
+    on: str = typer.Option(None, "--on", metavar="YYYY-MM-DD",
+                           help="the day the deployment starts (default: today): sets whether the EKS control "
+                                "plane bills standard or extended support for its Kubernetes version"),
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Estimate the cost of a profile deployed for HOURS: per hour and per run, line by line.
 
-    Prices come from a dated table with a source for each row; rows marked * are estimates.
+    Prices come from a dated table with a source for each row; rows marked * are estimates. The EKS control
+    plane bills standard or extended support (6x) by the Kubernetes version's support dates on the day given
+    with --on (today by default); a deploy records the version it chose, so `cost` after it prices that one.
 
     Exit codes: 0 ok, 2 bad input.
 
     Example:  skymaze cost --size blog --hours 12 --left-up-hours 72 --guard-hours 14
     """
+    import datetime
+
     from workload.ops.cost import Usage, estimate_cost, guard_saving, render_report
     from workload.ops.prices import DEFAULT_PRICES_PATH, load_prices
-    from workload.ops.profiles import SettingsError, parse_overrides, settings_for, shape_for
+    from workload.ops.profiles import parse_overrides, settings_for, shape_for
 
     profile, context = resolve_size(profile, context)
+    try:
+        day = datetime.date.fromisoformat(on) if on else datetime.date.today()
+    except ValueError:
+        raise UsageError(f"--on {on!r}: not a date; give YYYY-MM-DD, e.g. --on 2026-12-03") from None
     try:
         overrides = parse_overrides(context)
         settings = settings_for(profile, overrides)
@@ -58,15 +69,15 @@ def cost(
                 f"(copy the table and update each row from its source)")
         given = {"nat_gb_per_run": nat_gb, "amp_active_series": amp_series, "artifacts_gib": artifacts_gib}
         usage = Usage(**{key: value for key, value in given.items() if value is not None})
-        report = estimate_cost(shape_for(settings), table, hours=hours, usage=usage)
+        report = estimate_cost(shape_for(settings), table, hours=hours, usage=usage, on=day)
         limit = guard_hours or getattr(settings, "max_deployed_hours", None)
         if left_up_hours is not None and limit is None:
             raise ValueError("no deploy guard to price: pass --guard-hours or deploy with -c max_deployed_hours=H")
         saving = None
         if left_up_hours:
             saving = guard_saving(shape_for(settings), table, left_up_hours=left_up_hours, guard_hours=limit)
-    except (SettingsError, ValueError, KeyError) as exc:
-        fail(str(exc).strip("'\""), code=EXIT_USAGE)
+    except (ValueError, KeyError) as exc:  # settings (SettingsError is one), the price table, the hours
+        raise UsageError(str(exc).strip("'\"")) from None
     if as_json:
         print_json({**vars(report), "usd_per_hour": report.usd_per_hour, "usd_per_run": report.usd_per_run,
                     "has_estimates": report.has_estimates, "guard_saving": saving})
@@ -78,4 +89,4 @@ def cost(
 
 
 def register(app: typer.Typer) -> None:
-    app.command("cost")(cost)
+    app.command("cost", help=doc_help(cost.__doc__))(cost)

@@ -8,7 +8,7 @@ from workload.cli._common import (
     DEPLOY_SETS_OPTION,
     PROFILE_OPTION,
     aws_identity,
-    deploy_target_or_exit,
+    deploy_target,
     doc_help,
     fail,
     next_step,
@@ -32,12 +32,11 @@ def diff(
 
     Example:  skymaze diff --size small
     """
-    from workload.cli.deploy import _account_context
     from workload.ops.cdk import CdkError, resolve_cdk, run_cdk
-    from workload.ops.deploy import diff_args
+    from workload.ops.deploy import account_context, diff_args
 
     profile, context = resolve_size(profile, context)
-    overrides, settings, target = deploy_target_or_exit(profile, context)
+    overrides, settings, target = deploy_target(profile, context)
     args = diff_args(target, fail_on_change=fail_on_change)
     if dry_run:
         typer.echo(f"would run: cdk {' '.join(args)}")
@@ -46,7 +45,7 @@ def diff(
     session, identity = aws_identity(target.region, expected_account=dict(overrides).get("account"))
     if "account" not in dict(overrides):
         args += ["-c", f"account={identity.account}"]
-    args += _account_context(session, settings)
+    args += account_context(session, settings)
     try:
         run_cdk(resolve_cdk(cdk_bin), args, echo=typer.echo)
     except CdkError as exc:

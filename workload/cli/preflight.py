@@ -10,7 +10,7 @@ from workload.cli._common import (
     JSON_OPTION,
     PROFILE_OPTION,
     aws_identity,
-    deploy_target_or_exit,
+    deploy_target,
     doc_help,
     next_step,
     print_json,
@@ -34,7 +34,7 @@ def preflight(
     Example:  skymaze preflight --size blog -c worker_count=2
     """
     profile, context = resolve_size(profile, context)
-    overrides, settings, _ = deploy_target_or_exit(profile, context)
+    overrides, settings, _ = deploy_target(profile, context)
     # With --json stdout holds only the JSON document: the identity line goes to stderr.
     session, identity = aws_identity(settings.region, expected_account=dict(overrides).get("account"), err=as_json)
     findings = run_checks(session, settings, identity)
@@ -45,13 +45,12 @@ def preflight(
         next_step(f"skymaze deploy --size {profile}")
 
 
-def run_checks(session, settings, identity, *, bootstrap_pending: bool = False):
+def run_checks(session, settings, identity):
     """The preflight's findings, with a progress line on stderr before each check."""
     from workload.ops.preflight import Caller, run_preflight
 
     caller = Caller(account=identity.account, arn=identity.arn, partition=identity.arn.split(":")[1])
-    return run_preflight(session, settings, caller, bootstrap_pending=bootstrap_pending,
-                         progress=lambda line: typer.echo(line, err=True))
+    return run_preflight(session, settings, caller, progress=lambda line: typer.echo(line, err=True))
 
 
 def report(findings, *, as_json: bool = False) -> None:

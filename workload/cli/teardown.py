@@ -8,22 +8,20 @@ import typer
 
 from workload.cli._common import (
     DEPLOY_SETS_OPTION,
-    EXIT_USAGE,
     PROFILE_OPTION,
     aws_identity,
+    deploy_target,
     doc_help,
-    fail,
     next_step,
     resolve_size,
 )
 from workload.ops.plan import DEFAULT_AWS_TIMEOUT_S, DEFAULT_KUBE_TIMEOUT_S, DEFAULT_POLL_INTERVAL_S
 
-STATE_DIR = Path(".skymaze")
-
 
 def teardown(
     profile: str | None = PROFILE_OPTION,
-    keep_data: bool = typer.Option(False, "--keep-data", help="keep the artifacts bucket (adapters, runs)"),
+    keep_data: bool = typer.Option(False, "--keep-data", help="keep the artifacts bucket: the promoted adapters "
+                                   "and the exported runs (the next deploy reuses it)"),
     dry_run: bool = typer.Option(False, "--dry-run", help="print the ordered plan and change nothing"),
     yes: bool = typer.Option(False, "--yes", "-y", help="do not ask for confirmation"),
     context: list[str] = DEPLOY_SETS_OPTION,
@@ -32,29 +30,27 @@ def teardown(
     aws_timeout_s: float = typer.Option(DEFAULT_AWS_TIMEOUT_S, "--aws-timeout-s", help="deadline of each AWS wait"),
     poll_s: float = typer.Option(DEFAULT_POLL_INTERVAL_S, "--poll-s", help="polling interval of the waits"),
     kube_context: str = typer.Option(None, "--kube-context", help="kubeconfig context (default: the current one)"),
-    state_dir: Path = typer.Option(STATE_DIR, "--state-dir", help="where the discovered resources are saved"),
+    state_dir: Path = typer.Option(None, "--state-dir", help="where the discovered resources are saved (default: "
+                                   ".skymaze of the project)"),
     cdk_bin: str = typer.Option(None, "--cdk-bin", help="cdk CLI (default: the pinned node_modules/.bin/cdk)"),
 ) -> None:
     """Tear a profile down completely, in an order that leaves nothing behind.
 
     First the Kubernetes objects that own AWS resources outside CloudFormation (RayJobs, RayServices,
     RayClusters, LoadBalancer services, ingresses, dynamic PVCs), waiting until their load balancers and
-    network interfaces are gone; then `cdk destroy --all`. Every step is idempotent: after a failure, fix
-    the cause and rerun the same command.
+    network interfaces are gone; then `cdk destroy --all`; then what AWS made outside CloudFormation (log
+    groups, security groups EKS and Lambda left, the stacks' images in the CDK's ECR repository) and, without
+    --keep-data, the artifacts bucket with the promoted adapters. Every step is idempotent: after a failure,
+    fix the cause and rerun the same command.
 
     Exit codes: 0 ok, 1 a step failed (rerun to continue), 2 bad input.
 
     Example:  skymaze teardown --size blog --dry-run
     """
     from workload.ops.plan import build_teardown_plan, render_plan
-    from workload.ops.profiles import SettingsError, parse_overrides, settings_for, target_for
 
     profile, context = resolve_size(profile, context)
-    try:
-        overrides = parse_overrides(context)
-        target = target_for(settings_for(profile, overrides), overrides=overrides, keep_data=keep_data)
-    except SettingsError as exc:
-        fail(str(exc), code=EXIT_USAGE)
+    _, _, target = deploy_target(profile, context, keep_data=keep_data)
     steps = build_teardown_plan(target)
     if dry_run:
         typer.echo(render_plan(target, steps))
@@ -74,21 +70,21 @@ def teardown(
     next_step(f"skymaze cost --size {profile} --hours 12   # what the run cost, from the price table")
 
 
-def _execute(target, steps, *, session, state_dir: Path, cdk_bin: str | None, kube_context: str | None,
+def _execute(target, steps, *, session, state_dir: Path | None, cdk_bin: str | None, kube_context: str | None,
              waits: tuple[float, float, float]) -> None:
-    from workload.ops.cdk import CdkError, resolve_cdk
+    from workload.ops.cdk import resolve_cdk
+    from workload.ops.context import state_dir as project_state_dir
     from workload.ops.kube import Kubectl
-    from workload.ops.teardown import TeardownError, TeardownExecutor, Waits
+    from workload.ops.teardown import TeardownExecutor, Waits
 
-    try:
-        executor = TeardownExecutor(
-            target, session=session, kubectl=Kubectl(context=kube_context),
-            cdk_binary=resolve_cdk(cdk_bin), state_path=state_dir / f"teardown-{target.profile}.json",
-            echo=typer.echo, waits=Waits(*waits),
-        )
-        executor.run(steps)
-    except (TeardownError, CdkError) as exc:
-        fail(str(exc))
+    folder = state_dir or project_state_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    executor = TeardownExecutor(
+        target, session=session, kubectl=Kubectl(context=kube_context),
+        cdk_binary=resolve_cdk(cdk_bin), state_path=folder / f"teardown-{target.profile}.json",
+        echo=typer.echo, waits=Waits(*waits),
+    )
+    executor.run(steps)
 
 
 def register(app: typer.Typer) -> None:

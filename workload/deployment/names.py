@@ -7,7 +7,15 @@ TRAINER_SUFFIX = "-train"  # the trainer RayCluster is NAME-train
 TRAINER_RAYCLUSTER = f"{DEFAULT_APP_NAME}{TRAINER_SUFFIX}"
 RAY_GPU_GROUP = "gpu"  # the trainer RayCluster's GPU worker group
 HYPERPOD_GPU_GROUP = "workers"  # the HyperPod instance group of the GPU nodes
+HYPERPOD_HEAD_GROUP = "head"  # the HyperPod instance group of the CPU head node
 RAY_NAMESPACE = "ray"  # Settings.ray_namespace's default
+# A stack tag on every stack with the size (deploy profile) it was deployed as: both sizes deploy the same
+# stack names, and `skymaze deploy` refuses one size over the other's stacks unless told.
+SIZE_TAG = "skymaze:size"
+# The images stack names each image it builds in an SSM parameter (its URI in the CDK's asset repository);
+# teardown reads them to delete those images, which `cdk destroy` leaves in that shared repository.
+IMAGES = ("trainer", "serve")
+IMAGE_PARAMETER = "/{app}/images/{image}"
 SUPERVISOR_METRICS_PORT = 9400  # outside Ray's 8265/8080/6379/10001 on the same pod network
 
 

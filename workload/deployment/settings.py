@@ -24,6 +24,7 @@ from workload.config import settings_table as settings_rows
 from workload.deployment import fit
 from workload.deployment.names import DEFAULT_APP_NAME, HYPERPOD_GPU_GROUP
 from workload.deployment.supervisor import SupervisorLimits
+from workload.errors import UsageError
 
 # Regions where both ml.r5d.16xlarge and ml.g7e.12xlarge HyperPod instances are listed
 # (cfn-lint 1.58 rule E3644 region tables) and where Managed Grafana is offered.
@@ -34,11 +35,16 @@ SUPPORTED_REGIONS = ("us-east-1", "us-east-2", "us-west-2", "eu-central-1", "eu-
 GPU_INSTANCES = {name: fit.INSTANCES[name] for name in fit.GPU_TYPES}
 # CPU head types; the observability add-on needs at least one node of 4xlarge or larger.
 HEAD_INSTANCES = {name: fit.INSTANCES[name] for name in fit.CPU_TYPES}
-# Kubernetes versions the HyperPod EKS prerequisites page lists as supported (1.28-1.34 in its newest
-# copy, https://docs.amazonaws.cn/sagemaker/latest/dg/sagemaker-hyperpod-eks-prerequisites.md),
-# narrowed to those within kubectl's one-minor-version skew of the CDK kubectl layer the cluster
-# stack uses (kubectl 1.35: 1.34, 1.35, 1.36), which leaves 1.34: the one version this app deploys.
-KUBERNETES_VERSION = "1.34"
+# Kubernetes versions the cluster stack can run: kubectl's one-minor-version skew around the CDK kubectl
+# layer it uses (aws-cdk.lambda-layer-kubectl-v35, kubectl 1.35: servers 1.34, 1.35, 1.36). Which of them
+# a deploy gets is the account's answer: `skymaze deploy` asks EKS (DescribeClusterVersions) and HyperPod's
+# own add-on (DescribeAddonVersions) and takes the newest both support, in standard support where one is
+# (workload/ops/preflight.py, choose_kubernetes_version); `-c kubernetes_version=` pins one.
+KUBECTL_SERVER_VERSIONS = ("1.34", "1.35", "1.36")
+# What offline synth and `skymaze cost` assume before a deploy has asked the account: the newest of those
+# the HyperPod EKS prerequisites page lists (1.30-1.35, shared reference hyperpod-iac.md section 0) with
+# EKS support dates in workload/ops/prices.yaml.
+KUBERNETES_VERSION = "1.35"
 HEAD_COUNT = 1  # CPU head nodes: one Ray head per RayCluster, both on the one head node
 KUBERAY_CHART_VERSION = "1.7.0"  # KubeRay operator chart: matches the ray.io/v1 CRDs validated in tests
 # SMT on the CPU head: its Ray heads get all its vCPUs (with 1, a head node offers half of them and
@@ -142,6 +148,11 @@ class Settings(ConfigModel):
     # (synth stays deterministic: the default never changes, and dashboard edits re-import anyway).
     dashboards_revision: str = Field(default="0", pattern=r"^[A-Za-z0-9._:-]{1,64}$",
                                      description="Any new value re-imports the Grafana dashboards (deploy sets it).")
+    # When this deploy ran (UTC, YYYYMMDDTHHMMSSZ); the deploy guard counts max_deployed_hours from the later of
+    # it and the HyperPod cluster's creation, so a redeploy (which brings back a scaled-down GPU group) restarts
+    # the guard's clock. "0": the cluster's creation (offline synth stays deterministic).
+    deployed_at: str = Field(default="0", pattern=r"^(0|\d{8}T\d{6}Z)$",
+                             description="When the deploy ran (deploy sets it); the deploy guard counts from it.")
     # EKS access entries for people: admins get cluster-wide AmazonEKSClusterAdminPolicy (teardown
     # deletes Ray objects in every namespace); users get AmazonEKSEditPolicy in the Ray namespace
     # (submit, port-forward, logs). `skymaze deploy` adds the identity that runs it to the admins.
@@ -195,9 +206,15 @@ class Settings(ConfigModel):
     private_subnet_azs: tuple[str, ...] = Field((), description="Availability Zone of each private subnet, in "
                                                 "the same order (e.g. us-west-2a,us-west-2b); the first must "
                                                 "be where the GPU capacity is.")
+    # Unset on the command line, `skymaze deploy` chooses it from the account (KUBECTL_SERVER_VERSIONS) and
+    # records its choice, so that a redeploy never upgrades the cluster by itself.
+    kubernetes_version: str = Field(KUBERNETES_VERSION, description="EKS Kubernetes version: one of "
+                                    f"{', '.join(KUBECTL_SERVER_VERSIONS)}; unset, deploy takes the newest the "
+                                    "account's EKS and HyperPod support (standard support first), or the running "
+                                    "cluster's.")
     eks_cluster_name: str | None = Field(None, pattern=EKS_CLUSTER_NAME, description="An existing EKS cluster "
                                          "in vpc_id to attach HyperPod to instead of creating one (API or "
-                                         "API_AND_CONFIG_MAP authentication, Kubernetes 1.34, core "
+                                         "API_AND_CONFIG_MAP authentication, Kubernetes 1.34-1.36, core "
                                          "add-ons installed); needs eks_cluster_security_group_id.")
     eks_cluster_security_group_id: str | None = Field(None, pattern=SECURITY_GROUP_ID, description="The "
                                                       "cluster security group EKS created for eks_cluster_name "
@@ -410,10 +427,14 @@ class Settings(ConfigModel):
                              "on a cluster it creates; use `kubectl port-forward`, or unset eks_cluster_name")
         return self
 
-    @property
-    def kubernetes_version(self) -> str:
-        """The EKS Kubernetes version (KUBERNETES_VERSION); an existing eks_cluster_name must run it."""
-        return KUBERNETES_VERSION
+    @field_validator("kubernetes_version")
+    @classmethod
+    def _kubernetes_version(cls, value: str) -> str:
+        if value not in KUBECTL_SERVER_VERSIONS:
+            raise ValueError(f"{value!r} is not a version the cluster stack's kubectl (1.35) can manage; choose one "
+                             f"of {', '.join(KUBECTL_SERVER_VERSIONS)}, or leave it unset for the newest the account "
+                             "supports")
+        return value
 
     @property
     def deploy_guard_warn_hours(self) -> float:
@@ -546,14 +567,14 @@ PROFILES: dict[str, dict[str, Any]] = {
 
 
 # Set by the tool, not the user (`skymaze deploy` passes them): left out of the user's table.
-TOOL_SET = ("profile", "account", "dashboards_revision", "reuse_artifacts_bucket")
+TOOL_SET = ("profile", "account", "dashboards_revision", "deployed_at", "reuse_artifacts_bucket")
 
 def settings_table() -> list[str]:
     """The deploy settings a user chooses, one row each with a column per profile (docs/settings.md)."""
     return settings_rows(Settings, skip=TOOL_SET, profiles=PROFILES)
 
 
-class SettingsError(ValueError):
+class SettingsError(UsageError):
     """Bad deployment settings: the message names the key and the allowed values."""
 
 

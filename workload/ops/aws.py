@@ -12,7 +12,15 @@ from dataclasses import dataclass
 
 from botocore.exceptions import ClientError
 
+from workload.errors import SkymazeError
+
 CFN_STACK_TAG = "aws:cloudformation:stack-name"
+# EKS tags the cluster security group it creates for a cluster (eks-cluster-sg-NAME-ID) with the cluster's name;
+# that group is no CloudFormation resource, and an interface still in it keeps it (and its VPC) alive.
+EKS_CLUSTER_TAG = "aws:eks:cluster-name"
+# Lambda's VPC interfaces (the CDK's kubectl handler and the stacks' other in-VPC functions) are described
+# "AWS Lambda VPC ENI-<function name>"; CloudFormation names a function "<stack>-<logical id>-<suffix>".
+LAMBDA_ENI_DESCRIPTION = "AWS Lambda VPC ENI-{stack}-*"
 # Network interfaces of ELB/ALB/NLB load balancers carry this description prefix ("ELB app/...").
 LB_ENI_DESCRIPTION = "ELB *"
 GUARDDUTY_SG_PREFIX = "GuardDutyManagedSecurityGroup"
@@ -143,6 +151,77 @@ def delete_guardduty_leftovers(session, vpc_id: str) -> list[str]:
                 raise
             pending.append(group["GroupId"])
     return pending
+
+
+def orphaned_security_groups(session, vpc_id: str, cluster_name: str) -> list[tuple[str, list[str]]]:
+    """``(group id, interfaces still in it)`` for each security group EKS created for ``cluster_name`` in ``vpc_id``."""
+    ec2 = session.client("ec2")
+    filters = [{"Name": "vpc-id", "Values": [vpc_id]}, {"Name": f"tag:{EKS_CLUSTER_TAG}", "Values": [cluster_name]}]
+    found = []
+    for group in ec2.describe_security_groups(Filters=filters)["SecurityGroups"]:
+        held = ec2.describe_network_interfaces(Filters=[{"Name": "group-id", "Values": [group["GroupId"]]}])
+        interfaces = [f"{eni['NetworkInterfaceId']} ({eni.get('Description') or 'no description'})"
+                      for eni in held["NetworkInterfaces"]]
+        found.append((group["GroupId"], sorted(interfaces)))
+    return found
+
+
+def delete_orphaned_security_groups(session, vpc_id: str, cluster_name: str) -> list[str]:
+    """Delete the security groups EKS left for ``cluster_name`` in ``vpc_id`` once no interface is in them;
+    returns those still pending, each with the interfaces that hold it (Lambda releases its VPC interfaces
+    minutes after the function is deleted)."""
+    ec2 = session.client("ec2")
+    pending = []
+    for group, interfaces in orphaned_security_groups(session, vpc_id, cluster_name):
+        if interfaces:
+            pending.append(f"{group} (held by {', '.join(interfaces)})")
+            continue
+        try:
+            ec2.delete_security_group(GroupId=group)
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] != "DependencyViolation":
+                raise
+            pending.append(f"{group} (in use)")
+    return pending
+
+
+def lambda_interfaces(session, vpc_id: str, stacks: list[str]) -> list[str]:
+    """Lambda VPC interfaces of ``stacks``' functions (the kubectl handler among them) still in ``vpc_id``."""
+    return sorted(eni for stack in stacks
+                  for eni in network_interfaces(session, vpc_id, LAMBDA_ENI_DESCRIPTION.format(stack=stack)))
+
+
+def image_uris(session, parameters: list[str]) -> list[str]:
+    """The image URIs the SSM ``parameters`` hold (the images stack's); missing parameters are skipped."""
+    if not parameters:
+        return []
+    answer = session.client("ssm").get_parameters(Names=parameters)
+    return sorted(p["Value"] for p in answer["Parameters"])
+
+
+def delete_images(session, uris: list[str]) -> tuple[list[str], list[str]]:
+    """Delete each ``REGISTRY/REPOSITORY:TAG`` image from ECR; returns (deleted, already gone)."""
+    ecr = session.client("ecr")
+    by_repository: dict[str, list[str]] = {}
+    for uri in uris:
+        repository, _, tag = uri.split("/", 1)[1].rpartition(":")
+        by_repository.setdefault(repository, []).append(tag)
+    deleted, gone = [], []
+    for repository, tags in sorted(by_repository.items()):
+        try:
+            answer = ecr.batch_delete_image(repositoryName=repository, imageIds=[{"imageTag": t} for t in tags])
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] != "RepositoryNotFoundException":
+                raise
+            gone += [f"{repository}:{t}" for t in tags]
+            continue
+        deleted += [f"{repository}:{i['imageTag']}" for i in answer.get("imageIds", []) if i.get("imageTag")]
+        for failure in answer.get("failures", []):
+            if failure.get("failureCode") != "ImageNotFound":
+                raise SkymazeError(f"ECR refused to delete {repository}:{failure['imageId'].get('imageTag')}: "
+                                   f"{failure.get('failureCode')} {failure.get('failureReason', '')}")
+            gone.append(f"{repository}:{failure['imageId'].get('imageTag')}")
+    return sorted(set(deleted)), sorted(gone)
 
 
 def empty_and_delete_bucket(session, name: str) -> bool:

@@ -9,6 +9,8 @@ import subprocess
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from workload.errors import SkymazeError
+
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 PINNED_CDK = PROJECT_ROOT / "node_modules" / ".bin" / "cdk"
 # Quiet, offline-friendly CLI defaults (the Makefile exports the same).
@@ -19,7 +21,7 @@ CDK_ENV = {
 }
 
 
-class CdkError(RuntimeError):
+class CdkError(SkymazeError):
     """The cdk CLI is missing or exited non-zero."""
 
 

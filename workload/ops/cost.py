@@ -7,9 +7,11 @@ builds the shape from the deployment settings; tests build it directly.
 
 from __future__ import annotations
 
+import datetime
 from dataclasses import dataclass, field
 
 from workload.deployment.names import HYPERPOD_GPU_GROUP
+from workload.deployment.settings import KUBERNETES_VERSION
 from workload.ops.prices import Price, PriceTable
 
 # Amazon Managed Prometheus bills ingestion per 10 million samples (AMP pricing page).
@@ -38,6 +40,7 @@ class ClusterShape:
     nat_gateways: int = 1              # gateways the deployment creates (0 in an existing VPC)
     nat_traffic: bool = True           # the run's downloads pass a NAT gateway (its own or the VPC's)
     eks_clusters: int = 1              # control planes the deployment creates (0 on an existing cluster)
+    kubernetes_version: str = KUBERNETES_VERSION  # its support period on the day sets the control plane's rate
     interface_endpoints: int = 0       # endpoint x AZ pairs
     grafana_editors: int = 1           # a workspace needs at least one editor licence
     grafana_viewers: int = 0
@@ -100,7 +103,7 @@ def _hourly(item: str, quantity: str, price: Price, units: float) -> CostLine:
     return CostLine(item, quantity, price.usd * units, 0.0, price.basis == "estimate")
 
 
-def _compute_lines(shape: ClusterShape, prices: PriceTable) -> list[CostLine]:
+def _compute_lines(shape: ClusterShape, prices: PriceTable, on: datetime.date) -> list[CostLine]:
     lines = []
     for group in shape.instance_groups:
         price = prices.instance(group.instance_type)
@@ -113,8 +116,9 @@ def _compute_lines(shape: ClusterShape, prices: PriceTable) -> list[CostLine]:
         ebs = prices.ebs_gp3_usd_per_gib_month
         lines.append(_hourly("EBS gp3 (node volumes)", f"{ebs_gib} GiB", ebs, ebs_gib / prices.hours_per_month))
     if shape.eks_clusters:
-        lines.append(_hourly("EKS control plane", f"{shape.eks_clusters} cluster", prices.eks_cluster_usd_per_hour,
-                             shape.eks_clusters))
+        price, support = prices.eks_cluster(shape.kubernetes_version, on)
+        lines.append(_hourly(f"EKS control plane ({shape.kubernetes_version})",
+                             f"{shape.eks_clusters} cluster, {support}", price, shape.eks_clusters))
     return lines
 
 
@@ -154,12 +158,14 @@ def _observability_lines(shape: ClusterShape, usage: Usage, prices: PriceTable) 
     ]
 
 
-def estimate_cost(shape: ClusterShape, prices: PriceTable, *, hours: float, usage: Usage = Usage()) -> CostReport:
-    """Cost of keeping ``shape`` deployed for ``hours`` (deploy to teardown), line by line."""
+def estimate_cost(shape: ClusterShape, prices: PriceTable, *, hours: float, usage: Usage = Usage(),
+                  on: datetime.date | None = None) -> CostReport:
+    """Cost of keeping ``shape`` deployed for ``hours`` (deploy to teardown) from day ``on`` (default: the price
+    table's date), line by line."""
     if hours <= 0:
         raise ValueError(f"hours must be > 0 (got {hours}): the time from deploy to teardown, e.g. 12")
     lines = (
-        _compute_lines(shape, prices)
+        _compute_lines(shape, prices, on or prices.as_of)
         + _storage_and_network_lines(shape, usage, prices)
         + _observability_lines(shape, usage, prices)
     )

@@ -75,8 +75,8 @@ def cluster_problems(settings, cluster: dict, subnet_vpc: str | None, addons: Se
                         "--access-config authenticationMode=API_AND_CONFIG_MAP`)")
     if cluster.get("version") and cluster["version"] != settings.kubernetes_version:
         problems.append(f"eks_cluster_name: {name} runs Kubernetes {cluster['version']}, not "
-                        f"{settings.kubernetes_version}, the version this app deploys (KUBERNETES_VERSION in "
-                        "workload/deployment/settings.py)")
+                        f"kubernetes_version={settings.kubernetes_version}; leave kubernetes_version unset (deploy "
+                        "then takes the cluster's) or set it to the cluster's")
     group = config.get("clusterSecurityGroupId")
     if group and group != settings.eks_cluster_security_group_id:
         problems.append(f"eks_cluster_security_group_id: {name}'s cluster security group is {group}, not "

@@ -12,11 +12,13 @@ from dataclasses import dataclass
 
 from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError, NoRegionError
 
+from workload.errors import SkymazeError
+
 CREDENTIALS_HELP = ("configure credentials (aws configure, aws sso login, or AWS_PROFILE=NAME) and check them "
                     "with `aws sts get-caller-identity`")
 
 
-class IdentityError(RuntimeError):
+class IdentityError(SkymazeError):
     """The caller's AWS identity cannot be read or does not fit the settings; the message says what to do."""
 
 

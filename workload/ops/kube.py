@@ -10,6 +10,8 @@ import json
 import subprocess
 from dataclasses import dataclass
 
+from workload.errors import SkymazeError
+
 # kubectl's message when a resource type (a CRD such as rayjobs.ray.io) is not installed.
 NO_SUCH_KIND_MARKERS = ("doesn't have a resource type", "the server could not find the requested resource")
 KUBECTL_CALL_TIMEOUT_S = 120
@@ -21,7 +23,7 @@ PROVISIONER_ANNOTATIONS = (
 )
 
 
-class KubectlError(RuntimeError):
+class KubectlError(SkymazeError):
     """kubectl exited non-zero; the message carries its stderr."""
 
 

@@ -40,6 +40,7 @@ class TeardownTarget:
     overrides: tuple[tuple[str, str], ...] = ()  # the `-c KEY=VALUE` settings the profile was deployed with
     existing_eks_cluster: str | None = None  # settings eks_cluster_name: a cluster the app did not create
     ray_namespace: str = RAY_NAMESPACE  # settings ray_namespace
+    existing_vpc: str | None = None     # settings vpc_id: a VPC the app did not create (it outlives the stacks)
 
     @property
     def eks_cluster_name(self) -> str:
@@ -139,13 +140,22 @@ def build_teardown_plan(target: TeardownTarget) -> list[Step]:
                       "delete the FSx file systems of the storage stack that survived `cdk destroy` (deployed "
                       "with removal=retain before FSx was always deleted): each bills until deleted; /shared/runs "
                       "is already exported to the artifacts bucket"))
+    if not target.existing_eks_cluster:
+        steps.append(Step("delete-orphaned-security-groups", "delete_orphaned_security_groups",
+                          "delete the security group EKS created for the cluster outside CloudFormation once no "
+                          "network interface is in it (Lambda releases the kubectl handler's interfaces minutes "
+                          "after `cdk destroy`); wait until none is left in the VPC"))
+    steps.append(Step("delete-asset-images", "delete_asset_images",
+                      "delete the trainer and serve images the deploy pushed to the CDK's ECR asset repository "
+                      "(the repository is the CDK bootstrap's and stays)"))
     steps.append(Step("delete-log-groups", "delete_log_groups",
                       "delete the log groups AWS created outside CloudFormation: Lambda functions of the app's "
                       "stacks, the EKS control plane, the HyperPod cluster's nodes"))
     if not target.keep_data:
         steps.append(Step("delete-retained-buckets", "delete_retained_buckets",
-                          "empty and delete the app's buckets (artifacts, access logs) that survived `cdk destroy` "
-                          "because they were deployed with removal=retain"))
+                          "empty and delete the app's buckets (artifacts with the promoted adapters and exported "
+                          "runs, access logs) that survived `cdk destroy` because they were deployed with "
+                          "removal=retain; --keep-data keeps them"))
     return steps
 
 

@@ -31,8 +31,9 @@ from workload.addons import (
     spaces_configuration,
 )
 from workload.deployment.settings import HEAD_COUNT
+from workload.errors import SkymazeError
 
-KUBERNETES_HOME = "KUBERNETES_VERSION in workload/deployment/settings.py"
+KUBERNETES_HOME = "setting kubernetes_version"
 
 Status = Literal["ok", "warn", "fail"]
 
@@ -92,6 +93,10 @@ class Caller:
     account: str
     arn: str
     partition: str = "aws"
+
+
+class PreflightError(SkymazeError):
+    """The account cannot take the deploy; the message names the setting to change."""
 
 
 def failed(findings: Iterable[Finding]) -> list[Finding]:
@@ -251,15 +256,62 @@ def kubernetes_findings(settings, versions: Sequence[dict]) -> list[Finding]:
     if entry is None or entry.get("versionStatus") not in EKS_SUPPORTED_STATUSES:
         status = entry.get("versionStatus", "UNSUPPORTED") if entry else "not offered"
         choices = f" (here: {', '.join(offered)})" if offered else ""
-        return [Finding("kubernetes", "fail", f"EKS in {settings.region}: Kubernetes {wanted} is {status}; "
-                        f"the app deploys that version only ({KUBERNETES_HOME}): deploy to a region that offers it"
-                        f"{choices}")]
+        return [Finding("kubernetes", "fail", f"EKS in {settings.region}: Kubernetes {wanted} is {status}: "
+                        f"choose another {KUBERNETES_HOME}{choices}, or deploy to a region that offers it")]
     if entry["versionStatus"] == "EXTENDED_SUPPORT":
         return [Finding("kubernetes", "warn", f"EKS {wanted} is in extended support (billed at the extended-support "
                         f"hourly rate, ends {_day(entry.get('endOfExtendedSupportDate'))}); a newer "
-                        f"version ({KUBERNETES_HOME}) costs less")]
+                        f"{KUBERNETES_HOME} costs less")]
     return [Finding("kubernetes", "ok", f"EKS offers Kubernetes {wanted} in {settings.region} (standard support "
                     f"until {_day(entry.get('endOfStandardSupportDate'))})")]
+
+
+@dataclass(frozen=True)
+class VersionChoice:
+    """The Kubernetes version a deploy uses, and why (a pin, the running cluster, or the account's answer)."""
+
+    version: str
+    why: str
+    status: str = ""  # DescribeClusterVersions versionStatus of the chosen version, when asked
+
+
+def newest_supported_version(cluster_versions: Sequence[dict], observability_versions: Sequence[dict],
+                             candidates: Sequence[str]) -> VersionChoice | None:
+    """The newest of ``candidates`` that EKS offers for new clusters (DescribeClusterVersions) and HyperPod
+    supports (its add-on lists a version compatible with it: DescribeAddonVersions), preferring standard
+    support over extended support (which bills about 6x the control-plane rate); None when none is both."""
+    hyperpod = {c.get("clusterVersion") for a in observability_versions if a.get("addonName") == OBSERVABILITY_ADDON
+                for v in a.get("addonVersions", []) for c in v.get("compatibilities", [])}
+    offered = {v["clusterVersion"]: v.get("versionStatus") for v in cluster_versions
+               if v.get("versionStatus") in EKS_SUPPORTED_STATUSES}
+    usable = sorted((v for v in candidates if v in offered and v in hyperpod),
+                    key=lambda v: tuple(int(part) for part in v.split(".")))
+    for status in EKS_SUPPORTED_STATUSES:  # standard support first
+        chosen = [v for v in usable if offered[v] == status]
+        if chosen:
+            return VersionChoice(chosen[-1], f"the newest EKS offers in {status.lower().replace('_', ' ')} that "
+                                 f"HyperPod supports here (of {', '.join(candidates)})", status)
+    return None
+
+
+def choose_kubernetes_version(session, settings, candidates: Sequence[str]) -> VersionChoice:
+    """Ask the account which of ``candidates`` a new cluster gets (two read-only EKS calls); raises
+    ``PreflightError`` naming the setting when none fits."""
+    eks = session.client("eks")
+    cluster_versions: list[dict] = []
+    for page in eks.get_paginator("describe_cluster_versions").paginate(clusterVersions=list(candidates)):
+        cluster_versions += page.get("clusterVersions", [])
+    observability: list[dict] = []
+    for page in eks.get_paginator("describe_addon_versions").paginate(addonName=OBSERVABILITY_ADDON):
+        observability += page.get("addons", [])
+    choice = newest_supported_version(cluster_versions, observability, candidates)
+    if choice is None:
+        offered = sorted(v["clusterVersion"] for v in cluster_versions
+                         if v.get("versionStatus") in EKS_SUPPORTED_STATUSES)
+        raise PreflightError(f"none of Kubernetes {', '.join(candidates)} is offered by EKS in {settings.region} "
+                             f"(offered: {', '.join(offered) or 'none of them'}) and supported by HyperPod there "
+                             f"(its add-on {OBSERVABILITY_ADDON}); deploy to another region (-c region=REGION)")
+    return choice
 
 
 def _day(value) -> str:

@@ -69,6 +69,13 @@ class PrometheusPrices(_Frozen):
     usd_per_billion_query_samples: Price
 
 
+class SupportCalendar(_Frozen):
+    """The last day of EKS standard support of each Kubernetes version; extended support follows."""
+
+    source: str = Field(min_length=8)
+    ends: dict[str, datetime.date]
+
+
 class PriceTable(_Frozen):
     """The whole ``prices.yaml``; see that file for units and sources."""
 
@@ -78,6 +85,8 @@ class PriceTable(_Frozen):
     hours_per_month: PositiveFloat
     instances: dict[str, InstancePrice]
     eks_cluster_usd_per_hour: Price
+    eks_cluster_extended_support_usd_per_hour: Price
+    eks_standard_support: SupportCalendar
     ebs_gp3_usd_per_gib_month: Price
     fsx_lustre_usd_per_gib_month: dict[str, Price]
     grafana_usd_per_user_month: GrafanaPrices
@@ -96,6 +105,19 @@ class PriceTable(_Frozen):
                 "add it under `instances:` with its source, or pass --prices FILE"
             )
         return self.instances[instance_type].as_price()
+
+    def eks_cluster(self, kubernetes_version: str, on: datetime.date) -> tuple[Price, str]:
+        """The control plane's hourly price for ``kubernetes_version`` on day ``on``, and which support it is in
+        (EKS bills extended support from the day after standard support ends)."""
+        ends = self.eks_standard_support.ends
+        if kubernetes_version not in ends:
+            raise KeyError(f"no EKS support dates for Kubernetes {kubernetes_version} in the price table (known: "
+                           f"{', '.join(sorted(ends))}); add its end of standard support under "
+                           f"`eks_standard_support.ends` from {self.eks_standard_support.source}, "
+                           "or pass --prices FILE")
+        if on > ends[kubernetes_version]:
+            return self.eks_cluster_extended_support_usd_per_hour, "extended support"
+        return self.eks_cluster_usd_per_hour, "standard support"
 
     def fsx(self, tier: str) -> Price:
         """Price per GiB-month of an FSx for Lustre tier key such as ``PERSISTENT_2_125``."""

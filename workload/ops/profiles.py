@@ -58,7 +58,7 @@ def target_for(settings: Settings, *, overrides: tuple[tuple[str, str], ...] = (
     """What ``skymaze teardown`` acts on for these settings."""
     return TeardownTarget(profile=settings.profile, region=settings.region, app_name=settings.name,
                           keep_data=keep_data, overrides=overrides, existing_eks_cluster=settings.eks_cluster_name,
-                          ray_namespace=RAY_NAMESPACE)
+                          ray_namespace=RAY_NAMESPACE, existing_vpc=settings.vpc_id)
 
 
 def shape_for(settings: Settings) -> ClusterShape:
@@ -73,4 +73,5 @@ def shape_for(settings: Settings) -> ClusterShape:
         fsx_gib=settings.fsx_storage_gib,
         nat_gateways=1 if settings.creates_vpc else 0,
         eks_clusters=1 if settings.creates_eks else 0,
+        kubernetes_version=settings.kubernetes_version,
     )

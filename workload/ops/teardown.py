@@ -17,12 +17,13 @@ from pathlib import Path
 
 from botocore.exceptions import ClientError
 
+from workload.deployment.names import IMAGE_PARAMETER, IMAGES
+from workload.errors import SkymazeError
 from workload.files import write_json_atomic
 from workload.ops import aws
 from workload.ops.cdk import CdkError, list_stacks, run_cdk
 from workload.ops.kube import (
     Kubectl,
-    KubectlError,
     ObjectRef,
     is_deleting_dynamic_volume,
     is_dynamic_claim,
@@ -41,7 +42,7 @@ ARTIFACTS_LOGICAL_ID = re.compile(r"artifact", re.IGNORECASE)
 ARTIFACTS_OUTPUT = "ArtifactsBucket"  # infra/stacks/storage.py
 
 
-class TeardownError(RuntimeError):
+class TeardownError(SkymazeError):
     """A step failed; the message says which, why, and that rerunning continues from there."""
 
 
@@ -66,6 +67,7 @@ class Discovered:
     artifacts_stack: str | None = None
     artifacts_logical_id: str | None = None
     file_systems: list[str] = field(default_factory=list)
+    images: list[str] = field(default_factory=list)  # REGISTRY/REPOSITORY:TAG the images stack pushed
 
     @classmethod
     def load(cls, path: Path) -> Discovered:
@@ -92,8 +94,8 @@ def poll_until_empty(check: Callable[[], list], *, timeout_s: float, interval_s:
         sleep(interval_s)
 
 
-def discover(stacks: list[str], session, saved: Discovered) -> Discovered:
-    """Find the EKS cluster, VPC and buckets of ``stacks``; keep saved values for what is already gone."""
+def discover(stacks: list[str], session, saved: Discovered, image_parameters: list[str] = ()) -> Discovered:
+    """Find the EKS cluster, VPC, buckets and images of ``stacks``; keep saved values for what is already gone."""
     found = Discovered(**asdict(saved))
     found.stacks = stacks
     clusters = aws.stack_resources(session, stacks, "AWS::EKS::Cluster")
@@ -113,6 +115,7 @@ def discover(stacks: list[str], session, saved: Discovered) -> Discovered:
         found.artifacts_bucket = aws.stack_output(session, stacks, ARTIFACTS_OUTPUT)
     file_systems = aws.stack_resources(session, stacks, "AWS::FSx::FileSystem")
     found.file_systems = sorted({f.physical_id for f in file_systems} | set(saved.file_systems))
+    found.images = sorted(set(aws.image_uris(session, image_parameters)) | set(saved.images))
     return found
 
 
@@ -140,7 +143,8 @@ class TeardownExecutor:
             stacks = list(self.target.stacks) or list_stacks(self._cdk, self.target.cdk_context)
         except CdkError as exc:
             raise TeardownError(f"cannot list the app's stacks: {exc}") from exc
-        self.found = discover(stacks, self._session, saved)
+        images = [IMAGE_PARAMETER.format(app=self.target.app_name, image=image) for image in IMAGES]
+        self.found = discover(stacks, self._session, saved, images)
         self.found.cluster_name = self.found.cluster_name or self.target.eks_cluster_name
         self.found.save(self._state_path)
         self._echo(f"stacks: {', '.join(self.found.stacks) or '(none left)'}; EKS cluster: "
@@ -150,7 +154,7 @@ class TeardownExecutor:
             self._echo(f"[{number}/{len(steps)}] {step.key}: {step.title}")
             try:
                 getattr(self, step.action)(step)
-            except (TeardownError, KubectlError, CdkError, ClientError) as exc:
+            except (SkymazeError, ClientError) as exc:
                 raise TeardownError(
                     f"step {number}/{len(steps)} `{step.key}` failed: {exc}. Steps before it are done and every "
                     f"step is idempotent: fix the cause, then rerun `{self.target.rerun_command}` to continue."
@@ -253,16 +257,65 @@ class TeardownExecutor:
 
     def cdk_destroy(self, step: Step) -> None:
         stacks = list(reversed(self.target.stacks)) or ["--all"]
+        command = ["destroy", *stacks, "--force", *self.target.cdk_context]
         try:
-            run_cdk(self._cdk, ["destroy", *stacks, "--force", *self.target.cdk_context], echo=self._echo)
+            run_cdk(self._cdk, command, echo=self._echo)
+            return
         except CdkError as exc:
-            # The usual cause: HyperPod, FSx or Lambda interfaces that AWS releases minutes after their owner.
-            left = aws.network_interfaces(self._session, self.found.vpc_id) if self.found.vpc_id else []
-            if not left:
-                raise
-            raise TeardownError(f"{exc}; network interfaces still in {self.found.vpc_id}: {', '.join(left[:10])}; "
-                                "AWS releases HyperPod, FSx and Lambda interfaces minutes after their owner is "
-                                "deleted: wait a few minutes") from exc
+            # The usual cause: the security group EKS left in the VPC, held by interfaces (the kubectl handler's
+            # Lambda ones among them) that AWS releases minutes after their owner. Clear it, then once more.
+            if not (self.found.vpc_id and self._orphans_cleared()):
+                self._explain_destroy_failure(exc)
+        try:
+            self._echo("  the cluster's security group is gone: `cdk destroy` once more")
+            run_cdk(self._cdk, command, echo=self._echo)
+        except CdkError as exc:
+            self._explain_destroy_failure(exc)
+
+    def _orphans_cleared(self) -> bool:
+        """Delete the EKS cluster's security group in the app's VPC, waiting for its interfaces; whether one was."""
+        if self.target.existing_eks_cluster or not self.found.cluster_name:
+            return False
+        if not aws.orphaned_security_groups(self._session, self.found.vpc_id, self.found.cluster_name):
+            return False
+        self.delete_orphaned_security_groups(None)
+        return True
+
+    def _explain_destroy_failure(self, exc: CdkError) -> None:
+        left = aws.network_interfaces(self._session, self.found.vpc_id) if self.found.vpc_id else []
+        if not left:
+            raise exc
+        raise TeardownError(f"{exc}; network interfaces still in {self.found.vpc_id}: {', '.join(left[:10])}; "
+                            "AWS releases HyperPod, FSx and Lambda interfaces minutes after their owner is "
+                            "deleted: wait a few minutes") from exc
+
+    def delete_orphaned_security_groups(self, step: Step | None) -> None:
+        cluster = self.found.cluster_name
+        vpcs = sorted({v for v in (self.found.vpc_id, self.target.existing_vpc) if v})
+        if self.target.existing_eks_cluster or not cluster or not vpcs:
+            self._echo("  no VPC or cluster of this app's to check")
+            return
+        stacks = self.found.stacks
+        for vpc in vpcs:
+            def check(vpc: str = vpc) -> list[str]:
+                return (aws.delete_orphaned_security_groups(self._session, vpc, cluster)
+                        + aws.lambda_interfaces(self._session, vpc, stacks))
+            try:
+                poll_until_empty(check, timeout_s=self._waits.aws_timeout_s, interval_s=self._waits.poll_interval_s,
+                                 what=f"security groups EKS left for {cluster} and Lambda interfaces in {vpc}",
+                                 sleep=self._sleep)
+            except TeardownError as exc:
+                raise TeardownError(f"{exc}; Lambda releases a deleted function's VPC interfaces within about "
+                                    "20 min (sometimes longer): rerun later") from None
+            self._echo(f"  {vpc}: no security group of {cluster} and no Lambda interface of the stacks left")
+
+    def delete_asset_images(self, step: Step) -> None:
+        if not self.found.images:
+            self._echo("  no image recorded: nothing to delete")
+            return
+        deleted, gone = aws.delete_images(self._session, self.found.images)
+        self._echo(f"  deleted {len(deleted)} image(s)" + (f": {', '.join(deleted)}" if deleted else "")
+                   + (f"; already gone: {', '.join(gone)}" if gone else ""))
 
     def delete_retained_file_systems(self, step: Step) -> None:
         if not self.found.file_systems:

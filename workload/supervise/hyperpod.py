@@ -19,71 +19,13 @@ from __future__ import annotations
 
 from typing import Any
 
-# DescribeCluster's instance-group fields (ClusterInstanceGroupDetails) that UpdateCluster's
-# ClusterInstanceGroupSpecification takes back. Left out on purpose: InstanceCount/MinInstanceCount
-# (set here), ImageId/ImageReleaseVersion (AMI changes belong to UpdateClusterSoftware; the scale
-# request does not restate the image). A test holds this list to botocore's two shapes.
-CARRIED = ("InstanceGroupName", "InstanceType", "InstanceRequirements", "LifeCycleConfig", "ExecutionRole",
-           "ThreadsPerCore", "InstanceStorageConfigs", "OnStartDeepHealthChecks", "TrainingPlanArn",
-           "OverrideVpcConfig", "ScheduledUpdateConfig", "AutoPatchConfig", "KubernetesConfig", "SlurmConfig",
-           "CapacityRequirements", "NetworkInterface")
-_DESIRED, _CURRENT = "Desired", "Current"
-MIN_INSTANCE_COUNT = 0  # botocore sagemaker service model, ClusterInstanceGroupSpecification.InstanceCount
+from workload.deployment.hyperpod import CARRIED, MIN_INSTANCE_COUNT, declared, group_count, update_request
+
+__all__ = ["CARRIED", "MIN_INSTANCE_COUNT", "HyperPodError", "declared", "group_count", "scale_group", "update_request"]
 
 
 class HyperPodError(RuntimeError):
     """A SageMaker call failed; the message names the cluster and group."""
-
-
-def declared(value: Any) -> Any:
-    """A described setting as a specification: ``Desired<X>`` becomes ``<X>``, its ``Current<X>`` is dropped.
-
-    DescribeCluster reports a declared setting as a pair (``KubernetesConfig.CurrentLabels`` and
-    ``DesiredLabels``, ``InstanceRequirements.CurrentInstanceTypes`` and ``DesiredInstanceTypes``,
-    ``AutoPatchConfig.CurrentPatchSchedule`` and ``DesiredPatchSchedule``); UpdateCluster takes only
-    the declared one, under the bare name (``Labels``). A ``Current<X>`` without its ``Desired<X>``
-    stands for the declaration.
-    """
-    if isinstance(value, list):
-        return [declared(item) for item in value]
-    if not isinstance(value, dict):
-        return value
-    out: dict[str, Any] = {}
-    for key, item in value.items():
-        if key.startswith(_DESIRED) and len(key) > len(_DESIRED):
-            out[key[len(_DESIRED):]] = declared(item)
-        elif key.startswith(_CURRENT) and len(key) > len(_CURRENT):
-            if _DESIRED + key[len(_CURRENT):] not in value:
-                out[key[len(_CURRENT):]] = declared(item)
-        else:
-            out[key] = declared(item)
-    return out
-
-
-def update_request(described: dict[str, Any], group: str, count: int) -> dict[str, Any]:
-    """The ``UpdateCluster`` parameters that set ``group`` to ``count`` instances (pure)."""
-    if count < MIN_INSTANCE_COUNT:
-        raise ValueError(f"instance count {count} for group {group!r}: HyperPod allows {MIN_INSTANCE_COUNT} or more")
-    groups = {g["InstanceGroupName"]: g for g in described.get("InstanceGroups", [])}
-    if group not in groups:
-        raise ValueError(
-            f"cluster {described.get('ClusterName')!r} has no instance group {group!r} (it has {sorted(groups)}). "
-            "Fix: set supervise.gpu_group to one of those names."
-        )
-    spec = {key: declared(groups[group][key]) for key in CARRIED if groups[group].get(key) not in (None, [], {})}
-    spec["InstanceCount"] = count
-    minimum = groups[group].get("MinCount")
-    if minimum is not None and minimum > count:
-        spec["MinInstanceCount"] = count  # a group floor above the new count would refuse the update
-    return {"ClusterName": described["ClusterName"], "InstanceGroups": [spec]}
-
-
-def group_count(described: dict[str, Any], group: str) -> int:
-    """The group's current instance count."""
-    for g in described.get("InstanceGroups", []):
-        if g["InstanceGroupName"] == group:
-            return int(g.get("CurrentCount", g.get("TargetCount", 0)))
-    raise ValueError(f"cluster {described.get('ClusterName')!r} has no instance group {group!r}")
 
 
 def scale_group(client: Any, cluster: str, group: str, count: int) -> int:

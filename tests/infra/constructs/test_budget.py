@@ -124,6 +124,20 @@ def test_a_group_already_at_zero_is_left_alone():
     assert done == {"action": "scale_down", "age_h": 30.0, "scaled": {}}
 
 
+def test_a_redeploy_restarts_the_guards_clock():
+    """30 h after the cluster's creation but 1 h after a redeploy (which brought the GPU group back), the guard
+    of a 24 h limit does nothing; without the redeploy's time it scales the group down again."""
+    sagemaker, sns = _clients()
+    redeployed = (CREATED + timedelta(hours=29)).strftime("%Y%m%dT%H%M%SZ")
+    with Stubber(sagemaker) as sm, Stubber(sns):
+        sm.add_response("describe_cluster", _described(3), {"ClusterName": "skymaze-hyperpod"})
+        done = guard.run(sagemaker, sns, cluster="skymaze-hyperpod", groups=["workers"], topic_arn="arn:aws:sns:us-west-2:111111111111:a",
+                         max_h=24, warn_h=2, period_h=PERIOD_H, now=CREATED + timedelta(hours=30), deployed_at=redeployed)
+        sm.assert_no_pending_responses()
+    assert done == {"action": None, "age_h": 1.0}
+    assert guard.started(CREATED, "0") == CREATED
+
+
 @pytest.mark.slow  # CDK synth
 @pytest.mark.parametrize(("destroy", "policy"), [(True, "Delete"), (False, "Retain")])
 def test_the_topic_key_follows_the_removal_setting(destroy, policy):

@@ -97,12 +97,16 @@ def test_bad_account_is_rejected():
         load_settings({"profile": "blog", "account": "12345"})
 
 
-def test_the_kubernetes_version_is_one_hyperpod_documents():
-    # The HyperPod EKS prerequisites page lists 1.28-1.34; the kubectl 1.35 layer reaches 1.34-1.36.
-    assert load_settings({"profile": "blog"}).kubernetes_version == KUBERNETES_VERSION == "1.34"
+def test_the_kubernetes_version_is_one_hyperpod_documents_and_a_user_can_pin_one_kubectl_reaches():
+    # The HyperPod EKS prerequisites page lists 1.30-1.35; the kubectl 1.35 layer reaches 1.34-1.36.
+    assert load_settings({"profile": "blog"}).kubernetes_version == KUBERNETES_VERSION == "1.35"
+    assert load_settings({"profile": "blog", "kubernetes_version": "1.34"}).kubernetes_version == "1.34"
+    with pytest.raises(SettingsError, match=r"kubernetes_version: .*'1.33' is not a version the cluster stack's "
+                                            r"kubectl \(1.35\) can manage; choose one of 1.34, 1.35, 1.36"):
+        load_settings({"profile": "blog", "kubernetes_version": "1.33"})
 
 
-@pytest.mark.parametrize("key", ["kubernetes_version", "head_count", "max_lora_rank", "ray_namespace", "head_pod_cpu",
+@pytest.mark.parametrize("key", ["head_count", "max_lora_rank", "ray_namespace", "head_pod_cpu",
                                  "base_model_id", "serve_model_source", "supervise.backoff_base_s"])
 def test_a_constant_or_a_derived_value_given_with_c_is_not_a_setting(key):
     with pytest.raises(SettingsError, match=rf"^{re.escape(key)}: not a deployment setting"):

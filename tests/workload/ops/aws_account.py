@@ -137,6 +137,10 @@ class StubbedAccount:
         self.stubber(service)
         return self._clients[service][0]
 
+    def get_credentials(self):
+        """The stubbed clients' keys: an access key without a session token, which never expires."""
+        return _session().get_credentials()
+
     def add(self, service: str, method: str, response: dict, params: dict | None = None) -> None:
         self.stubber(service).add_response(method, response, params)
 
@@ -279,8 +283,43 @@ def deploying_account(settings, answers: Answers | None = None, *, bootstrap_pen
     return passing_account(settings, answers, bootstrap_pending=bootstrap_pending, account=account)
 
 
-def add_deploy_context(account: StubbedAccount, settings) -> StubbedAccount:
-    """What `skymaze deploy` asks before the preflight: the deployer's role, no storage stack, no kept bucket."""
+def add_nothing_deployed(account: StubbedAccount, settings) -> StubbedAccount:
+    """What a first deploy finds of the app: no cluster stack, no EKS cluster, no HyperPod cluster."""
+    account.stubber("cloudformation").add_client_error(
+        "describe_stacks", service_error_code="ValidationError",
+        service_message=f"Stack with id {settings.name.capitalize()}Cluster does not exist")
+    account.error("eks", "describe_cluster", "ResourceNotFoundException", status=404)
+    account.error("sagemaker", "describe_cluster", "ResourceNotFound")
+    return account
+
+
+def cluster_version(version: str, status: str) -> dict:
+    """One DescribeClusterVersions entry, every field filled."""
+    return {**shape("eks", "ClusterVersionInformation"), "clusterVersion": version, "versionStatus": status}
+
+
+def add_version_choice(account: StubbedAccount, offered: dict[str, str], hyperpod: tuple[str, ...]) -> StubbedAccount:
+    """What the deploy asks to choose the Kubernetes version: EKS's versions (version -> versionStatus) and the
+    HyperPod observability add-on's compatible cluster versions."""
+    from workload.deployment.settings import KUBECTL_SERVER_VERSIONS
+
+    account.add("eks", "describe_cluster_versions", answer("eks", "DescribeClusterVersions", clusterVersions=[
+        cluster_version(v, s) for v, s in offered.items()]), {"clusterVersions": list(KUBECTL_SERVER_VERSIONS)})
+    info = shape("eks", "AddonInfo")
+    versions = [{**shape("eks", "AddonVersionInfo"), "addonVersion": ADDON_VERSION, "compatibilities": [
+        {**shape("eks", "Compatibility"), "clusterVersion": v, "defaultVersion": True} for v in hyperpod]}]
+    info.update(addonName=OBSERVABILITY_ADDON, addonVersions=versions)
+    account.add("eks", "describe_addon_versions", answer("eks", "DescribeAddonVersions", addons=[info]),
+                {"addonName": OBSERVABILITY_ADDON})
+    return account
+
+
+def add_deploy_context(account: StubbedAccount, settings, *, offered: dict[str, str] | None = None,
+                       hyperpod: tuple[str, ...] | None = None) -> StubbedAccount:
+    """What `skymaze deploy` asks before the preflight: what runs (nothing), the deployer's role, no storage stack,
+    no kept bucket, and the Kubernetes versions (default: the settings' one, in standard support, supported by
+    HyperPod)."""
+    add_nothing_deployed(account, settings)
     add_identity(account, times=2)
     role = {**shape("iam", "Role"), "Arn": DEPLOYER_ROLE, "RoleName": "deployer"}
     account.add("iam", "get_role", answer("iam", "GetRole", Role=role), {"RoleName": "deployer"})
@@ -288,4 +327,6 @@ def add_deploy_context(account: StubbedAccount, settings) -> StubbedAccount:
         "describe_stack_resources", service_error_code="ValidationError",
         service_message=f"Stack with id {settings.name.capitalize()}Storage does not exist")
     account.error("s3", "head_bucket", "404", status=404)
+    add_version_choice(account, offered or {settings.kubernetes_version: "STANDARD_SUPPORT"},
+                       hyperpod or (settings.kubernetes_version,))
     return account

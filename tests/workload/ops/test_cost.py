@@ -25,6 +25,8 @@ def table() -> PriceTable:
         "instances": {"ml.gpu": {"usd_per_hour": 10.0, "basis": "estimate", "source": SRC, "derivation": "t"},
                       "ml.cpu": {"usd_per_hour": 1.0, "basis": "list", "source": SRC}},
         "eks_cluster_usd_per_hour": _p(0.1),
+        "eks_cluster_extended_support_usd_per_hour": _p(0.6),
+        "eks_standard_support": {"source": SRC, "ends": {"1.34": "2026-12-02", "1.35": "2027-03-27"}},
         "ebs_gp3_usd_per_gib_month": _p(0.1),
         "fsx_lustre_usd_per_gib_month": {"PERSISTENT_2_125": _p(0.2)},
         "grafana_usd_per_user_month": {"editor": _p(9.0), "viewer": _p(5.0)},
@@ -60,6 +62,28 @@ def test_each_line_follows_its_unit(table):
     assert _line(report, "Managed Prometheus").usd_per_hour == pytest.approx(0.1)
     assert _line(report, "NAT data").usd_one_off == pytest.approx(10.0)
     assert _line(report, "Managed Grafana").usd_one_off == pytest.approx(9 + 2 * 5)
+
+
+@pytest.mark.parametrize(("version", "day", "usd", "support"), [
+    ("1.34", "2026-12-02", 0.1, "standard support"),   # the last day of 1.34's standard support
+    ("1.34", "2026-12-03", 0.6, "extended support"),   # the day after: extended support, 6x
+    ("1.35", "2026-12-03", 0.1, "standard support"),
+])
+def test_the_control_plane_bills_the_support_its_version_is_in_on_the_day(table, version, day, usd, support):
+    import dataclasses
+    import datetime
+
+    shape = dataclasses.replace(SHAPE, kubernetes_version=version)
+    line = _line(estimate_cost(shape, table, hours=1, usage=USAGE, on=datetime.date.fromisoformat(day)), "EKS")
+    assert (line.item, line.usd_per_hour, line.quantity) == (f"EKS control plane ({version})", pytest.approx(usd),
+                                                              f"1 cluster, {support}")
+
+
+def test_a_version_without_support_dates_is_refused_naming_the_table_key(table):
+    import dataclasses
+
+    with pytest.raises(KeyError, match=r"no EKS support dates for Kubernetes 1.36 .*eks_standard_support.ends"):
+        estimate_cost(dataclasses.replace(SHAPE, kubernetes_version="1.36"), table, hours=1)
 
 
 def test_per_run_is_hours_times_hourly_plus_one_offs(table):
@@ -102,7 +126,7 @@ def test_an_existing_vpc_or_cluster_is_not_billed_to_the_deployment():
     created = estimate_cost(shape_for(settings_for("small")), table, hours=12)
     in_vpc = estimate_cost(shape_for(settings_for("small", vpc)), table, hours=12)
     on_cluster = estimate_cost(shape_for(settings_for("small", vpc + eks)), table, hours=12)
-    items = {report: [line.item for line in report.lines] for report in (created, in_vpc, on_cluster)}
+    items = {report: [line.item.split(" (")[0] for line in report.lines] for report in (created, in_vpc, on_cluster)}
     assert {"NAT gateway", "NAT public IPv4", "EKS control plane"} <= set(items[created])
     assert "NAT gateway" not in items[in_vpc] and "NAT public IPv4" not in items[in_vpc]
     assert "EKS control plane" in items[in_vpc] and "EKS control plane" not in items[on_cluster]

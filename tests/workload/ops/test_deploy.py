@@ -106,3 +106,46 @@ def test_deploy_approval_opt_out_and_bad_level():
 def test_diff_covers_every_stack_with_the_deploy_context():
     assert diff_args(TARGET) == ["diff", "--all", "-c", "profile=blog", "-c", "worker_count=2"]
     assert diff_args(TARGET, fail_on_change=True)[-1] == "--fail"
+
+
+def test_the_deploy_time_is_stated_once_and_readme_and_help_say_it():
+    """One figure, from its sources (the stacks' times, the node waiter's limit): README step 1, the deploy's
+    --help and docs/deploy.md say the same, and nothing says the old 50 min or 45-70 min any more."""
+    import re
+    from pathlib import Path
+
+    from typer.testing import CliRunner
+
+    from workload.cli.main import app
+    from workload.ops.deploy import DEPLOY_MAX_S, DEPLOY_S, deploy_time, duration
+
+    root = Path(__file__).resolve().parents[3]
+    assert (duration(DEPLOY_S), duration(DEPLOY_MAX_S)) == ("3 h", "3 h 15 min")
+    readme, deploy_md = (root / "README.md").read_text(), (root / "docs" / "deploy.md").read_text()
+    help_text = " ".join(CliRunner().invoke(app, ["deploy", "--help"], terminal_width=400).output.split())
+    assert f"**1. Deploy** ({deploy_time()};" in readme
+    assert deploy_time().split(" (")[0] in help_text and "{deploy_time}" not in help_text
+    assert f"takes {deploy_time().split(',')[0]}" in deploy_md
+    for text in (readme, deploy_md, help_text):
+        assert not re.search(r"45-70 min|50 min(utes)? to about 3\.5 h", text)
+
+
+def test_readmes_run_cost_uses_the_deploy_time():
+    """README's run: deploy (DEPLOY_S) + 10 h of training (its step 5) + teardown (TEARDOWN_S), priced by the cost
+    model on the day the Kubernetes version's support is decided (1.35: standard support)."""
+    import datetime
+    import re
+    from pathlib import Path
+
+    from workload.ops.cost import estimate_cost
+    from workload.ops.deploy import DEPLOY_S, TEARDOWN_S
+    from workload.ops.prices import load_prices
+    from workload.ops.profiles import settings_for, shape_for
+
+    training_h = 10  # README step 5: 160 steps, about 10 h
+    hours = round(DEPLOY_S / 3600 + training_h + TEARDOWN_S / 3600)
+    readme = (Path(__file__).resolve().parents[3] / "README.md").read_text()
+    report = estimate_cost(shape_for(settings_for("blog")), load_prices(), hours=hours, on=datetime.date(2026, 12, 3))
+    (figure,) = re.findall(r"a 160-step run with deploy and teardown is about \*\*\$(\d+)\*\* \((\d+) h", readme)
+    assert (int(figure[0]), int(figure[1])) == (round(report.usd_per_run, -1), hours)
+    assert f"`skymaze cost --size blog --hours {hours}`" in readme

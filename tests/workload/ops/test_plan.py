@@ -15,9 +15,14 @@ def test_kubernetes_objects_go_before_the_aws_waits_and_the_stacks():
     assert keys == [
         "kube-context", "delete-rayjobs", "delete-rayservices", "delete-rayclusters", "delete-lb-services",
         "delete-ingresses", "delete-dynamic-pvcs", "wait-load-balancers", "wait-lb-enis",
-        "delete-guardduty-endpoints", "cdk-destroy", "delete-retained-file-systems", "delete-log-groups",
-        "delete-retained-buckets",
+        "delete-guardduty-endpoints", "cdk-destroy", "delete-retained-file-systems",
+        "delete-orphaned-security-groups", "delete-asset-images", "delete-log-groups", "delete-retained-buckets",
     ]
+
+
+def test_on_an_existing_cluster_its_security_group_is_not_the_apps_to_delete():
+    keys = _keys(existing_eks_cluster="theirs")
+    assert "delete-orphaned-security-groups" not in keys and "delete-asset-images" in keys
 
 
 def test_keep_data_retains_the_bucket_before_destroy_and_deletes_no_bucket():

@@ -67,7 +67,7 @@ FAILING = {
                               "us-west-2a (the first available zone of us-west-2, where the created VPC puts the nodes) "
                               "does not offer g7e.12xlarge"),
     "unsupported version": (Answers(version_status="UNSUPPORTED"), {}, "kubernetes",
-                            "EKS in us-west-2: Kubernetes 1.34 is UNSUPPORTED; the app deploys that version only"),
+                            "EKS in us-west-2: Kubernetes 1.35 is UNSUPPORTED: choose another setting kubernetes_version"),
     "schema-invalid add-on config": (Answers(observability_schema=schema_without("customMetrics")), {}, "addon",
                                      "amazon-sagemaker-hyperpod-observability v1.0.0-eksbuild.1 rejects the "
                                      "configuration the deploy gives it at metricsProvider: Additional properties are "
@@ -109,8 +109,8 @@ def test_an_addon_without_a_version_for_the_kubernetes_version_fails_hyperpod_an
     findings, _ = _run(settings_for("small"), Answers(addon_kubernetes_version="1.29"))
     lines = [f.message for f in failed(findings)]
     assert any(line.startswith("HyperPod's add-on amazon-sagemaker-hyperpod-observability lists no version for "
-                               "Kubernetes 1.34") for line in lines)
-    assert "EKS add-on vpc-cni has no version for Kubernetes 1.34 in us-west-2: deploy to a region that has " \
+                               "Kubernetes 1.35") for line in lines)
+    assert "EKS add-on vpc-cni has no version for Kubernetes 1.35 in us-west-2: deploy to a region that has " \
            "one" in lines
 
 
@@ -216,3 +216,40 @@ def test_recorded_parameter_answer_reads_as_a_bootstrap_version():
 def test_the_recorded_answers_say_where_they_come_from():
     assert all(r["source"] and r["service"] and r["operation"] for r in RECORDED)
     assert DEPLOYER_ROLE.endswith(":role/deployer") and json.dumps(RECORDED)
+
+
+def _versions(offered: dict[str, str]) -> list[dict]:
+    from tests.workload.ops.aws_account import cluster_version
+
+    return [cluster_version(version, status) for version, status in offered.items()]
+
+
+def _hyperpod(*versions: str) -> list[dict]:
+    from tests.workload.ops.aws_account import addon_versions
+
+    return [entry for version in versions for entry in addon_versions(preflight.OBSERVABILITY_ADDON, version)["addons"]]
+
+
+@pytest.mark.parametrize(("offered", "hyperpod", "chosen", "status"), [
+    # 2026-12-03: 1.34 has left standard support; HyperPod lists no 1.36 yet -> 1.35, standard support.
+    ({"1.34": "EXTENDED_SUPPORT", "1.35": "STANDARD_SUPPORT", "1.36": "STANDARD_SUPPORT"}, ("1.34", "1.35"),
+     "1.35", "STANDARD_SUPPORT"),
+    ({"1.34": "STANDARD_SUPPORT", "1.35": "STANDARD_SUPPORT", "1.36": "STANDARD_SUPPORT"}, ("1.34", "1.35", "1.36"),
+     "1.36", "STANDARD_SUPPORT"),
+    # Standard support beats a newer version only in extended support.
+    ({"1.34": "STANDARD_SUPPORT", "1.35": "EXTENDED_SUPPORT"}, ("1.34", "1.35"), "1.34", "STANDARD_SUPPORT"),
+    ({"1.34": "EXTENDED_SUPPORT", "1.35": "EXTENDED_SUPPORT"}, ("1.34", "1.35"), "1.35", "EXTENDED_SUPPORT"),
+])
+def test_the_newest_version_eks_offers_and_hyperpod_supports_is_chosen(offered, hyperpod, chosen, status):
+    choice = preflight.newest_supported_version(_versions(offered), _hyperpod(*hyperpod), ("1.34", "1.35", "1.36"))
+    assert (choice.version, choice.status) == (chosen, status)
+
+
+def test_no_version_both_support_is_refused_naming_the_region():
+    from tests.workload.ops.aws_account import StubbedAccount, add_version_choice
+
+    account = add_version_choice(StubbedAccount(region="us-west-2"), {"1.34": "UNSUPPORTED", "1.36": "STANDARD_SUPPORT"},
+                                 ("1.34", "1.35"))
+    with pytest.raises(preflight.PreflightError, match=r"none of Kubernetes 1.34, 1.35, 1.36 is offered by EKS in "
+                                                       r"us-west-2 \(offered: 1.36\) and supported by HyperPod there"):
+        preflight.choose_kubernetes_version(account, settings_for("small"), ("1.34", "1.35", "1.36"))

@@ -26,7 +26,7 @@ def _shown_output(section: str, command: str) -> str:
 
 @pytest.mark.parametrize("command", [
     "skymaze teardown --size blog --dry-run",
-    "skymaze cost --size blog --hours 12",
+    "skymaze cost --size blog --hours 14",
 ])
 def test_readme_shows_the_commands_real_output(section, command):
     result = CliRunner().invoke(app, shlex.split(command)[1:])

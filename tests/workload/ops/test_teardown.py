@@ -85,7 +85,7 @@ def test_failure_in_the_middle_names_the_step_and_a_rerun_finishes(world, tmp_pa
     monkeypatch.setenv("FAKE_FAIL_ONCE", "kubectl delete services")
     steps = build_teardown_plan(_target())
 
-    with pytest.raises(TeardownError, match=r"step 5/14 `delete-lb-services` failed: .*connection refused.*rerun"):
+    with pytest.raises(TeardownError, match=r"step 5/16 `delete-lb-services` failed: .*connection refused.*rerun"):
         _executor(world, tools, tmp_path).run(steps)
     assert not _cdk_changes(tools.calls()), "nothing after the failed step ran"
     assert tools.objects("rayjobs.ray.io") == []  # the steps before it are done
@@ -104,7 +104,7 @@ def test_cdk_failure_is_reported_and_the_rerun_uses_the_saved_state(world, tmp_p
     steps = build_teardown_plan(_target())
     hyperpod_eni = world.session.client("ec2").create_network_interface(
         SubnetId=world.subnet_id, Description="SageMaker HyperPod node")["NetworkInterface"]["NetworkInterfaceId"]
-    with pytest.raises(TeardownError, match=rf"step 11/14 `cdk-destroy` failed: .*exited with status 1; network "
+    with pytest.raises(TeardownError, match=rf"step 11/16 `cdk-destroy` failed: .*exited with status 1; network "
                                             rf"interfaces still in vpc-\w+: {hyperpod_eni} \(SageMaker HyperPod"):
         _executor(world, tools, tmp_path).run(steps)
     assert _bucket_exists(world, world.artifacts_bucket)
@@ -289,3 +289,82 @@ def test_keep_data_still_deletes_the_file_system_and_log_groups_but_not_the_buck
     assert _target().log_group_prefixes == ("/aws/eks/skymaze-eks/", "/aws/sagemaker/Clusters/skymaze-hyperpod/")
     named = TeardownTarget(profile="blog", region="us-west-2", app_name="skymaze", stacks=("SkymazeStorage",))
     assert named.log_group_prefixes[0] == "/aws/lambda/SkymazeStorage-"
+
+
+def _cluster_security_group(world, *, held_by: str | None = None) -> tuple[str, str | None]:
+    """The security group EKS creates for its cluster (tagged with the cluster's name, no CloudFormation tag),
+    and optionally a Lambda VPC interface of the app's network stack in it (the kubectl handler's)."""
+    ec2 = world.session.client("ec2")
+    group = ec2.create_security_group(
+        GroupName="eks-cluster-sg-skymaze-eks-123456", Description="EKS created security group", VpcId=world.vpc_id,
+        TagSpecifications=[{"ResourceType": "security-group",
+                            "Tags": [{"Key": "aws:eks:cluster-name", "Value": "skymaze-eks"}]}])["GroupId"]
+    eni = None
+    if held_by:
+        eni = ec2.create_network_interface(SubnetId=world.subnet_id, Groups=[group],
+                                           Description=f"AWS Lambda VPC ENI-{held_by}")["NetworkInterface"][
+            "NetworkInterfaceId"]
+    return group, eni
+
+
+def _groups(world) -> list[str]:
+    found = world.session.client("ec2").describe_security_groups(
+        Filters=[{"Name": "tag:aws:eks:cluster-name", "Values": ["skymaze-eks"]}])["SecurityGroups"]
+    return [g["GroupId"] for g in found]
+
+
+def test_a_destroy_the_clusters_security_group_blocks_waits_for_lambdas_interfaces_then_runs_again(
+        world, tmp_path, monkeypatch):
+    """cdk destroy fails on the VPC: EKS's cluster security group is still there, held by the kubectl handler's
+    Lambda interface. Teardown waits until Lambda releases it, deletes the group and destroys once more."""
+    tools = install_fakes(tmp_path, monkeypatch, server=world.endpoint, kinds={})
+    monkeypatch.setenv("FAKE_FAIL_ONCE", "cdk destroy")
+    _, eni = _cluster_security_group(world, held_by="SkymazeNetwork-KubectlHandler-1A2B3C")
+    polls = []
+
+    def lambda_releases(_seconds):  # AWS releases the deleted function's interface a poll later
+        polls.append(_seconds)
+        if len(polls) == 1:
+            world.session.client("ec2").delete_network_interface(NetworkInterfaceId=eni)
+
+    lines = []
+    _executor(world, tools, tmp_path, sleep=lambda_releases, echo=lines.append).run(build_teardown_plan(_target()))
+    assert _groups(world) == [] and polls, "the group went once its interface was released"
+    destroys = [call for call in tools.calls() if call.startswith("cdk destroy")]
+    assert destroys == ["cdk destroy --all --force -c profile=blog"] * 2
+    assert "  the cluster's security group is gone: `cdk destroy` once more" in lines
+
+
+def test_a_security_group_whose_interface_stays_fails_naming_both(world, tmp_path, monkeypatch):
+    tools = install_fakes(tmp_path, monkeypatch, server=world.endpoint, kinds={})
+    group, eni = _cluster_security_group(world, held_by="SkymazeNetwork-KubectlHandler-1A2B3C")
+    waits = Waits(kube_timeout_s=1, aws_timeout_s=0.1, poll_interval_s=0.02)
+    with pytest.raises(TeardownError, match=rf"`delete-orphaned-security-groups` failed: .*{group} \(held by {eni} "
+                                            r"\(AWS Lambda VPC ENI-SkymazeNetwork-KubectlHandler-1A2B3C\)\).*rerun later"):
+        _executor(world, tools, tmp_path, waits=waits).run(build_teardown_plan(_target()))
+
+
+def test_the_images_the_deploy_pushed_are_deleted_from_the_cdk_asset_repository(world, tmp_path, monkeypatch):
+    """The images stack names its two images in SSM; teardown deletes those tags and keeps the shared repository
+    (and another app's image in it)."""
+    import json
+
+    repository = "cdk-hnb659fds-container-assets-123456789012-us-west-2"
+    ecr, ssm = world.session.client("ecr"), world.session.client("ssm")
+    ecr.create_repository(repositoryName=repository)
+    for index, tag in enumerate(("trainerhash", "servehash", "someoneelses")):
+        manifest = {"schemaVersion": 2, "mediaType": "application/vnd.docker.distribution.manifest.v2+json",
+                    "config": {"digest": f"sha256:{index:064x}", "size": 1,
+                               "mediaType": "application/vnd.docker.container.image.v1+json"}, "layers": []}
+        ecr.put_image(repositoryName=repository, imageManifest=json.dumps(manifest), imageTag=tag)
+    registry = "123456789012.dkr.ecr.us-west-2.amazonaws.com"
+    for image, tag in (("trainer", "trainerhash"), ("serve", "servehash")):
+        ssm.put_parameter(Name=f"/skymaze/images/{image}", Value=f"{registry}/{repository}:{tag}", Type="String")
+    tools = install_fakes(tmp_path, monkeypatch, server=world.endpoint, kinds={})
+    lines = []
+    _executor(world, tools, tmp_path, echo=lines.append).run(build_teardown_plan(_target()))
+    left = [i["imageTag"] for i in ecr.list_images(repositoryName=repository)["imageIds"]]
+    assert left == ["someoneelses"]
+    assert f"  deleted 2 image(s): {repository}:servehash, {repository}:trainerhash" in lines
+    saved = json.loads((tmp_path / "state" / "teardown-blog.json").read_text())["images"]
+    assert saved == [f"{registry}/{repository}:servehash", f"{registry}/{repository}:trainerhash"]

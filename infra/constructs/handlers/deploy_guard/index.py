@@ -1,6 +1,8 @@
 """Scheduled: warn before a deployment reaches its hour limit, then scale its GPU groups to zero.
 
-The deployment's age is the HyperPod cluster's ``CreationTime``. Scaling a group to zero keeps
+The deployment's age counts from the later of the HyperPod cluster's ``CreationTime`` and the last
+deploy (``DEPLOYED_AT``, set by `skymaze deploy`; "0" when unknown): a redeploy brings back the GPU
+groups and restarts the clock. Scaling a group to zero keeps
 the group, the cluster, FSx and S3: nothing is deleted, and ``UpdateCluster`` with the old count
 brings the nodes back. The request restates the group as DescribeCluster reports it (UpdateCluster
 requires InstanceGroupName, InstanceCount and ExecutionRole; described ``Desired<X>`` settings go back
@@ -66,11 +68,18 @@ def _count(described: dict, group: str) -> int:
     return int(found.get("CurrentCount", found.get("TargetCount", 0)))
 
 
+def started(creation: datetime, deployed_at: str) -> datetime:
+    """The later of the cluster's creation and the last deploy (``YYYYMMDDTHHMMSSZ``; "0": none recorded)."""
+    if deployed_at in ("", "0"):
+        return creation
+    return max(creation, datetime.strptime(deployed_at, "%Y%m%dT%H%M%SZ").replace(tzinfo=UTC))
+
+
 def run(sagemaker, sns, *, cluster: str, groups: list[str], topic_arn: str, max_h: float, warn_h: float,
-        period_h: float, now: datetime) -> dict:
+        period_h: float, now: datetime, deployed_at: str = "0") -> dict:
     """One scheduled check; returns what it did."""
     described = sagemaker.describe_cluster(ClusterName=cluster)
-    age_h = (now - described["CreationTime"]).total_seconds() / 3600
+    age_h = (now - started(described["CreationTime"], deployed_at)).total_seconds() / 3600
     action = decide(age_h, max_h=max_h, warn_h=warn_h, period_h=period_h)
     if action == WARN:
         sns.publish(TopicArn=topic_arn, Subject=f"{cluster}: GPU nodes stop in {max_h - age_h:.1f} h",
@@ -101,5 +110,5 @@ def handler(_event: dict, _context: object = None) -> dict:
         cluster=os.environ["CLUSTER_NAME"], groups=os.environ["GPU_GROUPS"].split(","),
         topic_arn=os.environ["TOPIC_ARN"], max_h=float(os.environ["MAX_HOURS"]),
         warn_h=float(os.environ["WARN_HOURS"]), period_h=float(os.environ["PERIOD_HOURS"]),
-        now=datetime.now(UTC),
+        now=datetime.now(UTC), deployed_at=os.environ.get("DEPLOYED_AT", "0"),
     )
