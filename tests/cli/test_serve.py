@@ -135,11 +135,10 @@ def _listeners(pid: int) -> list[tuple[str, int, str]]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
-def test_ctrl_c_or_sigterm_to_the_whole_group_stops_the_server_and_its_ray(tiny_model_dir, serve_adapters_dir,
-                                                                           tmp_path, signum):
-    """Ctrl-C in a terminal (SIGINT) or a process manager (SIGTERM) signals the server's whole process group:
-    it exits 0, and no process of its Ray or its temp folder is left. Every port was on loopback meanwhile."""
+def test_ctrl_c_to_the_whole_group_stops_the_server_and_its_ray(tiny_model_dir, serve_adapters_dir, tmp_path):
+    """Ctrl-C in a terminal signals the server's whole process group, Ray's processes too: the server exits 0,
+    and no process of its Ray or its temp folder is left (SIGTERM to the server alone: the README walk and the
+    session endpoint). Every port was on loopback meanwhile."""
     import psutil
 
     server = ServeProcess(["--model", str(tiny_model_dir), "--adapters", str(serve_adapters_dir), "--port", "0"],
@@ -154,7 +153,7 @@ def test_ctrl_c_or_sigterm_to_the_whole_group_stops_the_server_and_its_ray(tiny_
         ray_processes = psutil.Process(server.process.pid).children(recursive=True)
         temp_dirs = list(pathlib.Path("/tmp").glob(f"ray-{server.process.pid}-*"))
         assert temp_dirs
-        os.killpg(server.process.pid, signum)
+        os.killpg(server.process.pid, signal.SIGINT)
         assert server.process.wait(timeout=60) == 0, server.log.read_text()[-3000:]
         assert psutil.wait_procs(ray_processes, timeout=30)[1] == []
         assert not any(folder.exists() for folder in temp_dirs)
