@@ -77,7 +77,8 @@ def main() -> None:
         for seed, name in enumerate(ADAPTERS):
             write_random_adapter(model_dir, adapters / name, seed=seed)
         messages = _maze_messages()
-        with LocalServer(ServeSettings(model=model_dir, adapters=adapters, max_adapters=len(ADAPTERS), port=0)) as server:
+        settings = ServeSettings(model=model_dir, adapters=adapters, max_adapters=len(ADAPTERS), port=0)
+        with LocalServer(settings) as server:
             client = openai.OpenAI(base_url=server.url + "/v1", api_key="x", max_retries=0, timeout=120)
             base = server.settings.model_id
             _timed(client, base, messages)  # the first request warms the replica
