@@ -3,8 +3,9 @@
 CDK's own handlers (provider framework, kubectl provider, BucketDeployment) create log groups
 that never expire or are retained for two years (RetentionInDays 731, DeletionPolicy Retain), so
 `cdk destroy` would leave them. This aspect gives each `AWS::Logs::LogGroup` in the app the
-project's retention and a Delete policy. Log groups that AWS services create themselves (Lambda
-functions without a log group, EKS control plane, HyperPod nodes) are removed by `skymaze teardown`
+project's retention and a Delete policy, the EKS control plane's too (the cluster stack creates it
+before EKS would, infra/stacks/cluster.py). Log groups that AWS services create themselves (Lambda
+functions without a log group, HyperPod nodes) are removed by `skymaze teardown`
 (workload/ops/teardown.py, `delete-log-groups`).
 """
 

@@ -6,13 +6,16 @@ while the CDK provider framework accepts a `total_timeout` of up to two hours, p
 limit. Node creation plus deep health checks take longer than an hour, so the wait is a chain
 of stages: each stage is its own custom resource polled by `isComplete` for at most STAGE_LIMIT;
 a stage that runs out hands over to the next (CloudFormation starts it once the previous one
-completes); only the last stage fails when the nodes are still missing.
+completes); only the last stage fails when the nodes are still missing. Any stage fails as soon as
+a group's launches keep failing for lack of capacity (handlers/node_waiter: minutes, not the
+chain's 3 h), and CloudFormation rolls the cluster back.
 """
 
 from __future__ import annotations
 
 import json
 import math
+from dataclasses import dataclass
 
 from aws_cdk import CustomResource, Duration, Stack
 from aws_cdk import aws_iam as iam
@@ -35,16 +38,35 @@ PROVIDER_TIMEOUT = Duration.minutes(50)
 WAIT_LIMIT = Duration.seconds(NODE_READY_S)
 
 
+@dataclass(frozen=True)
+class CapacityAdvice:
+    """What a capacity failure report names: the nodes' zone, how to choose another, and for each
+    instance group its type and the setting that sets it."""
+
+    zone: str
+    zone_fix: str  # e.g. "-c node_availability_zone=ZONE"
+    groups: dict[str, tuple[str, str]]  # group -> (instance type, setting)
+
+    def to_json(self) -> str:
+        return json.dumps({"Zone": self.zone, "ZoneFix": self.zone_fix,
+                           "Groups": {group: {"InstanceType": instance_type, "Setting": setting}
+                                      for group, (instance_type, setting) in self.groups.items()}}, sort_keys=True)
+
+
 class HyperPodNodeWaiter(Construct):
     """Blocks dependents (through `self.resource`, the last stage) until `ListClusterNodes`
-    shows `expected` running nodes per group."""
+    shows `expected` running nodes per group; fails them once a group's launches keep failing for
+    lack of capacity (the cluster's events), with `advice` in the reason."""
 
     def __init__(
-        self, scope: Construct, construct_id: str, *, hyperpod: sagemaker.CfnCluster, expected: dict[str, int]
+        self, scope: Construct, construct_id: str, *, hyperpod: sagemaker.CfnCluster, expected: dict[str, int],
+        advice: CapacityAdvice,
     ) -> None:
         super().__init__(scope, construct_id)
         stack = Stack.of(self)
-        list_nodes = iam.PolicyStatement(actions=["sagemaker:ListClusterNodes"], resources=[hyperpod.attr_cluster_arn])
+        list_nodes = iam.PolicyStatement(
+            actions=["sagemaker:ListClusterNodes", "sagemaker:ListClusterEvents", "sagemaker:DescribeClusterEvent"],
+            resources=[hyperpod.attr_cluster_arn])
         on_event = handler_function(self, "OnEvent", handler_dir="node_waiter", handler="on_event",
                                     timeout=Duration.seconds(30))
         is_complete = handler_function(self, "IsComplete", handler_dir="node_waiter", handler="is_complete",
@@ -69,6 +91,7 @@ class HyperPodNodeWaiter(Construct):
                     "Stage": f"{number}/{stages}",
                     "StageSeconds": str(int(STAGE_LIMIT.to_seconds())),
                     "Final": "true" if number == stages else "false",
+                    "CapacityAdvice": advice.to_json(),
                 },
             )
             if self.stages:

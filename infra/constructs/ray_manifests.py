@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from workload.deployment.fit import PodSize
+from workload.deployment.fit import POD_SHM_GIB, WORKER_OBJECT_STORE_GIB, PodSize
 from workload.deployment.names import RAY_GPU_GROUP
 
 RAY_API = "ray.io/v1"
@@ -21,7 +21,7 @@ HEALTH_LABEL = "sagemaker.amazonaws.com/node-health-status"
 GPU_RESOURCE = "nvidia.com/gpu"
 EFA_RESOURCE = "vpc.amazonaws.com/efa"
 # Pod sizes come from workload/deployment/fit.py (node allocatable minus system pods), through the settings.
-SHM_GIB = 64  # NCCL and vLLM shared memory; memory-backed, so it counts against the pod's memory
+SHM_GIB = POD_SHM_GIB  # NCCL, vLLM and the object store; memory-backed, so it counts against the pod's memory
 METRICS_PORT = 8080  # Ray's metrics export port, scraped by the observability collectors
 HEAD_PORTS = {"gcs-server": 6379, "dashboard": 8265, "client": 10001, "serve": 8000, "metrics": METRICS_PORT}
 # Who may write /shared. The images run as uid 1000, group 100 (the `ray` user of Ray's base images);
@@ -138,7 +138,9 @@ def ray_cluster_spec(*, image: str, head_type: str, head: PodSize, worker_type: 
         "workerGroupSpecs": [{
             "groupName": RAY_GPU_GROUP,
             "replicas": workers, "minReplicas": workers, "maxReplicas": workers,
-            "rayStartParams": {"num-gpus": str(worker.gpus), "metrics-export-port": str(METRICS_PORT)},
+            "rayStartParams": {"num-gpus": str(worker.gpus), "metrics-export-port": str(METRICS_PORT),
+                               # bytes; Ray's default would take 95 % of /dev/shm (workload.deployment.fit)
+                               "object-store-memory": str(min(WORKER_OBJECT_STORE_GIB, shm_gib(worker)) * 2**30)},
             "template": _pod(container="ray-worker", image=image, instance_type=worker_type,
                              size=worker, env=worker_env,
                              ports={"metrics": METRICS_PORT}),

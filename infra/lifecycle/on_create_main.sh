@@ -7,7 +7,8 @@
 #      systemd drop-in; the AMI's /etc/containerd/config.toml is neither read nor needed (nodeadm
 #      rewrites it at boot and it may not exist yet when this runs);
 #   3. kubelet keeps pod volumes and logs there: /var/lib/kubelet bind-mounted from the volume
-#      (fstab entry, so it survives a reboot);
+#      (fstab entry, so it survives a reboot: mounted after the volume, and `nofail` so that a
+#      volume missing at boot leaves the node booting instead of in emergency mode);
 #   4. the Lustre client modules for the FSx CSI driver.
 # A trainer image is tens of GB: on the root volume it would fill the disk.
 # SKYMAZE_NODE_ROOT prefixes every path (tests run the script against a directory).
@@ -25,6 +26,9 @@ DROP_IN="${ROOT}/etc/systemd/system/containerd.service.d/50-skymaze-data-root.co
 KUBELET_DIR=/var/lib/kubelet
 KUBELET_DATA="${NODE_DATA}/kubelet"
 FSTAB="${ROOT}/etc/fstab"
+# systemd's fstab options (systemd.mount(5)): a failed mount does not hold up boot, and the bind
+# waits for the volume's own mount when systemd knows one for it.
+KUBELET_BIND_OPTIONS="bind,nofail,x-systemd.requires-mounts-for=${NODE_DATA}"
 
 log() { echo "on_create_main: $*"; }
 
@@ -105,7 +109,7 @@ move_kubelet() {
   cp -a "${ROOT}${KUBELET_DIR}/." "${ROOT}${KUBELET_DATA}/"
   find "${ROOT}${KUBELET_DIR}" -mindepth 1 -delete
   if ! grep -qs "^${KUBELET_DATA} ${KUBELET_DIR} " "${FSTAB}"; then
-    echo "${KUBELET_DATA} ${KUBELET_DIR} none bind 0 0" >> "${FSTAB}"
+    echo "${KUBELET_DATA} ${KUBELET_DIR} none ${KUBELET_BIND_OPTIONS} 0 0" >> "${FSTAB}"
   fi
   mount --bind "${ROOT}${KUBELET_DATA}" "${ROOT}${KUBELET_DIR}"
   log "kubelet root: ${KUBELET_DIR} bind-mounted from ${KUBELET_DATA}"

@@ -12,6 +12,7 @@ from aws_cdk import Annotations, CfnCondition, CfnOutput, Stack
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sagemaker as sagemaker
 from aws_cdk.lambda_layer_kubectl_v35 import KubectlV35Layer
 from constructs import Construct, IDependable
@@ -19,7 +20,7 @@ from constructs import Construct, IDependable
 from infra.constructs.budget import SpendingGuard
 from infra.constructs.hyperpod_chart import HyperPodDependencyChart, dependency_chart_values
 from infra.constructs.nag import acknowledge, acknowledge_handlers
-from infra.constructs.node_waiter import HyperPodNodeWaiter
+from infra.constructs.node_waiter import CapacityAdvice, HyperPodNodeWaiter
 from infra.constructs.pod_identity import pod_identity_role
 from infra.constructs.ray_endpoint import RayEndpoint, join_users_group
 from workload.addons import CORE_ADDONS, FSX_CSI_ADDON
@@ -49,6 +50,21 @@ USER_ACCESS_POLICY = "AmazonEKSEditPolicy"
 # nested-stacks/sagemaker-iam-role-stack.yaml) attaches AmazonEKS_CNI_Policy beside the instance policy:
 # the VPC CNI on HyperPod nodes assigns pod IPs with the node's role.
 EXECUTION_ROLE_MANAGED_POLICIES = ("AmazonSageMakerClusterInstanceRolePolicy", "AmazonEKS_CNI_Policy")
+
+
+def control_plane_log_group(eks_cluster_name: str) -> str:
+    """The log group EKS sends an EKS cluster's control-plane logs to."""
+    return f"/aws/eks/{eks_cluster_name}/cluster"
+
+
+def capacity_advice(settings: Settings, zone: str) -> CapacityAdvice:
+    """The zone and type settings a capacity failure of the nodes names (keys of Settings)."""
+    zone_fix = ("-c node_availability_zone=ZONE" if settings.creates_vpc else
+                "list a subnet of another zone first in private_subnet_ids and private_subnet_azs")
+    return CapacityAdvice(zone=zone, zone_fix=zone_fix, groups={
+        HEAD_GROUP: (settings.head_instance_type, "head_instance_type"),
+        WORKER_GROUP: (settings.worker_instance_type, "worker_instance_type"),
+    })
 
 
 def _short_hash(text: str) -> str:
@@ -111,6 +127,7 @@ class ClusterStack(Stack):
         self.node_waiter = HyperPodNodeWaiter(
             self, "NodeWaiter", hyperpod=self.hyperpod,
             expected={HEAD_GROUP: HEAD_COUNT, WORKER_GROUP: settings.worker_count},
+            advice=capacity_advice(settings, node_subnet.availability_zone),
         )
         # Static volumes only need the driver to describe the file system it mounts.
         self.fsx_csi_role = pod_identity_role(self, "FsxCsiRole", statements=[
@@ -158,6 +175,12 @@ class ClusterStack(Stack):
                              eks.ClusterLoggingTypes.AUTHENTICATOR],
             kubectl_provider_options=eks.KubectlProviderOptions(kubectl_layer=kubectl_layer),
         )
+        # EKS writes control-plane logs to /aws/eks/NAME/cluster, creating that group without retention
+        # unless it exists; created here first, it gets the app's retention (ExpiringLogGroups) and goes
+        # with the stack, after the cluster (https://docs.aws.amazon.com/eks/latest/userguide/control-plane-logs.html).
+        control_plane_logs = logs.LogGroup(self, "EksControlPlaneLogs",
+                                           log_group_name=control_plane_log_group(settings.created_eks_cluster_name))
+        cluster.node.default_child.node.add_dependency(control_plane_logs)
         if not settings.creates_vpc:  # CDK tags only the subnets of a VPC the app creates
             Annotations.of(cluster).acknowledge_warning(
                 "@aws-cdk/aws-eks:clusterMustManuallyTagSubnet",

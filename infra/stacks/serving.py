@@ -9,16 +9,16 @@ from constructs import Construct, IDependable
 
 from infra.constructs import ray_manifests as rm
 from workload.deployment.settings import ENDPOINT_MAX_ADAPTERS, ENDPOINT_MAX_LORAS, Settings
-from workload.serve.cluster_config import build_llm_serve_config, serve_config_v2_yaml
+from workload.serve.cluster_config import SERVE_TENSOR_PARALLEL, build_llm_serve_config, serve_config_v2_yaml
 from workload.serving_rules import DEFAULT_MAX_LORA_RANK
 from workload.skyrl.recipe import load_recipe
 
 ADAPTERS_PREFIX = "adapters"  # `skymaze promote --to s3://<artifacts>/adapters/<name>` writes here
-SERVE_REPLICAS = 1
+SERVE_WORKERS = 1  # one GPU node; each of its GPUs holds one replica
 
 
 def serve_config(settings: Settings, *, region: str) -> dict:
-    """The serveConfigV2 document for this deployment (tensor-parallel over one GPU node): the base model
+    """The serveConfigV2 document for this deployment (one replica per GPU of the serve node): the base model
     of recipe ``serve_recipe``."""
     base_model_id, model_source = load_recipe(settings.serve_recipe).served_model()
     return build_llm_serve_config(
@@ -28,8 +28,8 @@ def serve_config(settings: Settings, *, region: str) -> dict:
         max_num_adapters_per_replica=ENDPOINT_MAX_ADAPTERS,
         max_lora_rank=DEFAULT_MAX_LORA_RANK,
         max_loras=ENDPOINT_MAX_LORAS,
-        tensor_parallel_size=settings.gpus_per_worker,
-        num_replicas=SERVE_REPLICAS,
+        tensor_parallel_size=SERVE_TENSOR_PARALLEL,
+        num_replicas=settings.gpus_per_worker // SERVE_TENSOR_PARALLEL,
         aws_region=region,
     )
 
@@ -58,7 +58,7 @@ class ServingStack(Stack):
         assert sizes.serve_head is not None, "the serving stack exists only with serving on"
         spec = rm.ray_cluster_spec(
             image=serve_image.image_uri, head_type=settings.head_instance_type, head=sizes.serve_head,
-            worker_type=settings.worker_instance_type, worker=sizes.worker, workers=SERVE_REPLICAS,
+            worker_type=settings.worker_instance_type, worker=sizes.worker, workers=SERVE_WORKERS,
             env=pod_env,
         )
         document = serve_config(settings, region=self.region)

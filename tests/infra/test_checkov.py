@@ -32,7 +32,7 @@ SKIPPED: dict[str, str] = {
     "CKV_AWS_115": "custom-resource handlers run only when CloudFormation calls them; a reserved concurrency adds nothing",
     "CKV_AWS_116": "custom-resource handlers answer CloudFormation synchronously; a failure fails the stack, no DLQ to read",
     "CKV_AWS_117": "these handlers call only AWS APIs; those that reach the cluster's endpoint run in the VPC",
-    "CKV_AWS_158": "handler logs only, encrypted at rest by CloudWatch; a KMS key per log group adds cost, not protection",
+    "CKV_AWS_158": "handler, flow and EKS control-plane logs, encrypted at rest by CloudWatch; a KMS key adds cost only",
     "CKV_AWS_173": "handler environments hold names and ARNs only, encrypted at rest by Lambda's own key",
     "CKV_DOCKER_2": "Kubernetes ignores HEALTHCHECK; KubeRay and the Deployment watch the containers",
     "CKV_DOCKER_7": "FROM uses a build ARG checkov cannot read; tests/containers/test_pin_bases.py checks the bases",

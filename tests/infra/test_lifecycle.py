@@ -12,6 +12,8 @@ import subprocess
 import tomllib
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import ROOT
 
 SCRIPT = ROOT / "infra" / "lifecycle" / "on_create_main.sh"
@@ -88,7 +90,10 @@ def test_waits_for_the_volume_then_moves_containerd_and_kubelet_onto_it(tmp_path
     # kubelet: contents moved to the volume, the directory bind-mounted from it (and in fstab).
     assert (node / "opt/sagemaker/kubelet/pki/kubelet.crt").read_text() == "cert"
     assert list((node / "var/lib/kubelet").iterdir()) == []
-    assert (node / "etc/fstab").read_text().splitlines()[-1] == "/opt/sagemaker/kubelet /var/lib/kubelet none bind 0 0"
+    source, target, kind, options, dump, passno = (node / "etc/fstab").read_text().splitlines()[-1].split()
+    assert (source, target, kind, dump, passno) == ("/opt/sagemaker/kubelet", "/var/lib/kubelet", "none", "0", "0")
+    # A reboot must not stop in emergency mode over this line, nor bind before the volume is mounted.
+    assert set(options.split(",")) == {"bind", "nofail", "x-systemd.requires-mounts-for=/opt/sagemaker"}
     calls = (tmp_path / "log").read_text().splitlines()
     assert calls == [
         "systemctl is-active --quiet kubelet", "systemctl stop kubelet",
@@ -125,3 +130,26 @@ def test_a_node_without_the_amis_containerd_config_is_prepared_all_the_same(tmp_
     done = _run(env)
     assert done.returncode == 0, done.stdout + done.stderr
     assert tomllib.loads((node / "opt/sagemaker/containerd/config.toml").read_text())["version"] == 2
+
+
+FSTAB_GENERATOR = Path("/usr/lib/systemd/system-generators/systemd-fstab-generator")
+
+
+@pytest.mark.skipif(not FSTAB_GENERATOR.exists(), reason="systemd's fstab generator is not installed here")
+def test_systemd_boots_past_a_failed_kubelet_bind_and_binds_after_the_volume(tmp_path):
+    """systemd's own generator reads the fstab the script wrote, as it does at every boot (SYSTEMD_FSTAB
+    points it at the file; systemd-fstab-generator(8)). Amazon Linux 2023 runs systemd 252 too."""
+    node, env = _node(tmp_path, mount_after=1)
+    assert _run(env).returncode == 0
+    out = tmp_path / "units"
+    for sub in ("normal", "early", "late"):
+        (out / sub).mkdir(parents=True)
+    done = subprocess.run([str(FSTAB_GENERATOR), *(str(out / sub) for sub in ("normal", "early", "late"))],
+                          env={**os.environ, "SYSTEMD_FSTAB": str(node / "etc/fstab"), "SYSTEMD_LOG_LEVEL": "info"},
+                          capture_output=True, text=True, check=False, timeout=30)
+    assert done.returncode == 0, done.stderr
+    unit = out / "normal" / "var-lib-kubelet.mount"
+    assert "RequiresMountsFor=/opt/sagemaker" in unit.read_text().splitlines()
+    # nofail: local-fs.target only wants the bind; a required mount that fails stops boot in emergency mode.
+    assert (out / "normal" / "local-fs.target.wants" / unit.name).exists()
+    assert not (out / "normal" / "local-fs.target.requires" / unit.name).exists()

@@ -16,17 +16,14 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 from workload.config import (
     DEFAULT_PROFILE,
     ConfigModel,
-    Former,
     did_you_mean,
     field_paths,
-    refuse_former,
     set_values,
 )
 from workload.config import settings_table as settings_rows
 from workload.deployment import fit
-from workload.deployment.names import DEFAULT_APP_NAME, HYPERPOD_GPU_GROUP, RAY_NAMESPACE
-from workload.deployment.supervisor import FORMER_LIMITS, SupervisorLimits
-from workload.serving_rules import DEFAULT_MAX_LORA_RANK
+from workload.deployment.names import DEFAULT_APP_NAME, HYPERPOD_GPU_GROUP
+from workload.deployment.supervisor import SupervisorLimits
 
 # Regions where both ml.r5d.16xlarge and ml.g7e.12xlarge HyperPod instances are listed
 # (cfn-lint 1.58 rule E3644 region tables) and where Managed Grafana is offered.
@@ -86,6 +83,10 @@ SUBNET_ID = r"^subnet-([0-9a-f]{8}|[0-9a-f]{17})$"
 SECURITY_GROUP_ID = r"^sg-([0-9a-f]{8}|[0-9a-f]{17})$"
 # EKS CreateCluster: 1-100 characters, a letter or digit first, then letters, digits, '-' and '_'.
 EKS_CLUSTER_NAME = r"^[0-9A-Za-z][A-Za-z0-9_-]{0,99}$"
+# S3 bucket names: 3-63 characters, and not starting with a reserved prefix (S3 user guide, "General
+# purpose bucket naming rules"); the artifacts bucket's name starts with the app's name.
+S3_BUCKET_NAME_MAX = 63
+S3_RESERVED_PREFIXES = ("xn--", "sthree-", "amzn-s3-demo-")
 # EKS places control-plane interfaces in subnets of at least two Availability Zones (EKS user guide,
 # "VPC and subnet requirements"); a cluster this app creates in an existing VPC needs them.
 MIN_EKS_AZS = 2
@@ -344,6 +345,21 @@ class Settings(ConfigModel):
         return self
 
     @model_validator(mode="after")
+    def _bucket_names_fit(self) -> Settings:
+        """The bucket names carry the name, account and region: a long name in a long region passes S3's limit."""
+        if reserved := next((p for p in S3_RESERVED_PREFIXES if self.artifacts_bucket_name.startswith(p)), None):
+            raise ValueError(f"name={self.name} starts the artifacts bucket name {self.artifacts_bucket_name} with "
+                             f"{reserved!r}, a prefix S3 reserves: choose a name that does not start with it")
+        for what, bucket in (("lifecycle bucket", self.lifecycle_bucket_name),
+                             ("artifacts bucket", self.artifacts_bucket_name)):
+            if len(bucket) > S3_BUCKET_NAME_MAX:
+                longest = len(self.name) - (len(bucket) - S3_BUCKET_NAME_MAX)
+                raise ValueError(f"name={self.name} ({len(self.name)} characters) makes the {what} name {bucket} "
+                                 f"{len(bucket)} characters, over S3's {S3_BUCKET_NAME_MAX}: in region={self.region} "
+                                 f"use a name of at most {longest} characters (e.g. -c name={self.name[:longest]})")
+        return self
+
+    @model_validator(mode="after")
     def _own_network(self) -> Settings:
         subnets, azs = self.private_subnet_ids, self.private_subnet_azs
         example = ("-c vpc_id=vpc-0123456789abcdef0 -c private_subnet_ids=subnet-0aaa...,subnet-0bbb... "
@@ -532,36 +548,6 @@ PROFILES: dict[str, dict[str, Any]] = {
 # Set by the tool, not the user (`skymaze deploy` passes them): left out of the user's table.
 TOOL_SET = ("profile", "account", "dashboards_revision", "reuse_artifacts_bucket")
 
-HOME = "workload/deployment/settings.py"
-# Former settings -> where their value lives now (a constant, or what derives it) and what to set instead.
-FORMER: dict[str, Former] = {
-    **{key: Former.constant(name, value, HOME) for key, (name, value) in {
-        "kubernetes_version": ("KUBERNETES_VERSION", KUBERNETES_VERSION),
-        "head_count": ("HEAD_COUNT", HEAD_COUNT),
-        "kuberay_chart_version": ("KUBERAY_CHART_VERSION", KUBERAY_CHART_VERSION),
-        "head_threads_per_core": ("HEAD_THREADS_PER_CORE", HEAD_THREADS_PER_CORE),
-        "hyperpod_chart_version": ("HYPERPOD_CHART_VERSION", HYPERPOD_CHART_VERSION),
-        "ray_endpoint_chart_version": ("RAY_ENDPOINT_CHART_VERSION", RAY_ENDPOINT_CHART_VERSION),
-        "node_volume_gib": ("NODE_VOLUME_GIB", NODE_VOLUME_GIB),
-        "max_loras": ("ENDPOINT_MAX_LORAS", ENDPOINT_MAX_LORAS),
-        "max_adapters_per_replica": ("ENDPOINT_MAX_ADAPTERS", ENDPOINT_MAX_ADAPTERS),
-    }.items()},
-    "deploy_guard_warn_hours": Former.constant("DEPLOY_GUARD_WARN_HOURS", DEPLOY_GUARD_WARN_HOURS, HOME,
-                                               "halved for a shorter max_deployed_hours"),
-    "max_lora_rank": Former.constant("DEFAULT_MAX_LORA_RANK", DEFAULT_MAX_LORA_RANK, "workload/serving_rules.py",
-                                     "the local endpoint's cap too; `skymaze promote --max-lora-rank` takes another"),
-    "ray_namespace": Former.constant("RAY_NAMESPACE", RAY_NAMESPACE, "workload/deployment/names.py"),
-    **{f"supervise.{key}": former for key, former in FORMER_LIMITS.items()},
-    **dict.fromkeys(("head_pod_cpu", "head_pod_memory_gib"), Former(
-        "the trainer's Ray head is sized from head_instance_type (and serving, which takes a third of the head node: "
-        f"Settings.pod_sizes in {HOME})", "head_instance_type")),
-    **{key: Former(f"the endpoint serves the base model of the cluster recipe serve_recipe names (its {recipe_key})",
-                   "serve_recipe=NAME (`skymaze recipe list`)")
-       for key, recipe_key in {"base_model_id": "model.base_model_id",
-                               "serve_model_source": "trainer.policy.model.path"}.items()},
-}
-
-
 def settings_table() -> list[str]:
     """The deploy settings a user chooses, one row each with a column per profile (docs/settings.md)."""
     return settings_rows(Settings, skip=TOOL_SET, profiles=PROFILES)
@@ -580,7 +566,6 @@ def load_settings(context: Mapping[str, Any]) -> Settings:
     profile = str(context.get("profile", DEFAULT_PROFILE))
     if profile not in PROFILES:
         raise SettingsError(f"profile: {profile!r} is not allowed; allowed values: {', '.join(PROFILES)}")
-    refuse_former(sorted(context), FORMER, drop_from="--deploy-set (-c)", error=SettingsError)
     # CDK's own keys have ':' or '@' or '-'; a snake_case key (dotted for a group) that is not a setting is a typo.
     known = field_paths(Settings)
     typos = sorted(k for k in context if re.fullmatch(r"[a-z]+(_[a-z0-9]+)*(\.[a-z0-9_]+)*", k) and ("_" in k or "." in k)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 
 import pytest
 
@@ -197,3 +198,48 @@ def test_the_node_wait_covers_launch_and_deep_health_checks_under_continuous_pro
     assert hyperpod["Properties"]["NodeProvisioningMode"] == "Continuous"
     stages = resources(cluster, "Custom::HyperPodNodes").values()
     assert sum(int(s["Properties"]["StageSeconds"]) for s in stages) >= NODE_LAUNCH_S + DEEP_HEALTH_CHECKS_S
+
+
+def test_a_capacity_failure_names_settings_that_exist():
+    from infra.stacks.cluster import capacity_advice
+    from workload.deployment.settings import Settings, load_settings
+
+    for context in ({"profile": "blog"}, {"profile": "blog", "vpc_id": "vpc-0123456789abcdef0",
+                                          "private_subnet_ids": "subnet-0123456789abcdef0,subnet-0123456789abcdef1",
+                                          "private_subnet_azs": "us-west-2a,us-west-2b"}):
+        advice = capacity_advice(load_settings(context), "us-west-2a")
+        assert {setting for _, setting in advice.groups.values()} <= set(Settings.model_fields)
+        named = re.findall(r"[a-z_]+_(?:zone|ids|azs)\b", advice.zone_fix)
+        assert named and set(named) <= set(Settings.model_fields), advice.zone_fix
+
+
+def test_node_waiter_reads_the_clusters_events_and_carries_the_capacity_advice(cluster):
+    stages = list(resources(cluster, "Custom::HyperPodNodes").values())
+    advice = {json.dumps(json.loads(s["Properties"]["CapacityAdvice"]), sort_keys=True) for s in stages}
+    (one_advice,) = advice
+    assert json.loads(one_advice) == {
+        "Zone": "us-west-2a", "ZoneFix": "-c node_availability_zone=ZONE",
+        "Groups": {"head": {"InstanceType": "ml.r5d.16xlarge", "Setting": "head_instance_type"},
+                   "workers": {"InstanceType": "ml.g7e.12xlarge", "Setting": "worker_instance_type"}}}
+    hyperpod_id, _ = one(cluster, "AWS::SageMaker::Cluster")
+    reads = [s for p in resources(cluster, "AWS::IAM::Policy").values()
+             for s in p["Properties"]["PolicyDocument"]["Statement"]
+             if "sagemaker:ListClusterEvents" in s["Action"]]
+    (statement,) = reads
+    assert set(statement["Action"]) == {"sagemaker:ListClusterNodes", "sagemaker:ListClusterEvents",
+                                        "sagemaker:DescribeClusterEvent"}
+    assert statement["Resource"] == {"Fn::GetAtt": [hyperpod_id, "ClusterArn"]}
+
+
+def test_the_eks_control_plane_log_group_expires_and_exists_before_the_cluster(cluster):
+    from infra.constructs.log_groups import RETENTION_DAYS
+
+    _, eks = one(cluster, "AWS::EKS::Cluster")
+    assert eks["Properties"]["Logging"]["ClusterLogging"]["EnabledTypes"]  # EKS writes control-plane logs
+    groups = {g["Properties"]["LogGroupName"]: (logical_id, g)
+              for logical_id, g in resources(cluster, "AWS::Logs::LogGroup").items()
+              if isinstance(g["Properties"].get("LogGroupName"), str)}
+    logical_id, group = groups[f"/aws/eks/{eks['Properties']['Name']}/cluster"]
+    assert group["Properties"]["RetentionInDays"] == RETENTION_DAYS
+    assert group["DeletionPolicy"] == "Delete"
+    assert logical_id in eks["DependsOn"]  # created first, so EKS does not create it without retention

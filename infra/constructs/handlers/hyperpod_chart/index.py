@@ -87,9 +87,9 @@ def helm_commands(*, chart_dir: Path, values_file: Path, kubeconfig: Path, major
     ]
 
 
-def _run(cmd: list[str], env: dict[str, str]) -> None:
+def _run(cmd: list[str], env: dict[str, str], *, check: bool = True) -> int:
     print("run:", " ".join(cmd), flush=True)
-    subprocess.run(cmd, check=True, env=env)
+    return subprocess.run(cmd, check=check, env=env).returncode
 
 
 def _environment(workdir: Path) -> dict[str, str]:
@@ -106,14 +106,20 @@ def on_event(event: dict, _context: object = None) -> dict:
     workdir = Path(tempfile.mkdtemp(dir=os.environ.get("TMPDIR", "/tmp")))
     env = _environment(workdir)
     kubeconfig = workdir / "kubeconfig"
-    _run(["aws", "eks", "update-kubeconfig", "--name", props["ClusterName"], "--kubeconfig", str(kubeconfig)], env)
+    update_kubeconfig = ["aws", "eks", "update-kubeconfig", "--name", props["ClusterName"], "--kubeconfig",
+                         str(kubeconfig)]
     if event["RequestType"] == "Delete":
-        # Deleting the EKS cluster removes everything anyway; never block a teardown on helm.
-        result = subprocess.run(
-            ["helm", "uninstall", release, "--namespace", namespace, "--kubeconfig", str(kubeconfig)],
-            env=env, check=False)
-        print(f"helm uninstall exited {result.returncode}")
-        return {"PhysicalResourceId": event.get("PhysicalResourceId", release)}
+        # Deleting the EKS cluster removes everything anyway; never block a teardown on helm, nor on a
+        # cluster that is already gone or unreachable (no kubeconfig: nothing left to uninstall from).
+        physical_id = {"PhysicalResourceId": event.get("PhysicalResourceId", release)}
+        if (code := _run(update_kubeconfig, env, check=False)) != 0:
+            print(f"update-kubeconfig exited {code}: skipping helm uninstall", flush=True)
+            return physical_id
+        code = _run(["helm", "uninstall", release, "--namespace", namespace, "--kubeconfig", str(kubeconfig)], env,
+                    check=False)
+        print(f"helm uninstall exited {code}", flush=True)
+        return physical_id
+    _run(update_kubeconfig, env)
     chart_dir = extract_chart(download(archive_url(props["ChartVersion"]), workdir / "cli.tar.gz"), workdir,
                               props.get("ChartPath", CHART_PATH))
     values_file = workdir / "values.json"

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import io
+import os
+import subprocess
 import tarfile
 from functools import partial
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
@@ -148,3 +150,40 @@ def test_another_chart_of_the_release_installs_as_its_own_release_and_namespace(
 def test_a_chart_path_outside_helm_chart_is_refused(tmp_path, path):
     with pytest.raises(RuntimeError, match="is not a directory under helm_chart/"):
         installer.extract_chart(_release_archive(tmp_path / "r.tar.gz"), tmp_path, path)
+
+
+def _commands(tmp_path, monkeypatch, **exit_codes: int) -> Path:
+    """Fake `aws` and `helm` first on PATH, each logging its arguments and exiting as told (0 unless named)."""
+    bin_dir, log = tmp_path / "bin", tmp_path / "calls"
+    bin_dir.mkdir()
+    for name in ("aws", "helm"):
+        script = bin_dir / name
+        script.write_text(f'#!/bin/sh\necho "{name} $*" >> "{log}"\nexit {exit_codes.get(name, 0)}\n')
+        script.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    return log
+
+
+DELETE = {"RequestType": "Delete", "PhysicalResourceId": "hyperpod-dependencies",
+          "ResourceProperties": {"ClusterName": "gone-eks", "ChartVersion": "3.7.1"}}
+
+
+def test_delete_of_a_cluster_that_is_gone_completes_without_helm(tmp_path, monkeypatch):
+    log = _commands(tmp_path, monkeypatch, aws=254)  # update-kubeconfig: the cluster no longer exists
+    assert installer.on_event(DELETE) == {"PhysicalResourceId": "hyperpod-dependencies"}
+    calls = log.read_text().splitlines()
+    assert len(calls) == 1 and calls[0].startswith("aws eks update-kubeconfig --name gone-eks")
+
+
+def test_delete_uninstalls_and_never_fails_on_helm(tmp_path, monkeypatch):
+    log = _commands(tmp_path, monkeypatch, helm=1)
+    assert installer.on_event(DELETE) == {"PhysicalResourceId": "hyperpod-dependencies"}
+    assert log.read_text().splitlines()[1].startswith("helm uninstall hyperpod-dependencies --namespace kube-system")
+
+
+def test_create_still_fails_when_the_cluster_cannot_be_reached(tmp_path, monkeypatch):
+    _commands(tmp_path, monkeypatch, aws=254)
+    create = {**DELETE, "RequestType": "Create"}
+    with pytest.raises(subprocess.CalledProcessError, match="update-kubeconfig"):
+        installer.on_event(create)
