@@ -1,10 +1,9 @@
-"""Serving figures on the local endpoint (tiny Qwen3-VL, CPU): adapter loads, latency, multiplexing.
+"""Serving figures on the local endpoint (tiny Qwen3-VL, CPU): adapter loads, latency, adapters held in memory.
 
-- cold adapter load: first request to an adapter (download-free local load + generate) against
-  the next request to the same adapter (warm), as a ratio;
+- cold adapter load: the first request to an adapter (load + generate) against the next one to it (warm);
 - latency p50/p99 at concurrency 1 and 8 (one maze turn, greedy, 4 tokens), c8 against c1;
-- throughput with 4 adapters interleaved on a replica that holds all 4, against a baseline
-  replica that holds 1 and so reloads the adapter on every request.
+- four adapters taken in turn by an engine that holds all four, against one that holds one and so
+  reloads the adapter for every request (in process, the same engine the endpoint runs).
 
 Run: python -m benchmarks serve
 """
@@ -12,6 +11,7 @@ Run: python -m benchmarks serve
 from __future__ import annotations
 
 import concurrent.futures
+import json
 import statistics
 import tempfile
 import time
@@ -20,7 +20,7 @@ from pathlib import Path
 ADAPTERS = ("a0", "a1", "a2", "a3")
 REQUESTS_C1 = 40
 REQUESTS_C8 = 80
-THROUGHPUT_ROUNDS = 10  # each round: one request per adapter, interleaved
+ROUNDS = 10  # each round: one request per adapter, in turn
 
 
 def _maze_messages() -> list[dict]:
@@ -42,21 +42,26 @@ def _percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
-def _latencies(
-    client, model: str, messages: list[dict], n: int, concurrency: int
-) -> tuple[list[float], float]:
-    start = time.perf_counter()
+def _latencies(client, model: str, messages: list[dict], n: int, concurrency: int) -> list[float]:
     with concurrent.futures.ThreadPoolExecutor(max_workers=concurrency) as pool:
-        latencies = list(pool.map(lambda _: _timed(client, model, messages), range(n)))
-    return latencies, time.perf_counter() - start
+        return list(pool.map(lambda _: _timed(client, model, messages), range(n)))
 
 
-def _throughput(client, base: str, messages: list[dict]) -> float:
-    models = [f"{base}:{name}" for _ in range(THROUGHPUT_ROUNDS) for name in ADAPTERS]
+def _in_turn(model_dir: Path, adapters: Path, messages: list[dict], max_adapters: int) -> float:
+    """Requests a second, the adapters taken in turn by an engine holding ``max_adapters`` of them."""
+    from workload.serve.engine import GenerationEngine
+    from workload.serve.protocol import parse_chat_request
+
+    engine = GenerationEngine(model_dir, max_adapters=max_adapters, torch_threads=1)
+    request = parse_chat_request(json.dumps({"model": "m", "messages": messages, "max_tokens": 4,
+                                             "temperature": 0}).encode())
+    for name in ADAPTERS:  # each adapter's first load outside the timing
+        engine.generate(request, adapter=name, folder=adapters / name)
     start = time.perf_counter()
-    for model in models:
-        _timed(client, model, messages)
-    return len(models) / (time.perf_counter() - start)
+    for _ in range(ROUNDS):
+        for name in ADAPTERS:
+            engine.generate(request, adapter=name, folder=adapters / name)
+    return ROUNDS * len(ADAPTERS) / (time.perf_counter() - start)
 
 
 def main() -> None:
@@ -65,62 +70,35 @@ def main() -> None:
     from workload.model.tiny import build_tiny_model
     from workload.serve.demo import write_random_adapter
     from workload.serve.local import LocalServer
+    from workload.serve.settings import ServeSettings
 
     with tempfile.TemporaryDirectory(prefix="bench-serve-") as tmp:
-        model_dir = build_tiny_model(Path(tmp) / "tiny")
+        model_dir, adapters = build_tiny_model(Path(tmp) / "tiny"), Path(tmp) / "adapters"
         for seed, name in enumerate(ADAPTERS):
-            write_random_adapter(model_dir, Path(tmp) / "adapters" / name, seed=seed)
-        adapters = str(Path(tmp) / "adapters")
+            write_random_adapter(model_dir, adapters / name, seed=seed)
         messages = _maze_messages()
-        multiplexed = LocalServer(
-            model_dir,
-            adapters,
-            max_num_adapters_per_replica=4,
-            app_name="mux",
-            route_prefix="/mux",
-            replica_num_cpus=0.5,
-        )
-        reloading = LocalServer(
-            model_dir,
-            adapters,
-            max_num_adapters_per_replica=1,
-            app_name="reload",
-            route_prefix="/reload",
-            replica_num_cpus=0.5,
-        )
-        with multiplexed, reloading:
-            mux = openai.OpenAI(base_url=multiplexed.url + "/v1", api_key="x", max_retries=0, timeout=120)
-            rel = openai.OpenAI(base_url=reloading.url + "/v1", api_key="x", max_retries=0, timeout=120)
-            base = multiplexed.base_model_id
-            _timed(mux, base, messages)  # first request warms the replica
+        settings = ServeSettings(model=model_dir, adapters=adapters, max_adapters=len(ADAPTERS), port=0)
+        with LocalServer(settings) as server:
+            client = openai.OpenAI(base_url=server.url + "/v1", api_key="x", max_retries=0, timeout=120)
+            base = server.settings.model_id
+            _timed(client, base, messages)  # the first request warms the replica
             cold, warm = [], []
             for name in ADAPTERS:
-                cold.append(_timed(mux, f"{base}:{name}", messages))
-                warm.append(_timed(mux, f"{base}:{name}", messages))
+                cold.append(_timed(client, f"{base}:{name}", messages))
+                warm.append(_timed(client, f"{base}:{name}", messages))
             cold_ms, warm_ms = 1000 * statistics.median(cold), 1000 * statistics.median(warm)
-            print(
-                f"cold adapter load + request: {cold_ms:.1f} ms median; warm request {warm_ms:.1f} ms; cold/warm = {cold_ms / warm_ms:.2f}x"
-            )
-
-            c1, _ = _latencies(mux, f"{base}:a0", messages, REQUESTS_C1, 1)
-            c8, wall8 = _latencies(mux, f"{base}:a0", messages, REQUESTS_C8, 8)
-            p50_1, p99_1 = _percentile(c1, 0.5), _percentile(c1, 0.99)
-            p50_8, p99_8 = _percentile(c8, 0.5), _percentile(c8, 0.99)
-            print(f"latency c=1: p50 {1000 * p50_1:.1f} ms, p99 {1000 * p99_1:.1f} ms")
-            print(
-                f"latency c=8: p50 {1000 * p50_8:.1f} ms, p99 {1000 * p99_8:.1f} ms ({REQUESTS_C8 / wall8:.1f} req/s)"
-            )
-            print(
-                f"c8/c1 ratio: p50 {p50_8 / p50_1:.2f}x, p99 {p99_8 / p99_1:.2f}x (one CPU replica serialises generation)"
-            )
-
-            _throughput(rel, base, messages[:1])  # warm both replicas identically
-            interleaved = _throughput(mux, base, messages)
-            per_request_reload = _throughput(rel, base, messages)
-            print(
-                f"4 adapters interleaved: {interleaved:.1f} req/s held in the LRU cache vs {per_request_reload:.1f} req/s reloading per request"
-            )
-            print(f"multiplexing / reload-per-request throughput = {interleaved / per_request_reload:.2f}x")
+            print(f"cold adapter load + request: {cold_ms:.1f} ms median; warm request {warm_ms:.1f} ms; "
+                  f"cold/warm = {cold_ms / warm_ms:.2f}x")
+            c1 = _latencies(client, f"{base}:a0", messages, REQUESTS_C1, 1)
+            c8 = _latencies(client, f"{base}:a0", messages, REQUESTS_C8, 8)
+            p50_1, p99_1, p50_8, p99_8 = (_percentile(c, q) for c in (c1, c8) for q in (0.5, 0.99))
+            print(f"latency c=1: p50 {1000 * p50_1:.1f} ms, p99 {1000 * p99_1:.1f} ms; "
+                  f"c=8: p50 {1000 * p50_8:.1f} ms, p99 {1000 * p99_8:.1f} ms")
+            print(f"c8/c1 ratio: p50 {p50_8 / p50_1:.2f}x, p99 {p99_8 / p99_1:.2f}x (one replica generates one "
+                  "request at a time)")
+        held, reloading = (_in_turn(model_dir, adapters, messages, n) for n in (len(ADAPTERS), 1))
+        print(f"4 adapters in turn: {held:.1f} req/s holding all 4 vs {reloading:.1f} req/s holding 1; "
+              f"ratio {held / reloading:.2f}x")
 
 
 if __name__ == "__main__":

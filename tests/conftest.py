@@ -62,7 +62,7 @@ gc.set_threshold(*GC_THRESHOLDS)
 # a synth of the whole CDK app, a real Ray cluster (a Ray head, Ray Serve). A test that
 # requests one, directly or through another fixture, is marked slow, so `make test-fast`
 # (-m "not slow") never starts them.
-SLOW_FIXTURES = frozenset({"rehearsal_smoke", "synth", "skyrl_ray_head", "serve_endpoints"})
+SLOW_FIXTURES = frozenset({"rehearsal_smoke", "synth", "skyrl_ray_head", "serve_endpoint"})
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -103,8 +103,8 @@ def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
 
 # Session fixtures shared across test folders:
 # - rehearsal: one uninterrupted tiny run per session (tests/workload/local/fixtures.py);
-# - serving: adapters, moto S3 and one local Ray Serve per session (tests/workload/serve/fixtures.py);
+# - serving: random adapters and one `skymaze serve` per session (tests/workload/serve/fixtures.py);
 # - a private Ray head for job submission (tests/workload/skyrl/ray_head.py).
 from tests.workload.local.fixtures import rehearsal_smoke  # noqa: E402, F401
-from tests.workload.serve.fixtures import moto_s3, serve_adapters_dir, serve_endpoints  # noqa: E402, F401
+from tests.workload.serve.fixtures import serve_adapters_dir, serve_endpoint  # noqa: E402, F401
 from tests.workload.skyrl.ray_head import skyrl_ray_head  # noqa: E402, F401

@@ -277,14 +277,28 @@ def _walk_endpoint(walk: Walk, commands: list[str]) -> None:
     finally:
         walk.ran[serve] = Ran(server.argv, server.stop(), server.ready_output, "", server.wall_s())
     standin = (f"skymaze serve --model runs/latest/models/sft --model-id {STANDIN_MODEL_ID} "
-               f"--adapters s3://{ARTIFACTS_BUCKET}/adapters "
-               f"--cache-dir {walk.root / 'adapter-cache'} --port {walk.values['cluster_port']}")
+               f"--adapters {_download_adapters(walk, walk.root / 'cluster-adapters')} "
+               f"--port {walk.values['cluster_port']}")
     server = _Server(standin, walk.root, _moto_env(walk))
     try:
         for command in (c for c in commands if c.split()[1] == "evaluate" and STANDIN_MODEL_ID in c):
             walk.ran[command] = _run(as_run(command, walk.values), walk.root, env)
     finally:
         server.stop()
+
+
+def _download_adapters(walk: Walk, folder: Path) -> Path:
+    """The adapters promoted to (moto's) S3, copied to ``folder`` as the cluster endpoint reads them."""
+    import boto3
+
+    s3 = boto3.client("s3", endpoint_url=walk.moto_url, region_name=REGION, aws_access_key_id="testing",
+                      aws_secret_access_key="testing")
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=ARTIFACTS_BUCKET, Prefix="adapters/"):
+        for item in page.get("Contents", []):
+            target = folder / item["Key"].removeprefix("adapters/")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            s3.download_file(ARTIFACTS_BUCKET, item["Key"], str(target))
+    return folder
 
 
 CLIENT_EXAMPLE = "README's OpenAI client example"
@@ -329,11 +343,11 @@ def _walk_context(walk: Walk, commands: list[str]) -> None:
 @pytest.fixture(scope="module")
 def moto_url() -> Iterator[str]:
     """moto's server (STS, S3, SageMaker) in its own process on 127.0.0.1, for the walk and its checks."""
-    from tests.workload.serve.fixtures import _start_moto_server
+    from tests.moto_server import start_moto_server
     from workload.localhost import free_port
 
     port = free_port()
-    server = _start_moto_server(port)
+    server = start_moto_server(port)
     try:
         yield f"http://127.0.0.1:{port}"
     finally:

@@ -39,18 +39,18 @@ def test_readme_deploy_table_matches_the_settings_model():
 
 def _option_models() -> dict:
     from workload.evaluate.settings import EvaluateSettings
-    from workload.serve.settings import LocalServeSettings, ServeSettings
+    from workload.serve.settings import ServeSettings
 
-    return {"serve": ServeSettings, "serve-local": LocalServeSettings, "evaluate": EvaluateSettings}
+    return {"serve": ServeSettings, "evaluate": EvaluateSettings}
 
 
-@pytest.mark.parametrize("name", ["serve", "serve-local", "evaluate"])
+@pytest.mark.parametrize("name", ["serve", "evaluate"])
 def test_readme_serve_and_evaluate_tables_match_the_models(name):
     expected = config.settings_table(_option_models()[name], skip=())
     assert readme_table(name) == expected, f"docs/settings.md's {name} settings table is stale; replace it with:\n" + "\n".join(expected)
 
 
-@pytest.mark.parametrize("model", [RehearsalConfig, Recipe, "deploy", "serve", "serve-local", "evaluate"])
+@pytest.mark.parametrize("model", [RehearsalConfig, Recipe, "deploy", "serve", "evaluate"])
 def test_every_setting_has_a_description(model):
     if model == "deploy":
         from workload.deployment.settings import Settings as model

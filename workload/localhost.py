@@ -16,8 +16,6 @@ import shutil
 import socket
 import sys
 import tempfile
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager, nullcontext
 from types import ModuleType
 from typing import Any
 
@@ -66,61 +64,11 @@ def prepare_loopback_ray() -> None:
         Config.initialize("")
 
 
-@contextmanager
-def _environment_for_children(env: Mapping[str, str]) -> Iterator[None]:
-    """Set ``env``'s keys that are not set already while Ray starts its processes (they and their
-    workers inherit them), then restore this process's environment."""
-    added = [key for key in env if key not in os.environ]
-    os.environ.update({key: env[key] for key in added})
-    try:
-        yield
-    finally:
-        for key in added:
-            os.environ.pop(key, None)
-
-
-@contextmanager
-def _ray_processes_in_own_sessions() -> Iterator[None]:
-    """Start the Ray processes started meanwhile each in its own session (``setsid``), out of this
-    process's group: a signal to the group (a process manager's SIGTERM, Ctrl-C) then reaches only
-    this process, which decides when Ray stops. Ray starts its processes through
-    ``ray._private.services.ConsolePopen`` (Ray 2.60; on Windows it already gives each its own
-    process group for the same reason). They still die with this process: Ray sets
-    ``PR_SET_PDEATHSIG`` in each when the kernel supports it, and only then is this done (without it,
-    Ray's reaper kills this process's group and must find them there). Workers are the raylet's
-    children and share its session."""
-    from ray._private import services, utils
-
-    if not utils.detect_fate_sharing_support():
-        yield
-        return
-    original = services.ConsolePopen
-
-    class OwnSessionPopen(original):  # type: ignore[misc, valid-type]
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
-            super().__init__(*args, start_new_session=True, **kwargs)
-
-    services.ConsolePopen = OwnSessionPopen
-    try:
-        yield
-    finally:
-        services.ConsolePopen = original
-
-
 class LocalRay:
-    """A private local Ray on loopback (own temp folder, random ports), as a context manager.
+    """A private local Ray on loopback (own temp folder, random ports), as a context manager."""
 
-    With ``own_session``, Ray's processes are out of this process's group (`_ray_processes_in_own_sessions`):
-    a signal to the group stops only this process, which then stops Ray when it is ready to. ``env`` is
-    set in the environment of every Ray process (variables already set in this process's win) and not
-    in this process's own.
-    """
-
-    def __init__(self, num_cpus: int, *, namespace: str, num_gpus: int = 0, own_session: bool = False,
-                 env: Mapping[str, str] | None = None, **init_kwargs: Any) -> None:
+    def __init__(self, num_cpus: int, *, namespace: str, num_gpus: int = 0, **init_kwargs: Any) -> None:
         self.num_cpus, self.num_gpus, self.namespace = num_cpus, num_gpus, namespace
-        self.own_session = own_session
-        self.env = dict(env or {})
         self._init_kwargs = init_kwargs
         self.temp_dir: str | None = None
 
@@ -146,20 +94,18 @@ class LocalRay:
         # default /tmp/ray would be shared with other Ray users of this machine.
         self.temp_dir = tempfile.mkdtemp(prefix=f"{TEMP_PREFIX}{os.getpid()}-", dir="/tmp")
         kwargs = {"log_to_driver": False, **self._init_kwargs}
-        sessions = _ray_processes_in_own_sessions() if self.own_session else nullcontext()
         try:
-            with sessions, _environment_for_children(self.env):
-                ray.init(
-                    address="local",
-                    num_cpus=self.num_cpus,
-                    num_gpus=self.num_gpus,
-                    include_dashboard=False,
-                    dashboard_port=free_port(),  # its head process starts anyway; keep it off the shared 8265
-                    namespace=self.namespace,
-                    _node_ip_address=LOOPBACK,
-                    _temp_dir=self.temp_dir,
-                    **kwargs,
-                )
+            ray.init(
+                address="local",
+                num_cpus=self.num_cpus,
+                num_gpus=self.num_gpus,
+                include_dashboard=False,
+                dashboard_port=free_port(),  # its head process starts anyway; keep it off the shared 8265
+                namespace=self.namespace,
+                _node_ip_address=LOOPBACK,
+                _temp_dir=self.temp_dir,
+                **kwargs,
+            )
         except BaseException:
             ray.shutdown()  # a half-started node's processes go with it
             shutil.rmtree(self.temp_dir, ignore_errors=True)

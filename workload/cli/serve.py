@@ -21,57 +21,50 @@ from workload.cli._common import (
 from workload.config import ConfigError
 from workload.evaluate.adapter_facts import ADAPTER_SETTINGS
 from workload.evaluate.settings import EvaluateSettings
-from workload.serve.settings import LocalServeSettings, ServeSettings
+from workload.serve.settings import ServeSettings
 
-API_KEY_ENV = "SKYMAZE_API_KEY"
 SIGNAL_POLL_S = 0.5  # how often the main thread wakes to notice a stop signal
 
 
 def serve(
     model: Path = setting_option(ServeSettings, "model"),
-    adapters: str = setting_option(ServeSettings, "adapters"),
-    host: str = setting_option(LocalServeSettings, "host"),
-    port: int = setting_option(LocalServeSettings, "port"),
+    adapters: Path = setting_option(ServeSettings, "adapters"),
     model_id: str | None = setting_option(ServeSettings, "model_id"),
     max_adapters: int = setting_option(ServeSettings, "max_adapters"),
-    cache_dir: Path = setting_option(ServeSettings, "cache_dir"),
-    replica_cpus: float = setting_option(ServeSettings, "replica_cpus"),
-    max_model_requests: int = setting_option(ServeSettings, "max_model_requests"),
-    api_key_file: Path | None = typer.Option(
-        None, "--api-key-file", dir_okay=False,
-        help=f"Require 'Authorization: Bearer KEY' on every request, KEY being this file's first line (or the "
-             f"{API_KEY_ENV} environment variable). Never taken on the command line, where `ps` shows it."),
+    port: int = setting_option(ServeSettings, "port"),
     once: bool = typer.Option(False, "--once", help="start, list the models, stop (a smoke test)"),
 ) -> None:
-    """Serve a base model and its LoRA adapters with the OpenAI API on a local Ray Serve.
+    """Serve a base model and its LoRA adapters with the OpenAI API on a local Ray Serve, on 127.0.0.1.
 
-    Model ids: BASE and BASE:ADAPTER (ADAPTER = a sub-folder of --adapters). Ray's own ports stay
-    on 127.0.0.1 behind Ray's token auth. Ctrl-C or SIGTERM stops it: new requests get 503, the open ones
-    are answered first (up to 25 s; a second Ctrl-C stops at once), exit 0. Every option is also an
-    argument of `serve run workload.serve.app:app_builder KEY=VALUE` (docs/settings.md lists them).
+    Model ids: BASE and BASE:ADAPTER (ADAPTER = a sub-folder of --adapters). Ray's own ports stay on 127.0.0.1
+    behind Ray's token auth. Ctrl-C or SIGTERM stops the server and its Ray (exit 0).
 
-    Example:  skymaze serve --model runs/latest/models/sft --adapters adapters --port 8000 --api-key-file ~/.skymaze-key
+    Example:  skymaze serve --model runs/latest/models/sft --model-id maze-sft --adapters runs/latest/served --port 8000
     """
+    from workload.localhost import LOOPBACK, RayStartError
     from workload.serve.local import LocalServer
 
-    api_key = _api_key(api_key_file)
+    values = {"model": model, "adapters": adapters, "model_id": model_id, "max_adapters": max_adapters, "port": port}
     try:
-        server = LocalServer(
-            model, adapters, host=host, port=port, cache_dir=cache_dir, model_id=model_id,
-            max_adapters=max_adapters, replica_cpus=replica_cpus, api_key=api_key,
-            max_model_requests=max_model_requests,
-        )  # fmt: skip
+        settings = config.validate_flat(ServeSettings, values, what="serve settings")
     except ConfigError as error:
         fail(f"{error} (each setting KEY is the option --KEY, e.g. max_adapters is --max-adapters)", code=EXIT_USAGE)
-    _refuse_taken_port(host, port)
-    for name, reason in unserved_adapters(server.settings):
+    _refuse_taken_port(LOOPBACK, settings.port)
+    for name, reason in unserved_adapters(settings):
         typer.echo(f"not serving adapter {name!r}: {reason}", err=True)
-    stop, now, previous = _stop_on_signals()  # before Ray starts: a signal during start-up also stops cleanly
-    from workload.localhost import RayStartError
-
+    stop = threading.Event()
+    previous = _handle_signals(stop)  # before Ray starts: a signal during start-up also stops cleanly
     try:
-        _serve_until_stopped(server, api_key, (stop, now), once=once,
-                             hint=lambda url, example: _evaluate_hint(url, example, adapters))
+        with LocalServer(settings) as server:
+            _handle_signals(stop)  # again: starting Ray installs its own SIGTERM handler, which aborts
+            models = _list_models(server.url)
+            typer.echo(f"serving at {server.url}/v1 (OpenAI API)")
+            typer.echo("models: " + ", ".join(models))
+            next_step(_evaluate_hint(server.url, models[-1], adapters) + ("" if once else "   # in another shell"))
+            if not once:
+                typer.echo("\nCtrl-C stops the server.")
+                while not stop.wait(SIGNAL_POLL_S):
+                    pass
     except RayStartError as error:
         fail(str(error))
     finally:
@@ -79,81 +72,25 @@ def serve(
             signal.signal(signum, handler)
 
 
-def _api_key(path: Path | None) -> str | None:
-    """The key from ``path``'s first line, else from the environment; None when neither is set."""
-    import os
-
-    if path is None:
-        return os.environ.get(API_KEY_ENV) or None
-    try:
-        lines = path.read_text().splitlines()
-    except OSError as error:
-        fail(f"--api-key-file {path}: cannot read it ({error.strerror}); pass a file holding the key", code=EXIT_USAGE)
-    return lines[0].strip() if lines else ""
-
-
-def _evaluate_hint(url: str, model_id: str, adapters: str) -> str:
-    """The evaluate command for one served id; a local adapter brings its own prompt settings and set."""
+def _evaluate_hint(url: str, model_id: str, adapters: Path) -> str:
+    """The evaluate command for one served id; an adapter brings its own prompt settings and set."""
     out = f"--out evals/{model_id.replace(':', '-')}"
     _, _, adapter = model_id.partition(":")
-    if adapter and not adapters.startswith("s3://"):
-        return f"skymaze evaluate --endpoint {url} --model {model_id} --adapter {Path(adapters) / adapter} {out}"
+    if adapter:
+        return f"skymaze evaluate --endpoint {url} --model {model_id} --adapter {adapters / adapter} {out}"
     return f"skymaze evaluate --endpoint {url} --model {model_id} --heldout easy-64 {out}"
 
 
-def _serve_until_stopped(server, api_key: str | None, signals: tuple[threading.Event, threading.Event], *,
-                         once: bool, hint) -> None:
-    """Serve until a stop signal, then drain; once ready, print the endpoint, its models and the next step."""
-    from workload.serve.local import DRAIN_DEADLINE_S
-
-    stop, now = signals
-    with server:
-        _handle_signals(stop, now)  # again: starting Ray installs its own SIGTERM handler, which aborts
-        models = _list_models(server.url, api_key)
-        typer.echo(f"serving at {server.url}/v1 (OpenAI API)" + (" with an API key" if api_key else ""))
-        typer.echo("models: " + ", ".join(models))
-        next_step(hint(server.url, models[-1]) + ("" if once else "   # in another shell"))
-        if not once:
-            typer.echo(f"\nCtrl-C stops the server. It answers the requests it has first (up to {DRAIN_DEADLINE_S:g} s);"
-                       " a second Ctrl-C stops it at once.")
-            while not stop.wait(SIGNAL_POLL_S):
-                pass
-            _drain(server, now)
-
-
-def _drain(server, now: threading.Event) -> None:
-    """Refuse new requests and answer the open ones (up to DRAIN_DEADLINE_S, or until a second signal)."""
-    from workload.serve.local import DRAIN_DEADLINE_S
-
-    def started(open_requests: int) -> None:
-        typer.echo(f"stopping: new requests get 503; answering the {open_requests} open ones first (up to "
-                   f"{DRAIN_DEADLINE_S:g} s; Ctrl-C or SIGTERM again stops at once)", err=True)
-
-    left = server.drain(DRAIN_DEADLINE_S, abort=now, on_start=started)
-    if left:
-        why = "a second signal" if now.is_set() else f"the {DRAIN_DEADLINE_S:g} s deadline"
-        typer.echo(f"stopped with {left} requests unanswered ({why})", err=True)
-
-
-def _list_models(url: str, api_key: str | None) -> list[str]:
+def _list_models(url: str) -> list[str]:
     import openai
 
-    client = openai.OpenAI(base_url=url + "/v1", api_key=api_key or "EMPTY", max_retries=3)
+    client = openai.OpenAI(base_url=url + "/v1", api_key="EMPTY", max_retries=3)
     return [m.id for m in client.models.list().data]
 
 
-def _stop_on_signals() -> tuple[threading.Event, threading.Event, dict]:
-    """Events set by the first and the second SIGTERM (a process manager) or SIGINT (Ctrl-C), and the
-    handlers they replaced: the first stops taking requests, the second stops at once."""
-    stop, now = threading.Event(), threading.Event()
-    return stop, now, _handle_signals(stop, now)
-
-
-def _handle_signals(stop: threading.Event, now: threading.Event) -> dict:
-    def handler(*_: object) -> None:
-        (now if stop.is_set() else stop).set()
-
-    return {signum: signal.signal(signum, handler) for signum in (signal.SIGTERM, signal.SIGINT)}
+def _handle_signals(stop: threading.Event) -> dict:
+    """SIGTERM (a process manager) and SIGINT (Ctrl-C) set ``stop``; the handlers they replaced."""
+    return {signum: signal.signal(signum, lambda *_: stop.set()) for signum in (signal.SIGTERM, signal.SIGINT)}
 
 
 def _refuse_taken_port(host: str, port: int) -> None:
@@ -166,19 +103,11 @@ def _refuse_taken_port(host: str, port: int) -> None:
 
 
 def unserved_adapters(settings: ServeSettings) -> list[tuple[str, str]]:
-    """``(name, why)`` of each adapter in a local --adapters folder the server refuses (it is not listed and
-    answers 400): broken files, a rule it breaks, or a recorded base that is another model folder here."""
-    from workload.serving_rules import ADAPTER_CONFIG, DEFAULT_MAX_LORA_RANK, AdapterRuleError, check_servable
+    """``(name, why)`` of each adapter in --adapters the server refuses (it is not listed and answers 400):
+    broken files, a rule it breaks, or a recorded base that is another model folder here."""
+    from workload.serve.adapters import scan
 
-    if settings.adapters.startswith("s3://"):
-        return []
-    refused = []
-    for config_file in sorted(Path(settings.adapters).glob(f"*/{ADAPTER_CONFIG}")):
-        try:
-            check_servable(config_file.parent, served_model=settings.model_dir, max_lora_rank=DEFAULT_MAX_LORA_RANK)
-        except (AdapterRuleError, OSError) as error:
-            refused.append((config_file.parent.name, str(error)))
-    return refused
+    return sorted(scan(settings.adapters, settings.model)[1].items())
 
 
 # The settings an adapter's trainer_config.json sets (workload/evaluate/adapter_facts.py), with the model's defaults.

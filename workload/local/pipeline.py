@@ -275,8 +275,9 @@ def _phase_serve(cfg: RehearsalConfig, run: RunDir, best_step: int, echo: Callab
     except ImportError:
         return {}
     from workload.serve.local import LocalServer
+    from workload.serve.settings import ServeSettings
 
-    with LocalServer(run.sft_model, str(adapters), base_model_id=SERVED_BASE_ID) as server:
+    with LocalServer(ServeSettings(model=run.sft_model, adapters=adapters, model_id=SERVED_BASE_ID, port=0)) as server:
         echo(f"[serve] {server.url}/v1 serving {model_id}; evaluating {cfg.environment.heldout_set}")
         report = evaluate_endpoint(
             endpoint=server.url,

@@ -1,1 +1,1 @@
-"""OpenAI-compatible Ray Serve app with LoRA adapter multiplexing (local) and the cluster Serve config."""
+"""The local OpenAI-compatible endpoint (Ray Serve, CPU, LoRA adapters from a folder) and the cluster Serve config."""

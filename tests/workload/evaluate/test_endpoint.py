@@ -138,8 +138,8 @@ def test_scores_an_endpoint_without_skyrl_installed(solver_endpoint, monkeypatch
 
 @pytest.mark.slow
 @pytest.mark.e2e
-def test_plays_the_heldout_set_through_the_endpoint(serve_endpoints, tmp_path):
-    server = serve_endpoints.folder
+def test_plays_the_heldout_set_through_the_endpoint(serve_endpoint, tmp_path):
+    server = serve_endpoint
     report = evaluate_endpoint(
         endpoint=server.url,
         model="tiny:a1",
@@ -171,11 +171,11 @@ def test_plays_the_heldout_set_through_the_endpoint(serve_endpoints, tmp_path):
 
 
 @pytest.mark.slow
-def test_unserved_model_and_unreachable_endpoint_fail_early(serve_endpoints):
-    from workload.serve.local import free_port
+def test_unserved_model_and_unreachable_endpoint_fail_early(serve_endpoint):
+    from workload.localhost import free_port
 
     with pytest.raises(EndpointError, match=r"does not serve 'tiny:missing'"):
-        evaluate_endpoint(endpoint=serve_endpoints.folder.url, model="tiny:missing", limit=1, **REHEARSAL)
+        evaluate_endpoint(endpoint=serve_endpoint.url, model="tiny:missing", limit=1, **REHEARSAL)
     with pytest.raises(EndpointError, match=r"cannot reach http://127\.0\.0\.1:\d+/v1 \(Connection error\); is the server"):
         evaluate_endpoint(
             endpoint=f"http://127.0.0.1:{free_port()}", model="tiny", limit=1, timeout_s=5, **REHEARSAL

@@ -31,7 +31,7 @@ def main(root: Path, step: int) -> None:
     def echo(line: str) -> None:  # called while the endpoint is up
         if line.startswith("[serve]"):
             seen["serving_gcs"] = ray.get_runtime_context().gcs_address
-            seen["server_started_its_own_ray"] = local._INSTANCE.ray is not None
+            seen["server_started_its_own_ray"] = ray.get_runtime_context().namespace == local.RAY_NAMESPACE
 
     with pipeline._training_ray(cfg):
         seen["training_gcs"] = ray.get_runtime_context().gcs_address

@@ -34,10 +34,10 @@ def _episode_frames(moves: list[str]):
 def _served_inputs(tiny_model_dir, messages):
     """What the local endpoint feeds its model for these messages (its own parser and engine)."""
     from workload.serve.engine import GenerationEngine
-    from workload.serve.protocol import RequestLimits, parse_chat_request
+    from workload.serve.protocol import parse_chat_request
 
     body = json.dumps({"model": "base", "messages": messages, "temperature": 0, "max_tokens": 2}).encode()
-    request = parse_chat_request(body, limits=RequestLimits())
+    request = parse_chat_request(body)
     return GenerationEngine(tiny_model_dir)._inputs(request)[0]
 
 

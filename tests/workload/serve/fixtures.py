@@ -1,58 +1,39 @@
-"""Session fixtures for serving tests: random adapters, a moto S3 server, one local Ray Serve.
+"""Session fixtures for serving tests: random adapters for the tiny model, and one `skymaze serve`.
 
-Ray + Serve start ONCE per test session (about 20 s), in a child process so that the test
-process stays free for other tests' in-process Ray, and host three apps on one port:
-``folder`` (adapters from a local folder, 2 adapters per replica to exercise eviction),
-``s3`` (adapters from moto's S3 server, one request at a time and one queued, to exercise 503)
-and ``hostile`` (an API key, and a folder of good, changing and bad adapters for the
-hostile-input suite).
+The endpoint is `skymaze serve` as a user runs it, in a child process with its own local Ray (127.0.0.1,
+token auth), started once a session and stopped with SIGTERM: the test process never starts Ray for
+it. It serves a0, a1, a2 (a2 with a training recipe), holding two at a time, and two adapters the
+serving rules refuse: one seen from its files alone (not listed), one only once loaded (listed).
 Imported by tests/conftest.py so the CLI and evaluation tests share the same endpoint.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import pathlib
+import shutil
+import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
-from workload.serve.settings import S3_ENDPOINT_ENV
-
 ADAPTER_NAMES = ("a0", "a1", "a2")
-HOSTILE_API_KEY = "sk-test-hostile"
-# Bad adapters the hostile app lists next to good ones (see bad_adapters.py).
-HOSTILE_BAD_ADAPTERS = [
-    "pissa",
-    "olora",
-    "vision-tower",
-    "rank-256",
-    "truncated-weights",
-    "other-base-shapes",
-    # Once answered 500 (peft or safetensors failed past the checks, or sampling met NaN).
-    "config-rank-differs",
-    "trailing-tail",
-    "no-peft-type",
-    "nan-weights",
-    "regex-rank-pattern",
-]
-S3_BUCKET = "skymaze-test-adapters"
-S3_PREFIX = "adapters"
-# moto accepts any signature; boto3 only needs some credentials to sign with.
-FAKE_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
-REPLICA_CPUS = 0.5  # each of the two model replicas (2 Ray CPUs)
-SHUTDOWN_TIMEOUT_S = 60
-ROOT = pathlib.Path(__file__).resolve().parents[3]
+RECIPE = {"generator": {"max_turns": 9}}  # a2's trainer_config.json, stated by GET /v1/models
+UNLISTED, LISTED_REFUSED = "pissa", "nan-weights"  # tests/workload/serve/bad_adapters.py
+MAX_ADAPTERS = 2  # fewer than ADAPTER_NAMES: taking them in turn evicts and reloads
+START_TIMEOUT_S = 300
+STOP_TIMEOUT_S = 60
+POLL_S = 0.2
+READY = "Ctrl-C stops the server."
+ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture(scope="session")
-def serve_adapters_dir(
-    tiny_model_dir: pathlib.Path, tmp_path_factory: pytest.TempPathFactory
-) -> pathlib.Path:
+def serve_adapters_dir(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A folder of random adapters a0, a1, a2 (nonzero LoRA B) for the tiny model."""
     from workload.serve.demo import write_random_adapter
 
@@ -63,142 +44,56 @@ def serve_adapters_dir(
 
 
 @dataclass(frozen=True)
-class MotoS3:
-    endpoint_url: str
-    uri: str
-
-
-MOTO_START_TIMEOUT_S = 60
-
-
-def _start_moto_server(port: int) -> subprocess.Popen:
-    """moto's S3 server in its own process, polled until it answers.
-
-    A separate process keeps its buckets apart from the in-process ``mock_aws()`` contexts of
-    other tests, which reset moto's shared in-process state when they exit.
-    """
-    import time
-    import urllib.request
-
-    process = subprocess.Popen(
-        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    deadline = time.monotonic() + MOTO_START_TIMEOUT_S
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"moto server exited with status {process.returncode}")
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/moto-api/", timeout=2):
-                return process
-        except OSError:
-            time.sleep(0.2)
-    process.kill()
-    raise RuntimeError(f"moto server did not answer on 127.0.0.1:{port} within {MOTO_START_TIMEOUT_S} s")
-
-
-@pytest.fixture(scope="session")
-def moto_s3(serve_adapters_dir: pathlib.Path) -> Iterator[MotoS3]:
-    """moto's S3 server on 127.0.0.1 (free port) holding the adapters under s3://bucket/adapters/."""
-    import boto3
-
-    from workload.serve.local import free_port
-
-    port = free_port()
-    server = _start_moto_server(port)
-    endpoint = f"http://127.0.0.1:{port}"
-    s3 = boto3.client("s3", endpoint_url=endpoint, **{k.lower(): v for k, v in FAKE_CREDENTIALS.items()})
-    s3.create_bucket(Bucket=S3_BUCKET, CreateBucketConfiguration={"LocationConstraint": "us-west-2"})
-    for path in serve_adapters_dir.rglob("*"):
-        if path.is_file():
-            key = f"{S3_PREFIX}/{path.relative_to(serve_adapters_dir).as_posix()}"
-            s3.upload_file(str(path), S3_BUCKET, key)
-    yield MotoS3(endpoint_url=endpoint, uri=f"s3://{S3_BUCKET}/{S3_PREFIX}")
-    server.terminate()
-    server.wait(timeout=SHUTDOWN_TIMEOUT_S)
-
-
-@dataclass(frozen=True)
 class Endpoint:
-    """One app of the serving process: its URL, base model id and adapter cache folder."""
-
     url: str
     base_model_id: str
-    cache_dir: str | None = None
-    adapters_dir: str | None = None
-    api_key: str | None = None
+    adapters_dir: Path
+    pid: int
 
 
-def _read_reply(process: subprocess.Popen) -> dict | None:
-    """The next marked JSON line of the serving process (other lines are Ray's); None at EOF."""
-    from tests.workload.serve.serve_apps import MARK
+class ServeProcess:
+    """`skymaze serve ARGS` in a session of its own (as a terminal or a process manager starts it), its
+    output in ``log``; `ready` polls the log until the server says how to stop it."""
 
-    for line in process.stdout:
-        if line.startswith(MARK):
-            return json.loads(line[len(MARK) :])
-    return None
+    def __init__(self, args: list[str], log: Path) -> None:
+        self.log = log
+        with log.open("w") as sink:
+            self.process = subprocess.Popen([sys.executable, "-m", "workload.cli.main", "serve", *args], cwd=ROOT,
+                                            stdout=sink, stderr=subprocess.STDOUT, text=True, start_new_session=True)
 
+    def ready(self) -> str:
+        """The endpoint's URL, once the server is ready; fails with the log if it exits or takes too long."""
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while READY not in (text := self.log.read_text()):
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                self.process.kill()
+                pytest.fail(f"`skymaze serve` did not get ready:\n{text[-3000:]}")
+            time.sleep(POLL_S)
+        return next(line for line in text.splitlines() if line.startswith("serving at ")).split()[2].removesuffix("/v1")
 
-class Endpoints:
-    """The serving process's two apps, and its model replicas' stats on request."""
-
-    def __init__(self, process: subprocess.Popen, urls: dict, cache_dir: str, hostile_dir: str) -> None:
-        self._process = process
-        self.folder = Endpoint(urls["folder"], "tiny")
-        self.s3 = Endpoint(urls["s3"], "tiny", cache_dir)
-        self.hostile = Endpoint(urls["hostile"], "tiny", adapters_dir=hostile_dir, api_key=HOSTILE_API_KEY)
-
-    def stats(self, app: str) -> dict:
-        """``{"pid", "loaded", "load_count"}`` of ``app``'s model replica."""
-        self._process.stdin.write(f"stats {app}\n")
-        self._process.stdin.flush()
-        return _read_reply(self._process)
+    def stop(self, signum: int = signal.SIGTERM) -> int:
+        """Signal the server and wait for it (killed with its session after `STOP_TIMEOUT_S`); its exit status."""
+        self.process.send_signal(signum)
+        try:
+            return self.process.wait(timeout=STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            return self.process.wait()
 
 
 @pytest.fixture(scope="session")
-def serve_endpoints(
-    tiny_model_dir: pathlib.Path, serve_adapters_dir: pathlib.Path, moto_s3: MotoS3, tmp_path_factory
-) -> Iterator[Endpoints]:
-    """Real Ray Serve on 127.0.0.1 with the ``folder`` and ``s3`` apps, in a child process (started once)."""
-    import shutil
-
+def serve_endpoint(tiny_model_dir: Path, serve_adapters_dir: Path, tmp_path_factory) -> Iterator[Endpoint]:
+    """`skymaze serve` on 127.0.0.1 (a free port) with base model id ``tiny`` (started once)."""
     from tests.workload.serve.bad_adapters import write_bad_adapters
 
-    cache_dir = str(tmp_path_factory.mktemp("adapter-cache"))
-    hostile_dir = tmp_path_factory.mktemp("hostile-adapters")
-    for name in ("good", "mutable"):
-        shutil.copytree(serve_adapters_dir / "a0", hostile_dir / name)
-    write_bad_adapters(serve_adapters_dir / "a0", hostile_dir, HOSTILE_BAD_ADAPTERS)
-    config = {
-        "hostile_adapters_dir": str(hostile_dir),
-        "api_key": HOSTILE_API_KEY,
-        "model_dir": str(tiny_model_dir),
-        "adapters_dir": str(serve_adapters_dir),
-        "s3_uri": moto_s3.uri,
-        "cache_dir": cache_dir,
-        "replica_cpus": REPLICA_CPUS,
-    }
-    log = (tmp_path_factory.mktemp("serve-log") / "serve.log").open("w")
-    process = subprocess.Popen(
-        [sys.executable, "-m", "tests.workload.serve.serve_apps", json.dumps(config)],
-        cwd=ROOT,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=log,
-        text=True,
-        env={**os.environ, **FAKE_CREDENTIALS, S3_ENDPOINT_ENV: moto_s3.endpoint_url},
-    )
+    folder = tmp_path_factory.mktemp("served")
+    for name in ADAPTER_NAMES:
+        shutil.copytree(serve_adapters_dir / name, folder / name)
+    (folder / "a2" / "trainer_config.json").write_text(json.dumps(RECIPE))
+    write_bad_adapters(serve_adapters_dir / "a0", folder, [UNLISTED, LISTED_REFUSED])
+    server = ServeProcess(["--model", str(tiny_model_dir), "--model-id", "tiny", "--adapters", str(folder),
+                           "--max-adapters", str(MAX_ADAPTERS), "--port", "0"], folder.parent / "serve.log")
     try:
-        urls = _read_reply(process)  # blocks until both apps answer, or the process dies
-        if urls is None:
-            pytest.fail(f"the serving process exited with {process.wait()}; see {log.name}")
-        yield Endpoints(process, urls, cache_dir, str(hostile_dir))
+        yield Endpoint(server.ready(), "tiny", folder, server.process.pid)
     finally:
-        process.stdin.close()  # EOF: the child deletes its apps and stops Serve and Ray
-        try:
-            process.wait(timeout=SHUTDOWN_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-        log.close()
+        server.stop()

@@ -24,15 +24,10 @@ def engine(tiny_model_dir):
 
 
 def _request():
-    from workload.serve.protocol import RequestLimits, parse_chat_request
+    from workload.serve.protocol import parse_chat_request
 
-    body = {
-        "model": "tiny",
-        "messages": [{"role": "user", "content": "go left"}],
-        "max_tokens": 6,
-        "temperature": 0,
-    }
-    return parse_chat_request(json.dumps(body).encode(), limits=RequestLimits())
+    body = {"model": "tiny", "messages": [{"role": "user", "content": "go left"}], "max_tokens": 6, "temperature": 0}
+    return parse_chat_request(json.dumps(body).encode())
 
 
 @pytest.fixture(scope="module")
@@ -74,8 +69,8 @@ def test_a_failure_inside_peft_is_undone(engine, bad_adapters, serve_adapters_di
     assert not engine._has_lora_layers() and engine.unhealthy is None
     assert engine.generate(request) == before_text
     assert all(torch.equal(v, _base_state(engine)[k]) for k, v in before_state.items())
-    engine.load_adapter("a0", serve_adapters_dir / "a0")  # a good adapter still loads and changes the answer
-    assert engine.generate(request, adapter="a0") != before_text
+    a0 = serve_adapters_dir / "a0"  # a good adapter still loads and changes the answer
+    assert engine.generate(request, adapter="a0", folder=a0) != before_text
     assert engine.generate(request) == before_text
     engine.unload_adapter("a0")
 
