@@ -111,8 +111,9 @@ synth: $(STAMP) ## offline `cdk synth` of every stack into cdk.out/ (no credenti
 	$(CDK) synth -q -c profile=$(or $(SIZE),$(DEFAULT_SIZE))
 	@ls cdk.out/*.template.json
 
-lint: $(STAMP) ## ruff, cfn-lint, hadolint, shellcheck
+lint: $(STAMP) ## ruff, import-linter, cfn-lint, hadolint, shellcheck
 	$(PY) -m ruff check .
+	$(VENV)/bin/lint-imports
 	$(CDK) synth -q -c profile=$(or $(SIZE),$(DEFAULT_SIZE))
 	$(VENV)/bin/cfn-lint -r us-west-2 --non-zero-exit-code error cdk.out/*.template.json
 	find containers -name Dockerfile -print0 | xargs -0 -r $(VENV)/bin/hadolint
