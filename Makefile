@@ -122,7 +122,7 @@ bench: $(STAMP) ## benchmarks: figures as ratios against a baseline measured in 
 	$(PY) -m pip install -q -r benchmarks/requirements.txt
 	$(PY) -m benchmarks
 
-rehearse: $(STAMP) ## the whole training loop on CPU with a tiny model, then the control (seed 0: 830 CPU s; RUN=control.enabled=false skips the control)
+rehearse: $(STAMP) ## pipeline check on CPU with a tiny model: GRPO vs its SFT start, served through the endpoint (seed 0: 305 CPU s; RUN=control.enabled=true adds the control)
 	$(VENV)/bin/skymaze rehearse $(addprefix --set ,$(RUN))
 
 study: $(STAMP) ## the pre-registered GRPO-vs-SFT-continued study, 6 seeds (docs/study.md; SEEDS=0-5)
