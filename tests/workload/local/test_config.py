@@ -62,6 +62,11 @@ def test_unknown_key_names_the_close_match():
         load_config("local", ["max_training_steps=3"])
 
 
+def test_a_key_of_the_rehearsal_block_given_without_its_block_names_it():
+    with pytest.raises(ValueError, match=r"unknown setting 'sft.lr'; did you mean rehearsal.sft.lr\?"):
+        load_config("local", ["sft.lr=0.1"])
+
+
 def test_override_without_equals_is_refused():
     with pytest.raises(ValueError, match=r"--set 'trainer.seed': expected KEY=VALUE"):
         load_config("local", ["trainer.seed"])
