@@ -236,8 +236,8 @@ def demonstrations(cfg: Any, settings: StudySettings, seed: int, step: int, acce
     from workload.local import constants
     from workload.local.data import demonstration_batch
 
-    return demonstration_batch(cfg.rehearsal.sft.batch_size, seed=seed, step=step, size=MAZE_SIZE, cell_px=constants.CELL_PX,
-                               history=cfg.rehearsal.image_history, path_fraction=settings.path_fraction,
+    return demonstration_batch(cfg.rehearsal.sft.batch_size, seed=seed, step=step, size=MAZE_SIZE,
+                               cell_px=constants.CELL_PX, history=cfg.rehearsal.image_history, path_fraction=settings.path_fraction,
                                accept=accept)
 
 
