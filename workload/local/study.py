@@ -237,8 +237,8 @@ def demonstrations(cfg: Any, settings: StudySettings, seed: int, step: int, acce
     from workload.local.data import demonstration_batch
 
     return demonstration_batch(cfg.rehearsal.sft.batch_size, seed=seed, step=step, size=MAZE_SIZE,
-                               cell_px=constants.CELL_PX, history=cfg.rehearsal.image_history, path_fraction=settings.path_fraction,
-                               accept=accept)
+                               cell_px=constants.CELL_PX, history=cfg.rehearsal.image_history,
+                               path_fraction=settings.path_fraction, accept=accept)
 
 
 def train_start(model: Any, encoder: Any, cfg: Any, settings: StudySettings, seed: int, checks: Checks,
