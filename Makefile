@@ -144,8 +144,9 @@ synth: $(STAMP) ## offline `cdk synth` of every stack into cdk.out/ (no credenti
 	$(CDK) synth -q -c profile=$(or $(SIZE),$(DEFAULT_SIZE))
 	@ls cdk.out/*.template.json
 
-lint: $(STAMP) ## ruff, cfn-lint, hadolint, shellcheck
+lint: $(STAMP) ## ruff, import-linter, cfn-lint, hadolint, shellcheck
 	$(PY) -m ruff check .
+	$(VENV)/bin/lint-imports
 	$(CDK) synth -q -c profile=$(or $(SIZE),$(DEFAULT_SIZE))
 	$(VENV)/bin/cfn-lint -r us-west-2 --non-zero-exit-code error cdk.out/*.template.json
 	find containers -name Dockerfile -print0 | xargs -0 -r $(VENV)/bin/hadolint
@@ -155,7 +156,7 @@ bench: $(STAMP) ## benchmarks: figures as ratios against a baseline measured in 
 	$(PY) -m pip install -q -r benchmarks/requirements.txt
 	$(PY) -m benchmarks
 
-rehearse: $(STAMP) ## the whole training loop on CPU with a tiny model, then the control (seed 0: 830 CPU s; RUN=control.enabled=false skips the control)
+rehearse: $(STAMP) ## pipeline check on CPU with a tiny model: GRPO vs its SFT start, served through the endpoint (seed 0: 305 CPU s; RUN=rehearsal.control=true adds the control)
 	$(VENV)/bin/skymaze rehearse $(addprefix --set ,$(RUN))
 
 study: $(STAMP) ## the pre-registered GRPO-vs-SFT-continued study, 6 seeds (docs/study.md; SEEDS=0-5)

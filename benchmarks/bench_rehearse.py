@@ -62,7 +62,7 @@ def calibrate() -> float:
 
 
 def full_rehearsal(runs: Path) -> tuple[dict, float]:
-    command = [sys.executable, "-m", "workload.cli.main", "rehearse", f"trainer.runs_dir={runs}"]
+    command = [sys.executable, "-m", "workload.cli.main", "rehearse", f"rehearsal.runs_dir={runs}"]
     start = time.perf_counter()
     done = subprocess.run(command, capture_output=True, text=True, env=os.environ)
     wall = time.perf_counter() - start

@@ -77,7 +77,7 @@ def main() -> None:
         workers=[_Now(engine)],
         ray=_Now(),
         heldout=None,
-        accept=training_seed_filter(cfg.environment.maze.size, [cfg.environment.heldout_set]),
+        accept=training_seed_filter(cfg.rehearsal.maze_size, [cfg.rehearsal.heldout_set]),
         log=lambda *a: None,
         on_eval=lambda *a: None,
     )

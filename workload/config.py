@@ -77,10 +77,12 @@ def field_named(model: type[BaseModel], key: str) -> FieldInfo:
 
 
 def did_you_mean(key: str, known: Iterable[str]) -> str:
-    """``"; did you mean X?"`` for the closest known key (same last part first), else ``""``."""
+    """``"; did you mean X?"`` for the closest known key (one that ends with ``key``, then the same last part),
+    else ``""``."""
     known = list(known)
     leaf = key.rsplit(".", 1)[-1]
-    close = [k for k in known if k.rsplit(".", 1)[-1] == leaf] or difflib.get_close_matches(key, known, n=1)
+    close = ([k for k in known if k.endswith(f".{key}")] or [k for k in known if k.rsplit(".", 1)[-1] == leaf]
+             or difflib.get_close_matches(key, known, n=1))
     return f"; did you mean {close[0]}?" if close else ""
 
 

@@ -18,10 +18,9 @@ def rehearse(
 ) -> None:
     """Build a tiny Qwen3-VL, warm-start it with SFT, train it with GRPO + LoRA on a local Ray
     cluster, serve the adapter chosen on a validation set and evaluate it on the frozen held-out
-    mazes; then continue SFT from the same start for the GRPO phase's CPU seconds (the control;
-    --set control.enabled=false skips it). Prints the start, GRPO's selected and final steps and the
-    control, with 95% intervals, exact paired (McNemar) tests and the verdict: which of GRPO and
-    the control won (docs/rehearsal.md).
+    mazes; with --set rehearsal.control=true, then continue SFT from the same start for the GRPO phase's
+    CPU seconds (the control). Prints the start, GRPO's selected and final steps (and the control), with
+    95% intervals and exact paired (McNemar) tests (docs/rehearsal.md).
 
     Writes runs/<run-id>/ (report.json, eval_curve.png, episode.png, evals/, exports/,
     ckpts/, metrics.jsonl, tensorboard/) and points runs/latest at it. Running the same

@@ -1,11 +1,12 @@
-"""The rehearsal's settings: recipe YAML + ``--set KEY=VALUE`` overrides -> one frozen, validated tree.
+"""The rehearsal recipe: SkyRL's keys, typed as SkyRL types them, plus one ``rehearsal:`` block of its own settings.
 
-Every setting is a field of the models below, with its meaning in ``description`` (``skymaze
-recipe show local --fields`` and the README table print them). Key names follow SkyRL's config
-wherever SkyRL has the concept (``trainer.eval_interval``, ``generator.n_samples_per_prompt``, ...),
-typed as SkyRL types them (a test holds them to workload/skyrl/skyrl_0.4.0_keys.txt).
-A recipe may start from another with ``extends: NAME``; overrides go through ``workload.config``.
-Values with one sensible choice are constants, not settings (``workload/local/constants.py``).
+A rehearsal recipe is the same schema as a cluster recipe (``workload.skyrl.recipe``): every key
+under ``trainer:`` and ``generator:`` is a SkyRL 0.4.0 key, checked at load by the same
+``skyrl_problems`` as the cluster recipe's (name, type, range; workload/skyrl/skyrl_0.4.0_keys.txt),
+and everything SkyRL has no key for sits in one typed ``rehearsal:`` block. Every field carries its
+meaning (``skymaze recipe show local --fields``, docs/settings.md). Files are read by OmegaConf
+(``extends: NAME``); ``--set KEY=VALUE`` goes through ``workload.config``. Values with one sensible
+choice are constants, not settings (``workload/local/constants.py``).
 """
 
 from __future__ import annotations
@@ -22,25 +23,33 @@ from workload import config
 from workload.config import ConfigModel
 from workload.local import constants
 from workload.maze.heldout import size_mismatch
+from workload.skyrl.recipe import skyrl_problems
 
 RECIPES_DIR = Path(__file__).parent / "recipes"
 SCHEDULERS = ("constant_with_warmup", "cosine_with_min_lr")  # Hugging Face get_scheduler names
-# Settings that name or place a run without changing its results: left out of the fingerprint.
-# The control adds a comparison without changing the start or GRPO: a run with it off can add it later.
-UNFINGERPRINTED = {
-    "trainer": ("run_name", "runs_dir", "resume_mode"),
-    "control": ("enabled",),
-    "": ("name", "description"),
+SKYRL_SECTIONS = ("trainer", "generator")
+# Where each setting of the rehearsal block is saved (config.json, checkpoints, an export's trainer_config.json)
+# and hashed: the keys runs saved before the block existed, so run ids, saved configs and exports stay valid.
+SAVED_AT: dict[str, str] = {
+    "rehearsal.runs_dir": "trainer.runs_dir",
+    "rehearsal.preset": "trainer.policy.model.preset",
+    "rehearsal.ema_decay": "trainer.policy.ema_decay",
+    "rehearsal.image_history": "generator.image_history",
+    "rehearsal.maze_size": "environment.maze.size",
+    "rehearsal.heldout_set": "environment.heldout_set",
+    "rehearsal.sft.batch_size": "sft.batch_size",
+    "rehearsal.sft.lr": "sft.lr",
+    "rehearsal.sft.validation_size": "sft.validation_size",
+    "rehearsal.sft.target_solved": "sft.target_solved",
+    "rehearsal.control": "control.enabled",
+    "rehearsal.serve": "serve.enabled",
 }
-
-
-# The rehearsal's own settings, which SkyRL has no key for; every other leaf is a SkyRL 0.4.0 key, typed as SkyRL
-# types it (tests/workload/local/test_config.py holds both to workload/skyrl/skyrl_0.4.0_keys.txt).
-OWN_KEYS = (
-    "name", "description", "trainer.runs_dir", "trainer.policy.model.preset", "trainer.policy.ema_decay",
-    "generator.image_history", "environment.maze.size", "environment.heldout_set", "sft.batch_size", "sft.lr",
-    "sft.validation_size", "sft.target_solved", "control.enabled", "serve.enabled",
-)
+# Saved keys that name or place a run without changing its results: left out of the fingerprint. The control
+# adds a comparison without changing the start or GRPO: a run with it off can add it later.
+UNFINGERPRINTED = ("name", "description", "trainer.run_name", "trainer.runs_dir", "trainer.resume_mode",
+                   "control.enabled")
+# A rehearsal is named by its settings' fingerprint: trainer.run_name takes null here, where SkyRL types it str.
+NULLABLE_HERE = ("trainer.run_name",)
 
 
 class AlgorithmConfig(ConfigModel):
@@ -67,9 +76,8 @@ class LoraConfig(ConfigModel):
 
 
 class ModelConfig(ConfigModel):
-    """Which tiny Qwen3-VL is built, and its adapter."""
+    """The policy's adapter (SkyRL ``trainer.policy.model``)."""
 
-    preset: str = Field(description="Tiny model size: tiny | small | base (workload/model/tiny.py).")
     lora: LoraConfig
 
 
@@ -78,17 +86,14 @@ class PolicyConfig(ConfigModel):
 
     optimizer_config: OptimizerConfig
     model: ModelConfig
-    ema_decay: float = Field(ge=0.0, lt=1.0, description="Evaluate, export and serve a running average of the "
-                             "LoRA weights with this decay (0: the raw weights).")
 
 
 class TrainerConfig(ConfigModel):
     """The GRPO loop, its schedule and its outputs (SkyRL ``trainer``)."""
 
     seed: int = Field(description="Seed of model init, maze draws and sampling.")
-    run_name: str | None = Field(description="Run folder name under runs_dir; null: local-FINGERPRINT, so the "
-                                 "same settings resume the same run.")
-    runs_dir: str = Field(description="Folder of the runs (the local stand-in for /shared on the cluster).")
+    run_name: str | None = Field(description="Run folder name under rehearsal.runs_dir; null: local-FINGERPRINT, so "
+                                 "the same settings resume the same run.")
     resume_mode: Literal["latest", "none"] = Field(description="latest: resume from the newest checkpoint; none: start afresh.")
     max_training_steps: PositiveInt = Field(description="GRPO steps.")
     train_batch_size: PositiveInt = Field(description="Mazes (GRPO groups) per step.")
@@ -135,57 +140,76 @@ class GeneratorConfig(ConfigModel):
     n_samples_per_prompt: int = Field(ge=2, description="Rollouts of the same maze in one GRPO group (>= 2: "
                                       "GRPO normalizes within a group).")
     max_turns: PositiveInt = Field(description="Turn cap of an episode.")
-    image_history: PositiveInt = Field(description="Past frames kept in context (1: the latest frame only).")
     sampling_params: SamplingConfig = Field(description="Sampling of training rollouts.")
     inference_engine: InferenceEngineConfig
-
-
-class MazeConfig(ConfigModel):
-    """The mazes played."""
-
-    size: int = Field(description="Maze side in cells: odd and >= 5 (VisGym); cells are CELL_PX pixels.")
-
-    @field_validator("size")
-    @classmethod
-    def _odd(cls, value: int) -> int:
-        if value % 2 == 0 or value < 5:
-            raise ValueError(f"must be odd and >= 5 (VisGym), got {value}")
-        return value
-
-
-class EnvironmentConfig(ConfigModel):
-    """The environment (SkyRL ``environment``)."""
-
-    maze: MazeConfig
-    heldout_set: str = Field(description="Frozen held-out set evaluated (skymaze maze heldout).")
 
 
 class SftConfig(ConfigModel):
     """The supervised warm start before GRPO."""
 
     batch_size: PositiveInt = Field(description="Samples per SFT step.")
-    lr: float = Field(description="SFT learning rate.")
+    lr: float = Field(gt=0.0, description="SFT learning rate.")
     validation_size: PositiveInt = Field(description="Validation mazes (in neither training nor the held-out set; "
                                          "whole maps when the held-out set is held out by map): they stop SFT and "
                                          "choose the served step.")
-    target_solved: int = Field(description="Stop SFT at the first check (every SFT_CHECK_EVERY steps, at most "
+    target_solved: int = Field(ge=0, description="Stop SFT at the first check (every SFT_CHECK_EVERY steps, at most "
                                "SFT_MAX_STEPS) at which this many validation mazes are right on their whole path (the "
                                "rule reads validation only and never goes back; 0: stop at the first check).")
 
 
-class ControlConfig(ConfigModel):
-    """The comparison every report carries: SFT continued instead of GRPO, for the same CPU."""
+class RehearsalBlock(ConfigModel):
+    """The rehearsal's own settings: those SkyRL has no key for (the block a cluster recipe refuses)."""
 
-    enabled: bool = Field(description="Continue SFT from the GRPO start for the GRPO phase's CPU seconds, evaluate "
+    runs_dir: str = Field(description="Folder of the runs (the local stand-in for /shared on the cluster).")
+    preset: str = Field(description="Tiny model size: tiny | small | base (workload/model/tiny.py).")
+    ema_decay: float = Field(ge=0.0, lt=1.0, description="Evaluate, export and serve a running average of the "
+                             "LoRA weights with this decay (0: the raw weights).")
+    image_history: PositiveInt = Field(description="Past frames kept in context (1: the latest frame only).")
+    maze_size: int = Field(description="Maze side in cells: odd and >= 5 (VisGym); cells are CELL_PX pixels.")
+    heldout_set: str = Field(description="Frozen held-out set evaluated (skymaze maze heldout).")
+    sft: SftConfig
+    control: bool = Field(description="Continue SFT from the GRPO start for the GRPO phase's CPU seconds, evaluate "
                           "and select it on validation like GRPO, and test GRPO against it (false: faster, no "
                           "control in the report).")
+    serve: bool = Field(description="Evaluate the adapter chosen on the validation set through the local "
+                        "OpenAI-compatible endpoint.")
 
+    @field_validator("maze_size")
+    @classmethod
+    def _odd(cls, value: int) -> int:
+        if value % 2 == 0 or value < 5:
+            raise ValueError(f"must be odd and >= 5 (VisGym), got {value}")
+        return value
 
-class ServeConfig(ConfigModel):
-    """The local endpoint at the end of the rehearsal."""
+    @model_validator(mode="after")
+    def _heldout_fits_the_maze(self) -> RehearsalBlock:
+        mismatch = size_mismatch(self.heldout_set, self.maze_size,
+                                 size_key="rehearsal.maze_size", set_key="rehearsal.heldout_set")
+        if mismatch:
+            raise ValueError(mismatch)
+        return self
 
-    enabled: bool = Field(description="Evaluate the adapter chosen on the validation set through the local "
-                          "OpenAI-compatible endpoint.")
+    @model_validator(mode="after")
+    def _validation_takes_whole_maps(self) -> RehearsalBlock:
+        from workload.maze.heldout import CORNER_PAIRS, SPECS
+
+        if SPECS[self.heldout_set].by_map and self.sft.validation_size % CORNER_PAIRS:
+            raise ValueError(
+                f"rehearsal.sft.validation_size ({self.sft.validation_size}) must be a multiple of {CORNER_PAIRS}: the "
+                f"held-out set {self.heldout_set!r} is held out by map, so validation takes whole "
+                f"maps with all {CORNER_PAIRS} corner pairs; set it to e.g. 64"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _sft_can_stop(self) -> RehearsalBlock:
+        if self.sft.target_solved > self.sft.validation_size:
+            raise ValueError(
+                f"rehearsal.sft.target_solved ({self.sft.target_solved}) exceeds rehearsal.sft.validation_size "
+                f"({self.sft.validation_size}): SFT could never stop on the rule; lower the target or enlarge the "
+                "validation set"
+            )
+        return self
 
 
 class RehearsalConfig(ConfigModel):
@@ -195,44 +219,29 @@ class RehearsalConfig(ConfigModel):
     description: str = Field("", description="One line on what the recipe rehearses (skymaze recipe list).")
     trainer: TrainerConfig
     generator: GeneratorConfig
-    environment: EnvironmentConfig
-    sft: SftConfig
-    control: ControlConfig
-    serve: ServeConfig
+    rehearsal: RehearsalBlock
 
     @model_validator(mode="after")
-    def _heldout_fits_the_maze(self) -> RehearsalConfig:
-        mismatch = size_mismatch(self.environment.heldout_set, self.environment.maze.size,
-                                 size_key="environment.maze.size", set_key="environment.heldout_set")
-        if mismatch:
-            raise ValueError(mismatch)
+    def _skyrl_typed(self) -> RehearsalConfig:
+        """The SkyRL keys pass the cluster recipe's checks too: one vocabulary, one typing, one set of ranges."""
+        values = {key: value for key, value in self.skyrl_values().items()
+                  if not (key in NULLABLE_HERE and value is None)}
+        problems = skyrl_problems(values)
+        if problems:
+            raise ValueError("; ".join(problem.rstrip(".") for problem in problems))
         return self
 
-    @model_validator(mode="after")
-    def _validation_takes_whole_maps(self) -> RehearsalConfig:
-        from workload.maze.heldout import CORNER_PAIRS, SPECS
-
-        if SPECS[self.environment.heldout_set].by_map and self.sft.validation_size % CORNER_PAIRS:
-            raise ValueError(
-                f"sft.validation_size ({self.sft.validation_size}) must be a multiple of {CORNER_PAIRS}: the "
-                f"held-out set {self.environment.heldout_set!r} is held out by map, so validation takes whole "
-                f"maps with all {CORNER_PAIRS} corner pairs; set it to e.g. 64"
-            )
-        return self
-
-    @model_validator(mode="after")
-    def _sft_can_stop(self) -> RehearsalConfig:
-        if self.sft.target_solved > self.sft.validation_size:
-            raise ValueError(
-                f"sft.target_solved ({self.sft.target_solved}) exceeds sft.validation_size ({self.sft.validation_size}): "
-                "SFT could never stop on the rule; lower the target or enlarge the validation set"
-            )
-        return self
+    def skyrl_values(self) -> dict[str, Any]:
+        """``{SkyRL key: value}`` of every setting outside the rehearsal block."""
+        return config.flatten(self.model_dump(include=set(SKYRL_SECTIONS)))
 
     def to_dict(self) -> dict[str, Any]:
-        """Every setting, with the constants under the keys they are saved as (``constants.SAVED_AS``, ``FOLLOWS``):
-        what a run saves (config.json, checkpoints, an export's trainer_config.json) and what its fingerprint hashes."""
-        tree = OmegaConf.create(self.model_dump())
+        """Every setting and constant under the key it is saved as: SkyRL's keys as they are, the rehearsal
+        block's at ``SAVED_AT``, the constants at ``constants.SAVED_AS`` and ``FOLLOWS``. What a run saves
+        (config.json, checkpoints, an export's trainer_config.json) and what its fingerprint hashes."""
+        tree = OmegaConf.create(self.model_dump(exclude={"rehearsal"}))
+        for key, value in config.flatten({"rehearsal": self.rehearsal.model_dump()}).items():
+            OmegaConf.update(tree, SAVED_AT[key], value)
         for key, value in constants.fixed_values().items():
             OmegaConf.update(tree, key, value)
         for key, setting in constants.FOLLOWS.items():
@@ -242,14 +251,17 @@ class RehearsalConfig(ConfigModel):
     def overrides(self) -> list[str]:
         """Every setting as ``KEY=VALUE``, as ``--set`` takes it."""
         return [f"{key}={_text(value)}" for key, value in config.flatten(self.model_dump()).items()
-                if key not in UNFINGERPRINTED[""]]
+                if key not in ("name", "description")]
 
     def fingerprint(self) -> str:
         """Hash of every setting that changes results (not the run name or folder)."""
         data = self.to_dict()
-        for section, keys in UNFINGERPRINTED.items():
-            for key in keys:
-                (data[section] if section else data).pop(key)
+        for key in UNFINGERPRINTED:
+            *sections, leaf = key.split(".")
+            node = data
+            for section in sections:
+                node = node[section]
+            node.pop(leaf)
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:10]
 
     @property
@@ -281,9 +293,10 @@ def load_config(name: str = "local", overrides: list[str] | None = None) -> Rehe
 
 def config_from_dict(data: dict[str, Any]) -> RehearsalConfig:
     """Rebuild a config saved with ``to_dict()`` (checkpoints, exports, config.json): the saved constants are
-    left out, since the code runs its own."""
+    left out, since the code runs its own, and the rehearsal block's settings go back from ``SAVED_AT``."""
+    setting_at = {saved: key for key, saved in SAVED_AT.items()}
     tree = OmegaConf.create({})
     for key, value in config.flatten(data).items():
         if key not in constants.SAVED_AS and key not in constants.FOLLOWS:
-            OmegaConf.update(tree, key, value)
+            OmegaConf.update(tree, setting_at.get(key, key), value)
     return config.validate(RehearsalConfig, OmegaConf.to_container(tree), what="saved rehearsal settings")

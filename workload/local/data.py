@@ -64,8 +64,8 @@ def validation_set(count: int, *, size: int, accept: Callable[[int], bool], by_m
     if by_map:
         if count % CORNER_PAIRS:
             raise ValueError(
-                f"sft.validation_size ({count}) must be a multiple of {CORNER_PAIRS} when the held-out set is "
-                f"held out by map: validation takes whole maps with all {CORNER_PAIRS} corner pairs"
+                f"rehearsal.sft.validation_size ({count}) must be a multiple of {CORNER_PAIRS} when the held-out "
+                f"set is held out by map: validation takes whole maps with all {CORNER_PAIRS} corner pairs"
             )
         entries = whole_maps(count // CORNER_PAIRS, size, first_seed=VALIDATION_SEED_BASE, accept=accept)
         return HeldoutSet(name=f"validation-{size}x{size}-{count}-maps", size=size, entries=tuple(entries))

@@ -17,12 +17,12 @@ PROXY_BATCH = 256  # contexts per forward of the path-argmax check (bounds activ
 
 def eval_settings(cfg: RehearsalConfig) -> PlaySettings:
     """Greedy play settings (``constants.EVAL_TEMPERATURE``, ``MAX_GENERATE_LENGTH``)."""
-    g, maze = cfg.generator, cfg.environment.maze
+    g, own = cfg.generator, cfg.rehearsal
     return PlaySettings(
-        size=maze.size,
+        size=own.maze_size,
         cell_px=constants.CELL_PX,
         max_turns=g.max_turns,
-        history=g.image_history,
+        history=own.image_history,
         temperature=constants.EVAL_TEMPERATURE,
         max_new_tokens=constants.MAX_GENERATE_LENGTH,
     )
@@ -52,14 +52,14 @@ def path_states(entry: dict, cfg: RehearsalConfig) -> tuple[list[Context], list[
     from workload.maze.env import Maze2D
     from workload.maze.solver import solve
 
-    maze = cfg.environment.maze
+    size = cfg.rehearsal.maze_size
     actions = solve(entry["init_state"])
-    env = Maze2D(maze.size, cell_px=constants.CELL_PX)
+    env = Maze2D(size, cell_px=constants.CELL_PX)
     frames = [env.reset(init_state=entry["init_state"])[0]]
     for action in actions[:-1]:
         frames.append(env.step(action)[0])
     contexts = [
-        turn_context(frames, actions, turn, history=cfg.generator.image_history, size=maze.size)
+        turn_context(frames, actions, turn, history=cfg.rehearsal.image_history, size=size)
         for turn in range(len(actions))
     ]
     return contexts, actions

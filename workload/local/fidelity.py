@@ -62,7 +62,7 @@ BEHAVIOUR: dict[str, str] = {
     "share of turns whose reply carries non-empty <observation>, <justification> and <action> tags (format_bonus 0.2); "
     "the tiny model's reply is one action token and the end-of-turn token, which never carries those tags, so the "
     "bonus would be a constant 0 for it.",
-    "weight averaging": "Evaluated, exported and served weights are a running average (trainer.policy.ema_decay "
+    "weight averaging": "Evaluated, exported and served weights are a running average (rehearsal.ema_decay "
     "0.9); SkyRL has none.",
     "LoRA scale": "The update is scaled by alpha / rank: 32 / 16 = 2 here, 32 / 32 = 1 on the cluster, so the same "
     "alpha is not the same step size.",

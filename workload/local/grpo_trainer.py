@@ -276,7 +276,7 @@ def checkpoints_to_prune(steps: list[int], keep: int) -> list[int]:
 
 class PolicyState:
     """What persists across GRPO steps: the peft model, AdamW over its LoRA weights and the
-    learning-rate schedule, the running average of those weights (``trainer.policy.ema_decay``),
+    learning-rate schedule, the running average of those weights (``rehearsal.ema_decay``),
     and their files (checkpoints, PEFT exports)."""
 
     def __init__(self, model: Any, cfg: RehearsalConfig, run: RunDir):
@@ -294,7 +294,7 @@ class PolicyState:
                 min_lr_ratio=constants.MIN_LR_RATIO,
             ),
         )
-        self.ema_decay = t.policy.ema_decay
+        self.ema_decay = cfg.rehearsal.ema_decay
         self.ema = self.lora_state() if self.ema_decay > 0 else None
 
     def lora_state(self) -> dict[str, torch.Tensor]:
@@ -410,7 +410,7 @@ class GrpoLearner:
         """This step's groups, played by the actors (each its share), in group order."""
         t, n = self.cfg.trainer, self.cfg.generator.n_samples_per_prompt
         seeds = draw_seeds(t.train_batch_size, seed=t.seed, phase=PHASE_GRPO, step=step, accept=self.accept)
-        states = [generate_from_seed(s, self.cfg.environment.maze.size) for s in seeds]
+        states = [generate_from_seed(s, self.cfg.rehearsal.maze_size) for s in seeds]
         shares = worker_shares(len(seeds), len(self.workers))
         jobs = []
         for i, (worker, mine) in enumerate(zip(self.workers, shares, strict=True)):
@@ -428,8 +428,8 @@ class GrpoLearner:
             episodes,
             group_size=g.n_samples_per_prompt,
             norm_by_std=constants.GRPO_NORM_BY_STD,
-            history=g.image_history,
-            size=self.cfg.environment.maze.size,
+            history=self.cfg.rehearsal.image_history,
+            size=self.cfg.rehearsal.maze_size,
             skip_tokens=self.encoder.vision_token_ids,
         )
 

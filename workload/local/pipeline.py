@@ -83,7 +83,7 @@ def _phase_model(cfg: RehearsalConfig, run: RunDir, echo: Callable[[str], None])
     if (run.base_model / "config.json").is_file():
         echo(f"[model] base model present: {run.base_model}")
         return
-    preset = cfg.trainer.policy.model.preset
+    preset = cfg.rehearsal.preset
     write_dir_atomic(run.base_model, lambda tmp: build_tiny_model(tmp, seed=cfg.trainer.seed, preset=preset))
     echo(f"[model] built tiny Qwen3-VL ({preset}, seed {cfg.trainer.seed}): {run.base_model}")
 
@@ -100,8 +100,8 @@ def _phase_sft(cfg: RehearsalConfig, run: RunDir, ctx: PhaseContext, echo: Calla
     validation = ctx.validation
     total = len(validation.entries)
     echo(
-        f"[sft] BFS demonstrations, batch {cfg.sft.batch_size}; stop at the first check with at least "
-        f"{cfg.sft.target_solved}/{total} validation mazes right on their whole path (checked every "
+        f"[sft] BFS demonstrations, batch {cfg.rehearsal.sft.batch_size}; stop at the first check with at least "
+        f"{cfg.rehearsal.sft.target_solved}/{total} validation mazes right on their whole path (checked every "
         f"{constants.SFT_CHECK_EVERY} steps; at most {constants.SFT_MAX_STEPS} steps)"
     )
     result = run_sft(
@@ -233,7 +233,7 @@ def _served_model_id() -> str:
 
 def _served_summary(cfg: RehearsalConfig, report: dict, best_step: int) -> dict:
     solved = {e["seed"]: bool(e["solved"]) for e in report.get("episodes", [])}
-    seeds = [e["seed"] for e in load_set(cfg.environment.heldout_set).entries]
+    seeds = [e["seed"] for e in load_set(cfg.rehearsal.heldout_set).entries]
     return {
         "solved": report["solved"],
         "total": report["total"],
@@ -251,7 +251,7 @@ def _served_on_disk(cfg: RehearsalConfig, run: RunDir, best_step: int, echo: Cal
         return None
     report = json.loads(path.read_text())
     if (report.get("model"), report.get("step"), report.get("set")) != (
-            _served_model_id(), best_step, cfg.environment.heldout_set):
+            _served_model_id(), best_step, cfg.rehearsal.heldout_set):
         return None
     echo(f"[serve] {report['model']} already evaluated through the endpoint: {path}")
     return _served_summary(cfg, report, best_step)
@@ -278,14 +278,14 @@ def _phase_serve(cfg: RehearsalConfig, run: RunDir, best_step: int, echo: Callab
     from workload.serve.settings import ServeSettings
 
     with LocalServer(ServeSettings(model=run.sft_model, adapters=adapters, model_id=SERVED_BASE_ID, port=0)) as server:
-        echo(f"[serve] {server.url}/v1 serving {model_id}; evaluating {cfg.environment.heldout_set}")
+        echo(f"[serve] {server.url}/v1 serving {model_id}; evaluating {cfg.rehearsal.heldout_set}")
         report = evaluate_endpoint(
             endpoint=server.url,
             model=model_id,
-            set_name=cfg.environment.heldout_set,
+            set_name=cfg.rehearsal.heldout_set,
             max_turns=cfg.generator.max_turns,
             style="compact",
-            image_history=cfg.generator.image_history,
+            image_history=cfg.rehearsal.image_history,
             cell_px=constants.CELL_PX,
             max_tokens=constants.MAX_GENERATE_LENGTH,
             reuse_replies=True,
@@ -326,11 +326,11 @@ def _phase_context(cfg: RehearsalConfig, run: RunDir, metrics: MetricsLog, log: 
             f"(95% CI {lo:.2f}-{hi:.2f}){also}"
         )
 
-    heldout = load_set(cfg.environment.heldout_set)
-    size = cfg.environment.maze.size
-    not_heldout = training_seed_filter(size, [cfg.environment.heldout_set])
-    by_map = SPECS[cfg.environment.heldout_set].by_map
-    validation = validation_set(cfg.sft.validation_size, size=size, accept=not_heldout, by_map=by_map)
+    heldout = load_set(cfg.rehearsal.heldout_set)
+    size = cfg.rehearsal.maze_size
+    not_heldout = training_seed_filter(size, [cfg.rehearsal.heldout_set])
+    by_map = SPECS[cfg.rehearsal.heldout_set].by_map
+    validation = validation_set(cfg.rehearsal.sft.validation_size, size=size, accept=not_heldout, by_map=by_map)
     accept = excluding(not_heldout, validation, by_map=by_map)
     return PhaseContext(accept=accept, heldout=heldout, validation=validation, log=log_both, on_eval=on_eval)
 
@@ -338,7 +338,7 @@ def _phase_context(cfg: RehearsalConfig, run: RunDir, metrics: MetricsLog, log: 
 def _open_run(cfg: RehearsalConfig, echo: Callable[[str], None]) -> tuple[RunDir, bool]:
     """The run's folder (emptied first with ``trainer.resume_mode=none``), its config and the ``latest``
     link written; returns it and whether the run is finished on disk (then it is only read back)."""
-    runs_dir = Path(cfg.trainer.runs_dir)
+    runs_dir = Path(cfg.rehearsal.runs_dir)
     run = RunDir(runs_dir / cfg.run_id)
     if cfg.trainer.resume_mode == "none" and run.root.exists():
         shutil.rmtree(run.root)
@@ -379,8 +379,8 @@ def _phases_on_ray(
             _record_grpo_cpu(run, timer.cpu_seconds["grpo"], grpo.get("resumed_from_step", 0))
         selected = _selected_step(run)
         with timer.run("serve"):
-            served = _served_on_disk(cfg, run, selected, echo) if cfg.serve.enabled else {}
-            if cfg.serve.enabled and served is None:
+            served = _served_on_disk(cfg, run, selected, echo) if cfg.rehearsal.serve else {}
+            if cfg.rehearsal.serve and served is None:
                 if ray is None:
                     cluster.enter_context(_training_ray(cfg))
                 served = _phase_serve(cfg, run, selected, echo)
@@ -409,7 +409,7 @@ def rehearse(cfg: RehearsalConfig, *, echo: Callable[[str], None] = print) -> di
             sft = _phase_sft(cfg, run, ctx, echo)
         grpo, selected, served = _phases_on_ray(cfg, run, ctx, timer, echo)
         control = {}
-        if cfg.control.enabled:  # after Ray has stopped: its background CPU is not the control's
+        if cfg.rehearsal.control:  # after Ray has stopped: its background CPU is not the control's
             with timer.run("control"):
                 control = _phase_control(cfg, run, ctx, echo, lambda: memory.cpu_s)
         metrics.close()

@@ -356,7 +356,7 @@ def finish_report(
     invocation that made it stay (:func:`keep_measurements`)."""
     from workload.maze.heldout import load_set
 
-    heldout = load_set(cfg.environment.heldout_set)
+    heldout = load_set(cfg.rehearsal.heldout_set)
     report: dict[str, Any] = {
         "run_id": cfg.run_id, "run_dir": str(run.root), "fingerprint": cfg.fingerprint(),
         "heldout_set": heldout.name, "heldout_seeds": heldout.seeds,
@@ -364,7 +364,7 @@ def finish_report(
     report |= summarize(run.evals(), run.validation_evals(), selected_step, heldout.seeds)
     if control:
         add_control(report, control, heldout.seeds)
-    if not served and cfg.serve.enabled:
+    if not served and cfg.rehearsal.serve:
         served = in_process_served(report, selected_step)
     report |= {
         "served": served,
@@ -377,7 +377,7 @@ def finish_report(
         "load_average_1m": os.getloadavg()[0],  # the machine's, at the end: others' work inflates wall time
         "resumed_from_step": grpo.get("resumed_from_step", 0),
         "sft": {k: v for k, v in sft.items() if k != "history"},
-        "image_history": cfg.generator.image_history,
+        "image_history": cfg.rehearsal.image_history,
     }
     write_pictures(report, run, heldout, constants.CELL_PX)
     previous_path = run.root / "report.json"

@@ -4,7 +4,7 @@ The analogue of the VisGym SFT checkpoint: full fine-tuning of the tiny model on
 (frame, solver action) pairs. A fixed step count gives starts that differ widely from seed to
 seed (docs/results.md), so training stops at the first check, every ``SFT_CHECK_EVERY`` steps,
 at which the greedy first token is the solver's action on every shortest-path state of at least
-``sft.target_solved`` validation mazes (never the held-out set), or at ``SFT_MAX_STEPS`` (both
+``rehearsal.sft.target_solved`` validation mazes (never the held-out set), or at ``SFT_MAX_STEPS`` (both
 in ``workload/local/constants.py``). That check is one batched forward (``PathCheck``: the
 validation prompts are encoded once). The rule reads the validation set only and never goes
 back: the start is whatever the first check at or above the target holds, however far above it
@@ -73,15 +73,15 @@ def sft_step(
     model: Any, encoder: Encoder, opt: Any, sched: Any, cfg: RehearsalConfig, step: int, accept: Callable[[int], bool]
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """One SFT step on the demonstration batch of ``step``; returns (loss, gradient norm before clipping)."""
-    s, maze = cfg.sft, cfg.environment.maze
+    s = cfg.rehearsal.sft
     model.train()
     contexts, labels = demonstration_batch(
         s.batch_size,
         seed=cfg.trainer.seed,
         step=step,
-        size=maze.size,
+        size=cfg.rehearsal.maze_size,
         cell_px=constants.CELL_PX,
-        history=cfg.generator.image_history,
+        history=cfg.rehearsal.image_history,
         path_fraction=constants.SFT_PATH_FRACTION,
         accept=accept,
     )
@@ -96,7 +96,7 @@ def sft_step(
 
 def sft_optimizer(model: Any, cfg: RehearsalConfig) -> tuple[torch.optim.Optimizer, Any]:
     opt = torch.optim.AdamW(
-        model.parameters(), lr=cfg.sft.lr, betas=ADAM_BETAS, weight_decay=SFT_WEIGHT_DECAY
+        model.parameters(), lr=cfg.rehearsal.sft.lr, betas=ADAM_BETAS, weight_decay=SFT_WEIGHT_DECAY
     )
     warmup = max(1, constants.SFT_WARMUP_STEPS)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda step: min(1.0, (step + 1) / warmup))
@@ -114,7 +114,7 @@ def run_sft(
     log: Callable[[str, int, dict], None],
 ) -> SftResult:
     """Train ``model`` in place until the stopping rule holds; resumes from ``run.sft_state``."""
-    s = cfg.sft
+    s = cfg.rehearsal.sft
     opt, sched = sft_optimizer(model, cfg)
     step, history, solved = 0, [], 0
     if run.sft_state.is_file():

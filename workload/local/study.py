@@ -39,7 +39,7 @@ MAPS_7X7 = 192
 SQUARE_SYMMETRIES = 8  # 4 rotations x (identity, transpose): the dihedral group of the square
 STUDY_OVERRIDES = (  # the rehearsal recipe `local`, with the one change the protocol makes to it
     "trainer.policy.optimizer_config.scheduler=constant_with_warmup",  # arms run to a CPU budget, not a step count
-    f"environment.maze.size={MAZE_SIZE}",
+    f"rehearsal.maze_size={MAZE_SIZE}",
 )
 
 
@@ -163,7 +163,7 @@ def off_path_states(entry: dict, cfg: Any) -> tuple[list[Any], list[str]]:
         if cell in on_path:
             continue
         frame = env.reset(init_state={**state, "agent_location": list(cell)})[0]
-        contexts.append(turn_context([frame], [], 0, history=cfg.generator.image_history, size=MAZE_SIZE))
+        contexts.append(turn_context([frame], [], 0, history=cfg.rehearsal.image_history, size=MAZE_SIZE))
         labels.append(path_to_actions(shortest_path(maze_map, cell, goal))[0])
     return contexts, labels
 
@@ -236,9 +236,9 @@ def demonstrations(cfg: Any, settings: StudySettings, seed: int, step: int, acce
     from workload.local import constants
     from workload.local.data import demonstration_batch
 
-    return demonstration_batch(cfg.sft.batch_size, seed=seed, step=step, size=MAZE_SIZE, cell_px=constants.CELL_PX,
-                               history=cfg.generator.image_history, path_fraction=settings.path_fraction,
-                               accept=accept)
+    return demonstration_batch(cfg.rehearsal.sft.batch_size, seed=seed, step=step, size=MAZE_SIZE,
+                               cell_px=constants.CELL_PX, history=cfg.rehearsal.image_history,
+                               path_fraction=settings.path_fraction, accept=accept)
 
 
 def train_start(model: Any, encoder: Any, cfg: Any, settings: StudySettings, seed: int, checks: Checks,
@@ -394,7 +394,7 @@ def run_seed(seed: int, out: Path, settings: StudySettings = PROTOCOL,
     split = class_split(settings.heldout_maps, settings.validation_maps)
     workdir = Path(out) / "work" / f"seed-{seed}"
     base = workdir / "base"
-    write_dir_atomic(base, lambda tmp: build_tiny_model(tmp, seed=seed, preset=cfg.trainer.policy.model.preset))
+    write_dir_atomic(base, lambda tmp: build_tiny_model(tmp, seed=seed, preset=cfg.rehearsal.preset))
     model, processor = load_tiny(base)
     encoder = Encoder(processor)
     checks = Checks(split, PathCheck(encoder, split.validation, cfg), PathCheck(encoder, split.heldout, cfg),

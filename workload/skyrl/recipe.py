@@ -16,13 +16,18 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import Field, PositiveInt, field_validator
+from pydantic import Field, PositiveInt, field_validator, model_validator
 
 from workload import config
 from workload.skyrl import schedule
 from workload.skyrl.known_keys import load_known_keys
 
 RECIPES_DIR = Path(__file__).with_name("recipes")
+# The rehearsal recipe's block of settings SkyRL has no key for (workload/local/config.py RehearsalBlock).
+REHEARSAL_BLOCK = "rehearsal"
+NO_REHEARSAL_BLOCK = (f"{REHEARSAL_BLOCK}: a cluster recipe has no rehearsal block (it holds the CPU rehearsal's own "
+                      "settings, which SkyRL has no key for, so the cluster would never read them); remove it, or set "
+                      f"them on a rehearsal recipe: skymaze rehearse --set {REHEARSAL_BLOCK}.KEY=VALUE")
 # (lowest, highest, lowest allowed) of SkyRL keys SkyRL 0.4.0 checks only once the job runs, or never: counts it
 # asserts positive (skyrl/train/utils/utils.py validate_batch_sizes, validate_cfg) or that mean nothing below 1, a
 # share of GPU memory (vLLM's gpu_memory_utilization), temperatures (0: greedy), a learning rate, a LoRA rank (0: off).
@@ -119,6 +124,14 @@ class Recipe(config.ConfigModel):
     skyrl: dict[str, Any] = Field(description="SkyRL config keys passed through as KEY=VALUE ({shared_root}, "
                                   "{run_id}, {run_dir} filled in), each typed as SkyRL types it "
                                   "(workload/skyrl/skyrl_0.4.0_keys.txt); any other --set key lands here.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_rehearsal_block(cls, data: Any) -> Any:
+        if isinstance(data, dict) and (REHEARSAL_BLOCK in data or any(
+                str(key).split(".")[0] == REHEARSAL_BLOCK for key in data.get("skyrl") or {})):
+            raise ValueError(NO_REHEARSAL_BLOCK)
+        return data
 
     @field_validator("skyrl")
     @classmethod

@@ -15,9 +15,9 @@ import pytest
 # Every phase on a few seconds of work: SFT stops at its first check (target 0), GRPO runs 6 steps of
 # 2 groups x 2 rollouts with evals (and so exports) every 3 steps and a checkpoint every step.
 SMOKE_OVERRIDES = (
-    "sft.batch_size=16",
-    "sft.validation_size=4",
-    "sft.target_solved=0",
+    "rehearsal.sft.batch_size=16",
+    "rehearsal.sft.validation_size=4",
+    "rehearsal.sft.target_solved=0",
     "trainer.max_training_steps=6",
     "trainer.eval_interval=3",
     "trainer.ckpt_interval=1",
@@ -25,7 +25,7 @@ SMOKE_OVERRIDES = (
     "trainer.policy_mini_batch_size=2",
     "generator.n_samples_per_prompt=2",
     "generator.max_turns=4",
-    "control.enabled=true",  # off by default; the smoke run checks it too
+    "rehearsal.control=true",  # off by default; the smoke run checks it too
 )
 RUN_TIMEOUT_S = 600
 
@@ -38,7 +38,7 @@ def rehearse_command(runs_dir: Path, *extra: str) -> list[str]:
         "workload.cli.main",
         "rehearse",
         *SMOKE_OVERRIDES,
-        f"trainer.runs_dir={runs_dir}",
+        f"rehearsal.runs_dir={runs_dir}",
         *extra,
     ]
 

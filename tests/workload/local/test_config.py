@@ -13,9 +13,9 @@ def test_recipe_local_loads_with_skyrl_key_names():
     cfg = load_config("local")
     assert cfg.generator.n_samples_per_prompt == 8
     assert cfg.generator.max_turns == 15
-    assert cfg.generator.image_history == 1
+    assert cfg.rehearsal.image_history == 1
     assert cfg.trainer.policy.model.lora.rank == 16
-    assert cfg.environment.heldout_set == "rehearsal-7x7-maps"
+    assert cfg.rehearsal.heldout_set == "rehearsal-7x7-maps"
 
 
 def test_overrides_are_parsed_to_the_recipe_types():
@@ -45,7 +45,7 @@ def test_an_integer_is_accepted_for_a_float_setting():
 
 def test_run_id_follows_the_settings_that_change_results_only():
     base = load_config("local")
-    assert base.run_id == load_config("local", ["trainer.runs_dir=elsewhere"]).run_id
+    assert base.run_id == load_config("local", ["rehearsal.runs_dir=elsewhere"]).run_id
     assert base.run_id != load_config("local", ["trainer.seed=1"]).run_id
     assert base.run_id.startswith("local-")
 
@@ -60,6 +60,11 @@ def test_unknown_key_names_the_close_match():
         ValueError, match=r"unknown setting 'max_training_steps'; did you mean trainer.max_training_steps"
     ):
         load_config("local", ["max_training_steps=3"])
+
+
+def test_a_key_of_the_rehearsal_block_given_without_its_block_names_it():
+    with pytest.raises(ValueError, match=r"unknown setting 'sft.lr'; did you mean rehearsal.sft.lr\?"):
+        load_config("local", ["sft.lr=0.1"])
 
 
 def test_override_without_equals_is_refused():
@@ -108,18 +113,18 @@ def test_resume_mode_is_checked():
 
 
 def test_even_maze_size_is_refused():
-    with pytest.raises(ValueError, match=r"environment.maze.size: must be odd and >= 5"):
-        load_config("local", ["environment.maze.size=8"])
+    with pytest.raises(ValueError, match=r"rehearsal.maze_size: must be odd and >= 5"):
+        load_config("local", ["rehearsal.maze_size=8"])
 
 
 def test_sft_target_above_the_validation_set_is_refused():
-    with pytest.raises(ValueError, match=r"sft.target_solved \(65\) exceeds sft.validation_size"):
-        load_config("local", ["sft.target_solved=65"])
+    with pytest.raises(ValueError, match=r"rehearsal.sft.target_solved \(65\) exceeds rehearsal.sft.validation_size"):
+        load_config("local", ["rehearsal.sft.target_solved=65"])
 
 
 def test_validation_of_part_of_a_map_is_refused_when_the_held_out_set_is_by_map():
-    with pytest.raises(ValueError, match=r"sft.validation_size \(62\) must be a multiple of 4"):
-        load_config("local", ["sft.validation_size=62", "sft.target_solved=8"])
+    with pytest.raises(ValueError, match=r"rehearsal.sft.validation_size \(62\) must be a multiple of 4"):
+        load_config("local", ["rehearsal.sft.validation_size=62", "rehearsal.sft.target_solved=8"])
 
 
 def test_the_sft_band_is_gone():
@@ -140,32 +145,47 @@ def test_exports_follow_the_evaluations_in_saved_configs():
     assert config_from_dict(saved) == cfg
 
 
-def test_the_recipe_keeps_its_fingerprint_with_the_constants_hashed_under_their_old_keys():
-    """912be40f18 is the id of the default run from before these settings became constants."""
+def test_the_recipe_keeps_its_fingerprint_with_the_constants_and_the_rehearsal_block_under_their_saved_keys():
+    """9843a34cc1 is the id of the default run since the pipeline-check defaults (40 steps, control off); it stayed
+    when the constants left the recipe and when the rehearsal's own settings moved into the rehearsal block."""
     import hashlib
     import json
 
     from workload.local.config import UNFINGERPRINTED
 
     cfg = load_config("local")
-    assert cfg.fingerprint() == "912be40f18"
+    assert cfg.fingerprint() == "9843a34cc1"
     saved = cfg.to_dict()
     assert config.flatten(saved).items() >= constants.fixed_values().items()
-    for section, keys in UNFINGERPRINTED.items():
-        for key in keys:
-            (saved[section] if section else saved).pop(key)
+    for key in UNFINGERPRINTED:
+        *sections, leaf = key.split(".")
+        node = saved
+        for section in sections:
+            node = node[section]
+        node.pop(leaf)
     assert cfg.fingerprint() == hashlib.sha256(json.dumps(saved, sort_keys=True).encode()).hexdigest()[:10]
 
 
+@pytest.mark.parametrize(("overrides", "fingerprint"), [
+    (["rehearsal.sft.lr=0.002"], "f65d35ea30"),
+    (["rehearsal.control=true", "rehearsal.image_history=2"], "f8fe386d3e"),
+    (["rehearsal.preset=small", "rehearsal.ema_decay=0.5", "rehearsal.maze_size=9", "rehearsal.heldout_set=easy-64",
+      "rehearsal.sft.batch_size=8"], "49baff42f7"),
+])
+def test_a_rehearsal_block_setting_hashes_as_its_old_key_did(overrides, fingerprint):
+    """Each id was computed with the same values set under the old keys (sft.lr, control.enabled, ...)."""
+    assert load_config("local", overrides).fingerprint() == fingerprint
+
+
 def test_the_default_recipe_saves_the_same_bytes_as_before(tmp_path):
-    """The config.json of the default run, hashed when the constants were recipe keys."""
+    """The config.json of the default run, hashed before the rehearsal block existed (same defaults)."""
     import hashlib
 
     from workload.files import write_json_atomic
 
     path = write_json_atomic(tmp_path / "config.json", load_config("local").to_dict())
     assert hashlib.sha256(path.read_bytes()).hexdigest() == (
-        "95ae2aeca69cbcf435464da9ae543ed717cca6f0875c948e83b3f2df5a599c07")
+        "594320ba38e4db92d5ae2f2909bfdd4bab3e79e170cdde9925a4070e5d714692")
 
 
 def test_the_fingerprint_follows_a_patched_constant(monkeypatch):
@@ -178,6 +198,7 @@ def test_a_config_saved_while_the_constants_were_settings_loads():
     cfg = load_config("local", ["trainer.seed=3"])
     saved = cfg.to_dict()  # every old key with the constant's value, as runs saved it
     assert saved["sft"]["max_steps"] == 600 and saved["environment"]["maze"]["cell_px"] == 8
+    assert saved["sft"]["lr"] == cfg.rehearsal.sft.lr and saved["control"]["enabled"] is cfg.rehearsal.control
     assert config_from_dict(saved) == cfg
 
 
@@ -233,7 +254,7 @@ def test_the_run_log_names_the_recipe_that_ran(tmp_path, monkeypatch):
     (tmp_path / "local.yaml").write_text((local_config.RECIPES_DIR / "local.yaml").read_text())
     (tmp_path / "quick.yaml").write_text("extends: local\ntrainer:\n  max_training_steps: 2\n")
     monkeypatch.setattr(local_config, "RECIPES_DIR", tmp_path)
-    cfg = load_config("quick", [f"trainer.runs_dir={tmp_path / 'runs'}"])
+    cfg = load_config("quick", [f"rehearsal.runs_dir={tmp_path / 'runs'}"])
     lines = []
 
     def echo(line):
@@ -250,7 +271,7 @@ def test_the_run_log_names_the_recipe_that_ran(tmp_path, monkeypatch):
     [
         ("trainer.policy.optimizer_config.scheduler=linear",
          r"optimizer_config.scheduler=linear: Input should be 'constant_with_warmup' or 'cosine_with_min_lr'"),
-        ("trainer.policy.ema_decay=1.0", r"trainer.policy.ema_decay=1.0: Input should be less than 1"),
+        ("rehearsal.ema_decay=1.0", r"rehearsal.ema_decay=1.0: Input should be less than 1"),
     ],
 )
 def test_schedule_and_weight_average_settings_are_checked(override, message):
@@ -267,26 +288,34 @@ def test_a_saved_config_still_holds_every_key_the_adapter_evaluator_reads():
     assert [path for path in wanted if path not in saved] == []
 
 
-def test_every_setting_but_the_rehearsals_own_is_a_skyrl_key_of_skyrls_type():
+def test_every_setting_outside_the_rehearsal_block_is_a_skyrl_key_of_skyrls_type():
     """One key vocabulary for both recipes: a rehearsal key named like SkyRL's takes the values SkyRL's takes."""
     import typing
 
-    from workload.local.config import OWN_KEYS, RehearsalConfig
+    from workload.local.config import NULLABLE_HERE, SKYRL_SECTIONS, RehearsalConfig
     from workload.skyrl.known_keys import load_known_keys
 
     known = load_known_keys()
     paths = config.field_paths(RehearsalConfig)
-    assert [key for key in paths if key not in OWN_KEYS and not known.accepts(key)] == []
-    assert [key for key in OWN_KEYS if known.accepts(key)] == []
+    skyrl = {key: info for key, info in paths.items() if key.split(".")[0] in SKYRL_SECTIONS}
+    assert [key for key in skyrl if not known.accepts(key)] == []
+    own = [key for key in paths if key.startswith("rehearsal.")]
+    assert len(own) == 12 and [key for key in own if known.accepts(key.removeprefix("rehearsal."))] == []
+    assert set(paths) == {*skyrl, *own, "name", "description"}
     samples = {bool: [True], int: [3], float: [0.5], str: ["x"], type(None): [None]}
-    # null names a rehearsal by its settings' fingerprint; the cluster recipe always names its run (fidelity.REASONS).
-    wider = {"trainer.run_name": None}
-    for key, info in paths.items():
-        if key in OWN_KEYS:
-            continue
-        assert known.problem(key, wider[key]) if key in wider else True, key
+    for key, info in skyrl.items():
         if typing.get_origin(info.annotation) is typing.Literal:
             values = list(typing.get_args(info.annotation))
         else:
             values = [v for kind in typing.get_args(info.annotation) or (info.annotation,) for v in samples[kind]]
-        assert [v for v in values if known.problem(key, v) and (key, v) not in wider.items()] == [], key
+        assert [v for v in values if known.problem(key, v) and not (key in NULLABLE_HERE and v is None)] == [], key
+
+
+def test_a_skyrl_key_out_of_skyrls_range_is_refused_as_the_cluster_recipe_refuses_it():
+    with pytest.raises(ValueError, match=r"generator.sampling_params.temperature=-0.5: must be >= 0"):
+        load_config("local", ["generator.sampling_params.temperature=-0.5"])
+
+
+def test_a_skyrl_key_the_rehearsal_does_not_run_is_an_unknown_setting():
+    with pytest.raises(ValueError, match=r"unknown setting 'trainer.strategy'"):
+        load_config("local", ["trainer.strategy=fsdp"])

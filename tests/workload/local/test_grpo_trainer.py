@@ -185,7 +185,7 @@ def test_export_is_a_loadable_peft_adapter_with_the_config_beside(tiny_model_dir
 
 def test_evaluated_and_exported_weights_are_the_running_average(tiny_model_dir, tmp_path, episodes):
     learner = _learner(
-        tiny_model_dir, tmp_path, ["trainer.policy.optimizer_config.lr=0.01", "trainer.policy.ema_decay=0.5"]
+        tiny_model_dir, tmp_path, ["trainer.policy.optimizer_config.lr=0.01", "rehearsal.ema_decay=0.5"]
     )
     start = learner.policy.lora_state()
     learner.update(*_samples(episodes))
@@ -201,7 +201,7 @@ def test_evaluated_and_exported_weights_are_the_running_average(tiny_model_dir, 
 
 def test_without_averaging_the_raw_weights_are_served(tiny_model_dir, tmp_path, episodes):
     learner = _learner(
-        tiny_model_dir, tmp_path, ["trainer.policy.optimizer_config.lr=0.01", "trainer.policy.ema_decay=0.0"]
+        tiny_model_dir, tmp_path, ["trainer.policy.optimizer_config.lr=0.01", "rehearsal.ema_decay=0.0"]
     )
     learner.update(*_samples(episodes))
     learner.policy.fold_average()

@@ -121,7 +121,7 @@ def _wait_for_checkpoint(run_root_glob: Path, proc: subprocess.Popen, at_least: 
 
 def test_sigkill_then_the_same_command_resumes_and_ends_like_an_uninterrupted_run(rehearsal_smoke, tmp_path):
     _, reference_runs = rehearsal_smoke
-    command = rehearse_command(tmp_path, "serve.enabled=false", "control.enabled=false")
+    command = rehearse_command(tmp_path, "rehearsal.serve=false", "rehearsal.control=false")
     proc = subprocess.Popen(
         command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
     )

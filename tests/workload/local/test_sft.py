@@ -14,7 +14,7 @@ from workload.local.sft import run_sft, sft_loss
 
 pytestmark = pytest.mark.slow  # every test here trains the tiny model
 
-SMALL = ["sft.batch_size=8", "sft.validation_size=4", "generator.max_turns=3"]
+SMALL = ["rehearsal.sft.batch_size=8", "rehearsal.sft.validation_size=4", "generator.max_turns=3"]
 
 
 @pytest.fixture(autouse=True)
@@ -57,7 +57,7 @@ def test_loss_falls_on_repeated_demonstrations(tiny_model_dir):
 def _run(tiny_model_dir, root, overrides, logged):
     cfg = load_config("local", SMALL + overrides)
     model, encoder = _fresh(tiny_model_dir)
-    validation = validation_set(cfg.sft.validation_size, size=7, accept=_accept)
+    validation = validation_set(cfg.rehearsal.sft.validation_size, size=7, accept=_accept)
     result = run_sft(
         model=model,
         encoder=encoder,
@@ -73,7 +73,7 @@ def _run(tiny_model_dir, root, overrides, logged):
 def test_target_reached_at_the_first_check_stops_there(tiny_model_dir, tmp_path, monkeypatch):
     logged = []
     _cap(monkeypatch, 10)
-    result, _ = _run(tiny_model_dir, tmp_path, ["sft.target_solved=0"], logged)
+    result, _ = _run(tiny_model_dir, tmp_path, ["rehearsal.sft.target_solved=0"], logged)
     assert result.steps == 2
     assert [m["sft/validation_solved"] for _, _, m in logged] == [result.validation_solved]
 
@@ -81,13 +81,13 @@ def test_target_reached_at_the_first_check_stops_there(tiny_model_dir, tmp_path,
 def test_unreachable_target_runs_to_max_steps_checking_on_schedule(tiny_model_dir, tmp_path, monkeypatch):
     logged = []
     _cap(monkeypatch, 5)
-    result, _ = _run(tiny_model_dir, tmp_path, ["sft.target_solved=4"], logged)
+    result, _ = _run(tiny_model_dir, tmp_path, ["rehearsal.sft.target_solved=4"], logged)
     assert result.steps == 5
     assert [step for _, step, _ in logged] == [2, 4, 5]
 
 
 def test_resume_from_the_sft_checkpoint_matches_an_uninterrupted_run(tiny_model_dir, tmp_path, monkeypatch):
-    overrides = ["sft.target_solved=4"]
+    overrides = ["rehearsal.sft.target_solved=4"]
     _cap(monkeypatch, 4)
     _, straight = _run(tiny_model_dir, tmp_path / "a", overrides, [])
     # Interrupted after the step-2 check: its checkpoint holds step 2; the rerun continues from it.

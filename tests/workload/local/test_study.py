@@ -107,7 +107,7 @@ def test_a_tiny_study_trains_both_arms_writes_one_file_a_seed_and_reads_finished
             assert len(r["arms"][arm]["selected"]["per_maze"]) == 128
         assert r["heldout"]["seeds"] == study.class_split().heldout.seeds
     assert json.loads((tmp_path / "summary.json").read_text())["verdict"] == json.loads(json.dumps(summary["verdict"]))
-    assert any(line.startswith("verdict (pre-registered") for line in lines)
+    assert any("\nverdict (pre-registered, docs/study.md): " in line for line in lines)
     again: list[str] = []
     study.run_study(tmp_path, TINY, echo=again.append)
     assert [line for line in again if "on disk" in line] == [

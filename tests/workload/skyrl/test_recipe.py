@@ -160,3 +160,18 @@ def test_shipped_recipes_and_doctests():
     assert {"blog", "blog-exact"} <= set(available_recipes())
     assert doctest.testmod(recipe_module).failed == 0
     assert doctest.testmod(schedule).failed == 0
+
+
+def test_a_rehearsal_block_in_a_cluster_recipe_is_refused_in_one_line(tmp_path, monkeypatch):
+    (tmp_path / "blog.yaml").write_text((recipe_module.RECIPES_DIR / "blog.yaml").read_text())
+    (tmp_path / "mixed.yaml").write_text("extends: blog\nrehearsal:\n  sft:\n    lr: 0.001\n")
+    monkeypatch.setattr(recipe_module, "RECIPES_DIR", tmp_path)
+    with pytest.raises(ValueError, match=r"^recipe 'mixed' is malformed: rehearsal: a cluster recipe has no rehearsal "
+                                         r"block .*; remove it, or set them on a rehearsal recipe: skymaze rehearse"):
+        load_recipe("mixed")
+
+
+def test_a_rehearsal_setting_set_on_a_cluster_recipe_is_refused_in_one_line():
+    with pytest.raises(ValueError, match=r"^recipe 'blog' is malformed: rehearsal: a cluster recipe has no rehearsal "
+                                         r"block [^\n]*$"):
+        load_recipe("blog", sets=["rehearsal.sft.lr=0.001"])

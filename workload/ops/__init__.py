@@ -1,0 +1,1 @@
+"""AWS operations: deploy, teardown, cost, plan (no CLI here)."""
