@@ -159,7 +159,7 @@ bench: $(STAMP) ## benchmarks: figures as ratios against a baseline measured in 
 rehearse: $(STAMP) ## pipeline check on CPU with a tiny model: GRPO vs its SFT start, served through the endpoint (seed 0: 305 CPU s; RUN=rehearsal.control=true adds the control)
 	$(VENV)/bin/skymaze rehearse $(addprefix --set ,$(RUN))
 
-study: $(STAMP) ## the pre-registered GRPO-vs-SFT-continued study, 6 seeds (docs/study.md; SEEDS=0-5)
+study: $(STAMP) ## the pre-registered GRPO-vs-SFT-continued study, 6 seeds (docs/study.md; 291-399 CPU s a seed; SEEDS=0-5)
 	$(VENV)/bin/skymaze study --seeds $(or $(SEEDS),0-5)
 
 deploy: $(STAMP) ## cdk deploy --all for SIZE (needs AWS credentials and Docker)

@@ -35,7 +35,7 @@ def study(
     held out by whole rotation/reflection classes. Prints the per-seed table, each arm's mean ± sd, the paired
     t-test over seeds and the pre-registered verdict; writes OUT/seed-N.json (one per seed, atomically, when
     the seed finishes) and OUT/summary.json. Finished seeds are read back, so the same command after a kill
-    continues with the next seed. About 5-7 CPU minutes a seed on one core.
+    continues with the next seed. 291-399 CPU seconds a seed on the project's machine (docs/study.md).
 
     Exit codes: 0 done, 1 a seed failed, 2 bad options.
 

@@ -34,7 +34,7 @@ REASONS: dict[str, str] = {
     "trainer.policy.optimizer_config.lr": "3e-5 is SkyRL's rate for an 8B model's LoRA; the tiny model from a "
     "0.1-std init needs a larger one. 7e-4 was chosen in earlier runs on held-out scores of rehearsal-7x7-64 "
     "(2e-3 collapsed greedy solves), not on validation; none of that set's maps is in today's held-out set.",
-    "trainer.train_batch_size": "30 mazes a step do not fit a 2-core budget; 8 mazes x 8 rollouts x 60 steps.",
+    "trainer.train_batch_size": "30 mazes a step do not fit a 2-core budget; 8 mazes x 8 rollouts x 40 steps.",
     "trainer.policy_mini_batch_size": "One optimizer step per GRPO step here (8/8), two there (30/15): with one, "
     "the PPO ratio is 1 and the clip never acts, so the update is REINFORCE with group-normalised advantages.",
     "trainer.run_name": "The cluster names its run; a rehearsal is named by its settings' fingerprint.",
