@@ -76,6 +76,9 @@ NOT_REPLAYED = {
     "skymaze submit/status/logs/stop": "prose naming four commands; each is replayed on its own",
     "skymaze rehearse": "a whole default rehearsal (minutes); the walk reruns the session's rehearsal instead "
                         "(test_a_rerun_rehearsal_resumes_and_keeps_its_report)",
+    "skymaze study": "the whole pre-registered study (6 seeds, ~35 CPU minutes); a tiny study runs through the "
+                     "command in tests/cli/test_study.py",
+    "skymaze study --seeds 0-5": "the same whole study, its seeds named",
 }
 
 
