@@ -21,6 +21,7 @@ ACTING = {
     "stop": "one acknowledgement",
     "serve": "a server; prints its address",
     "rehearse": "a training run; writes run.json",
+    "study": "six seeds of training; writes seed-N.json and summary.json",
     "promote": "an upload; prints the S3 URI",
     "dataset build": "writes parquet files",
     "maze show": "writes a picture",
