@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import socket
-from dataclasses import dataclass
 
 import pytest
 
@@ -56,7 +55,6 @@ def test_an_explicit_choice_wins(monkeypatch):
 
 # Ray's own exception (ray/_private/node.py) when the raylet does not register within 30 s; it cannot be
 # provoked on demand, so ray.init is replaced by one that raises it, the only stand-in in this file.
-ENV = {"SKYMAZE_TEST_ADDED": "for-ray", "SKYMAZE_TEST_PRESET": "ignored"}
 RAY_TIMEOUT = ("The current node timed out during startup. This could happen because some of the raylet failed "
                "to startup or the GCS has become overloaded.")
 
@@ -74,38 +72,13 @@ def _failing_init(failures: int, calls: list):
     return init
 
 
-@dataclass(frozen=True)
-class Started:
-    """What one real local Ray start showed: ray.init's temp folders, whether Ray ran, and the environment."""
-
-    temp_dirs: list
-    initialized: bool
-    seen_by_ray: dict
-    added_here: bool
-
-
-@pytest.fixture(scope="module")
-def started_after_a_timeout():
-    """One real Ray start (about 10 s on two cores) for the retry and the environment tests: ray.init times
-    out once, then starts Ray with ``ENV`` for its processes, a value of ENV's already set in this one."""
-    import os
-
+def test_a_startup_timeout_is_retried_with_a_fresh_temp_folder(monkeypatch):
     import ray
 
     calls: list = []
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(ray, "init", _failing_init(1, calls))
-        patch.setenv("SKYMAZE_TEST_PRESET", "mine")
-        with LocalRay(1, namespace="env", env=ENV) as started:
-            initialized = started.is_initialized()
-            seen = started.get(started.remote(lambda: {k: os.environ.get(k) for k in ENV}).remote())
-            added_here = "SKYMAZE_TEST_ADDED" in os.environ
-    return Started(calls, initialized, seen, added_here)
-
-
-def test_a_startup_timeout_is_retried_with_a_fresh_temp_folder(started_after_a_timeout):
-    calls = started_after_a_timeout.temp_dirs
-    assert started_after_a_timeout.initialized
+    monkeypatch.setattr(ray, "init", _failing_init(1, calls))
+    with LocalRay(1, namespace="start-retry") as started:
+        assert started.is_initialized()
     assert len(calls) == 2 and calls[0] != calls[1]
 
 
@@ -133,7 +106,12 @@ def test_other_ray_errors_are_not_retried(monkeypatch):
     assert RAY_STARTUP_TIMEOUT in RAY_TIMEOUT
 
 
-def test_env_reaches_rays_processes_and_leaves_this_ones(started_after_a_timeout):
-    assert not started_after_a_timeout.added_here  # set for Ray's processes only, while they start
-    # a value already set wins
-    assert started_after_a_timeout.seen_by_ray == {"SKYMAZE_TEST_ADDED": "for-ray", "SKYMAZE_TEST_PRESET": "mine"}
+def test_env_reaches_rays_processes_and_leaves_this_ones(monkeypatch):
+    import os
+
+    monkeypatch.setenv("SKYMAZE_TEST_PRESET", "mine")
+    env = {"SKYMAZE_TEST_ADDED": "for-ray", "SKYMAZE_TEST_PRESET": "ignored"}
+    with LocalRay(1, namespace="env", env=env) as ray:
+        seen = ray.get(ray.remote(lambda: {k: os.environ.get(k) for k in env}).remote())
+        assert "SKYMAZE_TEST_ADDED" not in os.environ  # set for Ray's processes only, while they start
+    assert seen == {"SKYMAZE_TEST_ADDED": "for-ray", "SKYMAZE_TEST_PRESET": "mine"}  # a value already set wins
