@@ -37,7 +37,7 @@ export RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER := 0
 export RAY_USAGE_STATS_ENABLED := 0
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install test test-fast contract synth lint bench rehearse deploy destroy lock lock-images pin-bases clean help
+.PHONY: install prometheus test test-fast contract synth lint bench rehearse study deploy destroy lock lock-images pin-bases images gpu-check clean help
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -66,7 +66,23 @@ $(CHECKOV_STAMP): tests/infra/checkov-requirements.txt
 	$(CHECKOV_VENV)/bin/python -m pip install -q --no-deps -r tests/infra/checkov-requirements.txt
 	@touch $@
 
-test: $(STAMP) $(CHECKOV_STAMP) ## the whole test suite (what CI runs)
+# Debian's prometheus for the dashboards test (tests/infra/dashboards): its package unpacked into
+# .prometheus/, as checkov has its own venv: nothing installed system-wide, no service started, no root.
+# apt checks the package against Debian's signed index. Without apt-get the test skips, saying so.
+PROMETHEUS_DIR := .prometheus
+PROMETHEUS := $(PROMETHEUS_DIR)/root/usr/bin/prometheus
+
+$(PROMETHEUS):
+	@command -v apt-get >/dev/null || { echo "prometheus: no apt-get here: the dashboards test skips (or put a prometheus on PATH)"; exit 0; }
+	@mkdir -p $(PROMETHEUS_DIR)
+	@echo "install: Debian's prometheus into $(PROMETHEUS_DIR)"
+	cd $(PROMETHEUS_DIR) && rm -f prometheus_*.deb && apt-get download -q prometheus
+	dpkg-deb -x $(PROMETHEUS_DIR)/prometheus_*.deb $(PROMETHEUS_DIR)/root
+	@rm -f $(PROMETHEUS_DIR)/prometheus_*.deb
+
+prometheus: $(PROMETHEUS) ## Debian's prometheus unpacked into .prometheus/ (the dashboards test)
+
+test: $(STAMP) $(CHECKOV_STAMP) $(PROMETHEUS) ## the whole test suite (what CI runs)
 	$(PY) -m pytest
 
 test-fast: $(STAMP) ## the suite without tests marked slow
@@ -107,6 +123,23 @@ pin-bases: ## pin the images' base images by digest (needs Docker with buildx an
 	$(PYTHON) containers/pin_bases.py serve trainer
 	$(PYTHON) containers/pin_bases.py --check || true
 
+# Both images, built where a Docker daemon is reachable, after every artifact they fetch is held against its
+# publisher (containers/check_artifacts.py); each Dockerfile runs its image's own checks while it builds.
+IMAGE_TAG ?= local
+images: ## check the images' artifacts against their publishers, then build both (needs Docker)
+	$(PYTHON) containers/check_artifacts.py
+	@command -v docker >/dev/null && docker info >/dev/null 2>&1 || { echo "error: images: no Docker daemon is reachable; the artifact check passed. Fix: start Docker, or build on a machine that has it (docs/deploy.md, Images)" >&2; exit 2; }
+	docker build -f containers/trainer/Dockerfile -t skymaze-trainer:$(IMAGE_TAG) .
+	docker build -f containers/serve/Dockerfile -t skymaze-serve:$(IMAGE_TAG) .
+	@echo "next: docker push, or make deploy (docs/deploy.md, Images)" >&2
+
+# One Qwen3-VL-8B LoRA policy step on a GPU with only torch, transformers and peft (no hub, vLLM or Ray): peak
+# memory and step time beside skymaze plan's estimate. PRESET=tiny runs the same path on a CPU in seconds.
+GPU_CHECK_PYTHON ?= $(if $(wildcard $(PY)),$(PY),python3)
+PRESET ?=
+gpu-check: ## one 8B LoRA forward/backward on a GPU, peak memory beside the plan (PRESET=tiny: on a CPU)
+	PYTHONPATH=$(CURDIR) $(GPU_CHECK_PYTHON) -W ignore::FutureWarning -m benchmarks.gpu_check $(if $(PRESET),--preset $(PRESET))
+
 synth: $(STAMP) ## offline `cdk synth` of every stack into cdk.out/ (no credentials, network or Docker)
 	$(CDK) synth -q -c profile=$(or $(SIZE),$(DEFAULT_SIZE))
 	@ls cdk.out/*.template.json
@@ -124,6 +157,9 @@ bench: $(STAMP) ## benchmarks: figures as ratios against a baseline measured in 
 
 rehearse: $(STAMP) ## the whole training loop on CPU with a tiny model, then the control (seed 0: 830 CPU s; RUN=control.enabled=false skips the control)
 	$(VENV)/bin/skymaze rehearse $(addprefix --set ,$(RUN))
+
+study: $(STAMP) ## the pre-registered GRPO-vs-SFT-continued study, 6 seeds (docs/study.md; SEEDS=0-5)
+	$(VENV)/bin/skymaze study --seeds $(or $(SEEDS),0-5)
 
 deploy: $(STAMP) ## cdk deploy --all for SIZE (needs AWS credentials and Docker)
 	$(VENV)/bin/skymaze deploy $(if $(SIZE),--size $(SIZE))

@@ -6,8 +6,8 @@
 The resolver is uv's (``uv pip compile``) for the image's platform, linux x86_64 (manylinux
 2.28) and Python 3.12, against PyPI, with a sha256 for every file. The wheels PyPI does not
 carry (``containers/trainer/off-pypi.txt``) are excluded from the resolution and pinned there
-by exact version and index; so are the packages SkyRL's own uv configuration removes
-(``containers/trainer/removed.txt``). ``--check`` starts from the checked-in lock (the resolver keeps
+by the exact URL and sha256 SkyRL's own configuration names; so are the packages the image leaves
+out (``containers/trainer/removed.txt``). ``--check`` starts from the checked-in lock (the resolver keeps
 its pins where they still satisfy the inputs), so it fails only on a conflict or an input
 the lock does not match, not on a newer release elsewhere on PyPI.
 

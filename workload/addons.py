@@ -63,3 +63,58 @@ def spaces_configuration(*, domain: str, certificate_arn: str, key_arn: str) -> 
             "kmsEncryptionContext": {"enabled": True}, "traefik": {"shouldInstall": True},
             "auth": {"kmsKeyId": key_arn}}},
     }
+
+
+# The add-on's scrape configuration object: the collectors scrape, beside what the add-on finds itself,
+# each `host:port` listed in `spec.customServiceScrapeTargets` of this ObservabilityConfig (a custom
+# resource the add-on creates and its operator reconciles into the collectors' configuration, within
+# ~10 min). AWS's Ray-on-HyperPod sample patches the same field to bring Ray's metrics in
+# (awsome-distributed-training 3e088833 3.test_cases/pytorch/verl/hyperpod-eks/rlvr/observability/
+# add-ray-metrics.sh and its README.md): each entry is `target`, `metricsPath`, `scrapeInterval` (s).
+OBSERVABILITY_NAMESPACE = "hyperpod-observability"
+OBSERVABILITY_CONFIG = "observabilityconfig/hyperpod-observability"
+SCRAPE_TARGETS_FIELD = "customServiceScrapeTargets"
+METRICS_PATH = "/metrics"  # Ray's metrics agent and prometheus_client both serve here
+
+
+def scrape_targets(endpoints: list[str] | tuple[str, ...]) -> list[dict[str, Any]]:
+    """The ``customServiceScrapeTargets`` entries for ``host:port`` endpoints, in order, each once.
+
+    >>> scrape_targets(["a.ns.svc.cluster.local:8080"])
+    [{'target': 'a.ns.svc.cluster.local:8080', 'metricsPath': '/metrics', 'scrapeInterval': 30}]
+    """
+    bad = [e for e in endpoints if e.rpartition(":")[2] == e or not e.rpartition(":")[2].isdigit()]
+    if bad:
+        raise ValueError(f"scrape endpoints {bad} lack a port: each must be host:port "
+                         "(e.g. skymaze-train-metrics-head.ray.svc.cluster.local:8080)")
+    seen: dict[str, None] = dict.fromkeys(endpoints)
+    return [{"target": e, "metricsPath": METRICS_PATH, "scrapeInterval": SCRAPE_INTERVAL_S} for e in seen]
+
+
+def scrape_targets_patch(targets: list[dict[str, Any]]) -> dict[str, Any]:
+    """The merge patch that sets the ObservabilityConfig's custom targets to ``targets`` (all of them:
+    a merge patch replaces a list whole, so this object is the one owner of the field)."""
+    return {"spec": {SCRAPE_TARGETS_FIELD: targets}}
+
+
+def prometheus_scrape_configs(targets: list[dict[str, Any]], *, address_of: dict[str, str],
+                              scrape_interval_s: int | None = None) -> list[dict[str, Any]]:
+    """The same targets as Prometheus ``scrape_configs`` (one job a target, as the collectors scrape
+    them): ``address_of`` maps each target to the ``host:port`` that serves it here (a local stand-in
+    for the cluster DNS name), and ``instance`` keeps the cluster's name for it, as the collectors see
+    it. ``scrape_interval_s`` overrides the targets' interval (a test that cannot wait 30 s)."""
+    missing = [t["target"] for t in targets if t["target"] not in address_of]
+    if missing:
+        raise ValueError(f"no local address for scrape targets {missing}: give each one in address_of")
+    configs = []
+    for target in targets:
+        interval = scrape_interval_s or target["scrapeInterval"]
+        configs.append({
+            "job_name": target["target"],
+            "metrics_path": target["metricsPath"],
+            "scrape_interval": f"{interval}s",
+            "scrape_timeout": f"{interval}s",
+            "static_configs": [{"targets": [address_of[target["target"]]],
+                                "labels": {"instance": target["target"]}}],
+        })
+    return configs

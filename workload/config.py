@@ -6,21 +6,22 @@ options) derives from :class:`ConfigModel` and gives every field a ``description
 name a user writes (a command-line option, a Serve builder argument). :func:`apply_overrides`
 (``KEY=VALUE`` text) and :func:`validate_flat` (a map of keys, text or typed) are the one override
 parser: a key must name a field (or go to the model's free-form map), with a did-you-mean when it
-does not; text values are converted by the model. :func:`refuse_former` is the one refusal of a
-setting that no longer exists, from each domain's table of :class:`Former`. Only the standard library,
-pydantic and PyYAML: every layer may import this module.
+does not; text values are converted by the model. Files are read, ``extends:`` followed and trees
+merged by OmegaConf (the library SkyRL's own config uses). Only the standard library, pydantic,
+PyYAML and OmegaConf: every layer may import this module.
 """
 
 from __future__ import annotations
 
+import copy
 import difflib
 import typing
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
+from omegaconf import OmegaConf
 from pydantic import BaseModel, ConfigDict, ValidationError
 from pydantic.fields import FieldInfo
 
@@ -44,43 +45,6 @@ class ConfigModel(BaseModel):
 
 class ConfigError(ValueError):
     """Bad settings: the message names the key, what is wrong and how to fix it."""
-
-
-@dataclass(frozen=True)
-class Former:
-    """A setting that no longer exists: where its value lives now, and what a user sets instead, if anything.
-
-    ``now`` completes "KEY is no longer a setting: ..."; ``instead`` (a setting, or an environment
-    variable) ends the fix: "drop it from ..., or set INSTEAD".
-    """
-
-    now: str
-    instead: str = ""
-
-    @classmethod
-    def constant(cls, name: str, value: Any, home: str, why: str = "") -> Former:
-        """A setting that became the constant ``name`` (holding ``value``) of the module ``home``."""
-        return cls(f"it is the fixed constant {name} = {show_value(value)} in {home}" + (f" ({why})" if why else ""))
-
-
-def former_message(key: str, former: Former, *, drop_from: str = "") -> str:
-    """``KEY is no longer a setting: NOW; drop it[ from DROP_FROM][, or set INSTEAD]``: the one wording."""
-    where = f" from {drop_from}" if drop_from else ""
-    instead = f", or set {former.instead}" if former.instead else ""
-    return f"{key} is no longer a setting: {former.now}; drop it{where}{instead}"
-
-
-def refuse_former(keys: Iterable[str], table: Mapping[str, Former], *, drop_from: str = "", what: str = "",
-                  error: type[Exception] = ConfigError) -> None:
-    """Raise ``error`` (``WHAT: `` then :func:`former_message`) for the first of ``keys`` in ``table``.
-
-    ``drop_from`` says where the user wrote it (``the recipe or --set``); an option's spelling
-    (``--a-b``) is looked up as the setting ``a_b`` and named as written.
-    """
-    for key in keys:
-        name = key.removeprefix("--").replace("-", "_") if key.startswith("--") else key
-        if name in table:
-            raise error((f"{what}: " if what else "") + former_message(key, table[name], drop_from=drop_from))
 
 
 def split_pair(item: str, *, flag: str = RECIPE_FLAG, example: str = "trainer.seed=1") -> tuple[str, str]:
@@ -144,12 +108,15 @@ def set_values(model: type[BaseModel], data: Mapping[str, Any], items: Iterable[
     aliases = dict(zip(field_paths(model, by_alias=False), paths, strict=True))
     wholes = {key: info.alias or key for key, info in model.model_fields.items()}
     wholes.update({alias: alias for alias in wholes.values()})
-    result = merge(data, {})
+    result = copy.deepcopy(dict(data))
     for key, value in items:
         key = aliases.get(key, wholes.get(key, key))
         if key in paths:
-            parsed = parse_value(value, paths[key].annotation) if isinstance(value, str) else value
-            result = merge(result, nest(key, parsed))
+            *sections, leaf = key.split(".")
+            node = result
+            for section in sections:
+                node = node.setdefault(section, {})
+            node[leaf] = parse_value(value, paths[key].annotation) if isinstance(value, str) else value
         elif key in wholes and not isinstance(value, str):
             result[key] = value
         elif free_form and key.partition(".")[0] not in model.model_fields:
@@ -186,20 +153,7 @@ def parse_value(text: str, annotation: Any) -> Any:
 
 def merge(base: Mapping[str, Any], top: Mapping[str, Any]) -> dict[str, Any]:
     """``top`` over ``base``, nested maps merged key by key (a copy; neither is changed)."""
-    merged = {key: (merge(value, {}) if isinstance(value, Mapping) else value) for key, value in base.items()}
-    for key, value in top.items():
-        both_maps = isinstance(value, Mapping) and isinstance(merged.get(key), Mapping)
-        if both_maps:
-            merged[key] = merge(merged[key], value)
-        else:
-            merged[key] = merge(value, {}) if isinstance(value, Mapping) else value
-    return merged
-
-
-def nest(dotted: str, value: Any) -> dict[str, Any]:
-    """``nest("a.b", 1)`` -> ``{"a": {"b": 1}}``."""
-    head, _, rest = dotted.partition(".")
-    return {head: nest(rest, value) if rest else value}
+    return OmegaConf.to_container(OmegaConf.merge(OmegaConf.create(dict(base)), OmegaConf.create(dict(top))))
 
 
 def flatten(tree: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -219,18 +173,28 @@ def recipe_names(directory: Path) -> tuple[str, ...]:
 
 
 def read_recipe(directory: Path, name: str, seen: tuple[str, ...] = ()) -> dict[str, Any]:
-    """``directory/<name>.yaml`` as a map, on top of the recipe its ``extends:`` names."""
+    """``directory/<name>.yaml`` as a map, on top of the recipe its ``extends:`` names.
+
+    A file that is not YAML, or not a map, is one :class:`ConfigError` line naming the file, the line and the problem.
+    """
     path = directory / f"{name}.yaml"
     if not path.is_file():
         raise ConfigError(f"unknown recipe {name!r}: choose one of {', '.join(recipe_names(directory))} "
                           "(skymaze recipe list)")
     if name in seen:
         raise ConfigError(f"recipe {name!r} extends itself through {' -> '.join((*seen, name))}")
-    raw = yaml.safe_load(path.read_text()) or {}
-    if not isinstance(raw, dict):
+    try:
+        raw = OmegaConf.load(path)
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f", line {mark.line + 1}" if mark else ""
+        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+        raise ConfigError(f"recipe {name!r} ({path}{where}) is not valid YAML: {problem}; fix the file") from None
+    if not OmegaConf.is_dict(raw):
         raise ConfigError(f"recipe {name!r} ({path}) must be a YAML map of settings")
     parent = raw.pop("extends", None)
-    return merge(read_recipe(directory, parent, (*seen, name)), raw) if parent else raw
+    tree = OmegaConf.merge(read_recipe(directory, parent, (*seen, name)), raw) if parent else raw
+    return OmegaConf.to_container(tree)
 
 
 def validate(model: type[BaseModel], data: Mapping[str, Any], *, what: str, hint: str = "") -> Any:

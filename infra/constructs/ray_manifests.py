@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from workload.deployment.fit import PodSize
+from workload.deployment.fit import POD_SHM_GIB, WORKER_OBJECT_STORE_GIB, PodSize
 from workload.deployment.names import RAY_GPU_GROUP
 
 RAY_API = "ray.io/v1"
@@ -21,8 +21,20 @@ HEALTH_LABEL = "sagemaker.amazonaws.com/node-health-status"
 GPU_RESOURCE = "nvidia.com/gpu"
 EFA_RESOURCE = "vpc.amazonaws.com/efa"
 # Pod sizes come from workload/deployment/fit.py (node allocatable minus system pods), through the settings.
-SHM_GIB = 64  # NCCL and vLLM shared memory; memory-backed, so it counts against the pod's memory
-METRICS_PORT = 8080  # Ray's metrics export port, scraped by the observability collectors
+SHM_GIB = POD_SHM_GIB  # NCCL, vLLM and the object store; memory-backed, so it counts against the pod's memory
+METRICS_PORT = 8080  # Ray's metrics export port, on every Ray pod (head and workers)
+# Scraping every Ray pod: the observability add-on scrapes the `host:port` targets it is given
+# (workload/addons.py), so each Ray pod gets a Service of its own to be a stable name. Pods carry
+# CLUSTER_LABEL (the RayCluster's or RayService's name: a RayService's RayCluster has a generated name)
+# and KubeRay's node type; a worker is told apart by the replica index KubeRay >= 1.6 labels every
+# worker with (feature gate RayMultiHostIndexing, beta and on by default since v1.6:
+# ray-project/kuberay ray-operator/pkg/features/features.go of the v1.7 series; the label and its values
+# 0 .. replicas-1 as KubeRay's multi-host indexing docs give them). infra/MANUAL_TEST.md checks the
+# label on the deployed pods.
+CLUSTER_LABEL = "skymaze.io/ray-cluster"
+NODE_TYPE_LABEL = "ray.io/node-type"
+REPLICA_INDEX_LABEL = "ray.io/worker-group-replica-index"
+CLUSTER_DOMAIN = "svc.cluster.local"
 HEAD_PORTS = {"gcs-server": 6379, "dashboard": 8265, "client": 10001, "serve": 8000, "metrics": METRICS_PORT}
 # Who may write /shared. The images run as uid 1000, group 100 (the `ray` user of Ray's base images);
 # a new Lustre file system's root, and the /runs folder its data repository association creates, belong
@@ -102,7 +114,7 @@ def shm_gib(size: PodSize) -> int:
 
 
 def _pod(*, container: str, image: str, instance_type: str, size: PodSize, env: list | None = None,
-         ports: dict[str, int] | None = None) -> dict[str, Any]:
+         ports: dict[str, int] | None = None, labels: dict[str, str] | None = None) -> dict[str, Any]:
     resources = _resources(size)
     mounts = [{"name": "shared", "mountPath": SHARED_MOUNT}, {"name": "dshm", "mountPath": "/dev/shm"}]
     body: dict[str, Any] = {
@@ -113,7 +125,8 @@ def _pod(*, container: str, image: str, instance_type: str, size: PodSize, env: 
         body["env"] = env
     if ports:
         body["ports"] = [{"name": name, "containerPort": port} for name, port in ports.items()]
-    return {"spec": {
+    template: dict[str, Any] = {"metadata": {"labels": dict(labels)}} if labels else {}
+    return {**template, "spec": {
         "serviceAccountName": SERVICE_ACCOUNT,
         "nodeSelector": {INSTANCE_TYPE_LABEL: instance_type, HEALTH_LABEL: "Schedulable"},
         "initContainers": [shared_owner_init(image)],
@@ -124,24 +137,29 @@ def _pod(*, container: str, image: str, instance_type: str, size: PodSize, env: 
 
 
 def ray_cluster_spec(*, image: str, head_type: str, head: PodSize, worker_type: str, worker: PodSize,
-                     workers: int, env: list[dict] | None = None) -> dict[str, Any]:
+                     workers: int, env: list[dict] | None = None, name: str | None = None) -> dict[str, Any]:
     """A RayCluster spec: CPU head (no GPU, no tasks) of size `head`, and one GPU+EFA worker pod
-    of size `worker` per GPU node (sizes from `Settings.pod_sizes()`, checked to fit at synth)."""
+    of size `worker` per GPU node (sizes from `Settings.pod_sizes()`, checked to fit at synth).
+    With `name` (the RayCluster's or RayService's), every pod carries it as CLUSTER_LABEL, which
+    :func:`metrics_services` select on."""
+    labels = {CLUSTER_LABEL: name} if name else None
     worker_env = [{"name": "FI_PROVIDER", "value": "efa"}, {"name": "NCCL_SOCKET_IFNAME", "value": "^docker,lo,veth"},
                   *(env or [])]
     return {
         "headGroupSpec": {
             "rayStartParams": {"dashboard-host": "0.0.0.0", "num-cpus": "0", "metrics-export-port": str(METRICS_PORT)},
             "template": _pod(container="ray-head", image=image, instance_type=head_type,
-                             size=head, env=env, ports=HEAD_PORTS),
+                             size=head, env=env, ports=HEAD_PORTS, labels=labels),
         },
         "workerGroupSpecs": [{
             "groupName": RAY_GPU_GROUP,
             "replicas": workers, "minReplicas": workers, "maxReplicas": workers,
-            "rayStartParams": {"num-gpus": str(worker.gpus), "metrics-export-port": str(METRICS_PORT)},
+            "rayStartParams": {"num-gpus": str(worker.gpus), "metrics-export-port": str(METRICS_PORT),
+                               # bytes; Ray's default would take 95 % of /dev/shm (workload.deployment.fit)
+                               "object-store-memory": str(min(WORKER_OBJECT_STORE_GIB, shm_gib(worker)) * 2**30)},
             "template": _pod(container="ray-worker", image=image, instance_type=worker_type,
                              size=worker, env=worker_env,
-                             ports={"metrics": METRICS_PORT}),
+                             ports={"metrics": METRICS_PORT}, labels=labels),
         }],
     }
 
@@ -155,3 +173,29 @@ def ray_service(*, name: str, ns: str, serve_config_yaml: str, cluster_spec: dic
     """A RayService serving `serve_config_yaml` (serveConfigV2) on its own RayCluster."""
     return {"apiVersion": RAY_API, "kind": "RayService", "metadata": {"name": name, "namespace": ns},
             "spec": {"serveConfigV2": serve_config_yaml, "rayClusterConfig": cluster_spec}}
+
+
+def _metrics_service_name(cluster: str, replica: int | None) -> str:
+    return f"{cluster}-metrics-head" if replica is None else f"{cluster}-metrics-worker-{replica}"
+
+
+def metrics_services(*, cluster: str, ns: str, workers: int) -> list[dict[str, Any]]:
+    """One ClusterIP Service in front of the metrics port of each Ray pod of `cluster` (head, then
+    workers 0 .. workers-1): the stable names the observability add-on scrapes."""
+    def service(replica: int | None) -> dict[str, Any]:
+        selector = {CLUSTER_LABEL: cluster, NODE_TYPE_LABEL: "head" if replica is None else "worker"}
+        if replica is not None:
+            selector[REPLICA_INDEX_LABEL] = str(replica)
+        return {"apiVersion": "v1", "kind": "Service",
+                "metadata": {"name": _metrics_service_name(cluster, replica), "namespace": ns,
+                             "labels": {CLUSTER_LABEL: cluster}},
+                "spec": {"type": "ClusterIP", "selector": selector,
+                         "ports": [{"name": "metrics", "port": METRICS_PORT, "targetPort": METRICS_PORT}]}}
+
+    return [service(None), *(service(replica) for replica in range(workers))]
+
+
+def metrics_endpoints(*, cluster: str, ns: str, workers: int) -> list[str]:
+    """The `host:port` of each of :func:`metrics_services` (cluster DNS), in the same order."""
+    return [f"{_metrics_service_name(cluster, replica)}.{ns}.{CLUSTER_DOMAIN}:{METRICS_PORT}"
+            for replica in (None, *range(workers))]

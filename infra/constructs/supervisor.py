@@ -121,6 +121,11 @@ def metrics_service(config: SupervisorConfig) -> dict[str, Any]:
                      "ports": [{"name": "metrics", "port": METRICS_PORT, "targetPort": METRICS_PORT}]}}
 
 
+def metrics_endpoint(config: SupervisorConfig) -> str:
+    """The `host:port` of :func:`metrics_service` (cluster DNS), the target the add-on scrapes."""
+    return f"{NAME}.{config.namespace}.{rm.CLUSTER_DOMAIN}:{METRICS_PORT}"
+
+
 def hyperpod_statements(cluster_arn: str, execution_role_arn: str) -> list[iam.PolicyStatement]:
     """Describe and update one HyperPod cluster; UpdateCluster passes the group's execution role."""
     return [

@@ -12,14 +12,24 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import custom_resources as cr
 from constructs import Construct, IDependable
 
+from infra.constructs import ray_manifests as rm
+from infra.constructs import supervisor
 from infra.constructs.grafana_dashboards import GrafanaDashboards
 from infra.constructs.nag import acknowledge, acknowledge_handlers
 from infra.constructs.pod_identity import pod_identity_role
+from infra.stacks.serving import SERVE_WORKERS, rayservice_name
 from workload.addons import OBSERVABILITY_ADDON as ADDON
-from workload.addons import observability_configuration
+from workload.addons import (
+    OBSERVABILITY_CONFIG,
+    OBSERVABILITY_NAMESPACE,
+    observability_configuration,
+    scrape_targets,
+    scrape_targets_patch,
+)
+from workload.deployment.names import RAY_NAMESPACE, trainer_raycluster
 from workload.deployment.settings import Settings
 
-ADDON_NAMESPACE = "hyperpod-observability"
+ADDON_NAMESPACE = OBSERVABILITY_NAMESPACE
 ADDON_SERVICE_ACCOUNT = "hyperpod-observability-operator-otel-collector"
 GRAFANA_VERSION = "10.4"  # service accounts (for the dashboards token) need Grafana >= 9
 HYPERPOD_LOG_GROUPS = "log-group:/aws/sagemaker/Clusters/*"
@@ -28,6 +38,20 @@ HYPERPOD_LOG_GROUPS = "log-group:/aws/sagemaker/Clusters/*"
 # CloudFormation has no resource for it. The managed policy holds the sso/sso-directory calls it makes.
 GRAFANA_PERMISSIONS_POLICY = "AWSGrafanaWorkspacePermissionManagementV2"
 GRAFANA_ROLE = "ADMIN"
+
+
+def scrape_endpoints(settings: Settings) -> list[str]:
+    """Every metrics endpoint the stacks create, as `host:port`: each pod of the trainer RayCluster,
+    each pod of the RayService (serving on), the supervisor (supervisor on)."""
+    endpoints = rm.metrics_endpoints(cluster=trainer_raycluster(settings.name), ns=RAY_NAMESPACE,
+                                     workers=settings.trainer_worker_count)
+    if settings.serving:
+        endpoints += rm.metrics_endpoints(cluster=rayservice_name(settings), ns=RAY_NAMESPACE,
+                                          workers=SERVE_WORKERS)
+    if settings.supervisor:
+        endpoints.append(supervisor.metrics_endpoint(supervisor.SupervisorConfig(
+            namespace=RAY_NAMESPACE, raycluster=trainer_raycluster(settings.name))))
+    return endpoints
 
 
 class ObservabilityStack(Stack):
@@ -60,6 +84,7 @@ class ObservabilityStack(Stack):
         self.addon = self._addon(settings=settings, cluster=cluster)
         # The collectors need a node of 4xlarge or larger: wait for HyperPod's nodes.
         self.addon.node.add_dependency(nodes_ready)
+        self.scrape_targets = self._scrape_targets(settings=settings, cluster=cluster)
         self.dashboards = GrafanaDashboards(
             self, "Dashboards", workspace=self.grafana, prometheus_url=self.prometheus.attr_prometheus_endpoint,
             revision=settings.dashboards_revision,
@@ -68,6 +93,18 @@ class ObservabilityStack(Stack):
         CfnOutput(self, "GrafanaUrl", value=f"https://{self.grafana.attr_endpoint}")
         CfnOutput(self, "PrometheusEndpoint", value=self.prometheus.attr_prometheus_endpoint)
         self._acknowledge()
+
+    def _scrape_targets(self, *, settings: Settings, cluster: eks.ICluster) -> eks.KubernetesPatch:
+        """Register every metrics endpoint with the add-on (its ObservabilityConfig, which the add-on
+        creates); deleting the stack empties the list again."""
+        patch = eks.KubernetesPatch(
+            self, "ScrapeTargets", cluster=cluster, resource_name=OBSERVABILITY_CONFIG,
+            resource_namespace=ADDON_NAMESPACE, patch_type=eks.PatchType.MERGE,
+            apply_patch=scrape_targets_patch(scrape_targets(scrape_endpoints(settings))),
+            restore_patch=scrape_targets_patch([]),
+        )
+        patch.node.add_dependency(self.addon)
+        return patch
 
     def _grafana_access(self, settings: Settings) -> cr.AwsCustomResource | None:
         """Give the configured Identity Center users and groups the ADMIN role in the workspace."""

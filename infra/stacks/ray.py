@@ -74,7 +74,7 @@ class RayStack(Stack):
             image=trainer_image.image_uri, head_type=settings.head_instance_type, head=sizes.trainer_head,
             worker_type=settings.worker_instance_type, worker=sizes.worker,
             workers=settings.trainer_worker_count,
-            env=self.pod_env,
+            env=self.pod_env, name=self.trainer_cluster_name,
         )
         trainer = rm.ray_cluster(name=self.trainer_cluster_name, ns=ns, spec=spec)
         if settings.ray_endpoint:  # the trainer gets an endpoint (the RayService does not) and users may connect
@@ -82,6 +82,8 @@ class RayStack(Stack):
             self._manifest(cluster, "RayEndpointAccess", connection_rbac(ns), after=[namespace])
         self.trainer = self._manifest(cluster, "TrainerRayCluster", [trainer],
                                       after=[self.operator, account, claim, fsx_csi, self.s3_identity])
+        self._manifest(cluster, "TrainerMetricsServices", rm.metrics_services(
+            cluster=self.trainer_cluster_name, ns=ns, workers=settings.trainer_worker_count), after=[namespace])
         if settings.supervisor:
             self.supervisor = RunSupervisor(
                 self, "Supervisor", cluster=cluster, image=trainer_image.image_uri,

@@ -9,16 +9,21 @@ from constructs import Construct, IDependable
 
 from infra.constructs import ray_manifests as rm
 from workload.deployment.settings import ENDPOINT_MAX_ADAPTERS, ENDPOINT_MAX_LORAS, Settings
-from workload.serve.cluster_config import build_llm_serve_config, serve_config_v2_yaml
+from workload.serve.cluster_config import SERVE_TENSOR_PARALLEL, build_llm_serve_config, serve_config_v2_yaml
 from workload.serving_rules import DEFAULT_MAX_LORA_RANK
 from workload.skyrl.recipe import load_recipe
 
 ADAPTERS_PREFIX = "adapters"  # `skymaze promote --to s3://<artifacts>/adapters/<name>` writes here
-SERVE_REPLICAS = 1
+SERVE_WORKERS = 1  # one GPU node; each of its GPUs holds one replica
+
+
+def rayservice_name(settings: Settings) -> str:
+    """The RayService's name (its Services and its pods' CLUSTER_LABEL carry it)."""
+    return f"{settings.name}-serve"
 
 
 def serve_config(settings: Settings, *, region: str) -> dict:
-    """The serveConfigV2 document for this deployment (tensor-parallel over one GPU node): the base model
+    """The serveConfigV2 document for this deployment (one replica per GPU of the serve node): the base model
     of recipe ``serve_recipe``."""
     base_model_id, model_source = load_recipe(settings.serve_recipe).served_model()
     return build_llm_serve_config(
@@ -28,8 +33,8 @@ def serve_config(settings: Settings, *, region: str) -> dict:
         max_num_adapters_per_replica=ENDPOINT_MAX_ADAPTERS,
         max_lora_rank=DEFAULT_MAX_LORA_RANK,
         max_loras=ENDPOINT_MAX_LORAS,
-        tensor_parallel_size=settings.gpus_per_worker,
-        num_replicas=SERVE_REPLICAS,
+        tensor_parallel_size=SERVE_TENSOR_PARALLEL,
+        num_replicas=settings.gpus_per_worker // SERVE_TENSOR_PARALLEL,
         aws_region=region,
     )
 
@@ -53,13 +58,13 @@ class ServingStack(Stack):
         super().__init__(scope, construct_id, **kwargs)
         # The image is an asset of the images stack: deploying this stack alone must push it first.
         self.add_stack_dependency(Stack.of(serve_image))
-        self.service_name = f"{settings.name}-serve"
+        self.service_name = rayservice_name(settings)
         sizes = settings.pod_sizes()
         assert sizes.serve_head is not None, "the serving stack exists only with serving on"
         spec = rm.ray_cluster_spec(
             image=serve_image.image_uri, head_type=settings.head_instance_type, head=sizes.serve_head,
-            worker_type=settings.worker_instance_type, worker=sizes.worker, workers=SERVE_REPLICAS,
-            env=pod_env,
+            worker_type=settings.worker_instance_type, worker=sizes.worker, workers=SERVE_WORKERS,
+            env=pod_env, name=self.service_name,
         )
         document = serve_config(settings, region=self.region)
         self.manifest = eks.KubernetesManifest(
@@ -69,5 +74,10 @@ class ServingStack(Stack):
         )
         for dependency in ray_ready:
             self.manifest.node.add_dependency(dependency)
+        self.metrics = eks.KubernetesManifest(
+            self, "MetricsServices", cluster=cluster, overwrite=True,
+            manifest=rm.metrics_services(cluster=self.service_name, ns=namespace, workers=SERVE_WORKERS))
+        for dependency in ray_ready:
+            self.metrics.node.add_dependency(dependency)
         CfnOutput(self, "ServeCommand",
                   value=f"kubectl -n {namespace} port-forward svc/{self.service_name}-serve-svc 8000:8000")

@@ -19,6 +19,21 @@ def test_plan_prints_the_figures_and_the_next_step():
     assert "skymaze submit --recipe blog" in result.stdout
 
 
+def test_plan_prints_the_gpu_memory_table_and_the_traffic_per_step():
+    result = runner.invoke(app, ["plan", "--recipe", "blog", "--size", "blog"])
+    assert result.exit_code == 0, result.output
+    assert "GPU memory per GPU (96 GiB = 103 GB" in result.stdout
+    assert "params fp32 / 2              17.5 GB  (hybrid: shard over 2 GPUs of a node, 3 replicas)" in result.stdout
+    assert "encoder profiled at 64 tokens an image" in result.stdout
+    assert "0.9 GB of it across nodes" in result.stdout
+    assert "endpoint:     2 replica(s) x TP=1" in result.stdout
+    exact = runner.invoke(app, ["plan", "--recipe", "blog-exact", "--size", "blog", "--json"])
+    import json
+
+    gpu = json.loads(exact.stdout)["gpu"]
+    assert (gpu["shard"], gpu["encoder_profile_tokens"]) == (6, 16384)
+
+
 def test_plan_fails_when_the_run_does_not_fit_on_fsx():
     result = runner.invoke(app, ["plan", "--recipe", "blog-exact", "--size", "blog", "--fsx-gib", "600"])
     assert result.exit_code == 1

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from typer.testing import CliRunner
 
 from workload.cli.main import app
@@ -49,12 +51,50 @@ def test_check_without_a_name_checks_the_recipe_named_like_the_profile():
 
 def test_check_fails_with_one_line_per_problem_on_stderr():
     result = runner.invoke(
-        app, ["recipe", "check", "blog", "--size", "blog", "--set", "trainer.train_batch_size=32", "--set", "trainer.policy_mini_batch_size=16", "--set", "trainer.polcy.x=1"]
+        app, ["recipe", "check", "blog", "--size", "blog", "--set", "trainer.train_batch_size=32", "--set", "trainer.policy_mini_batch_size=16", "--set", "trainer.policy.model.lora.rank=0"]
     )
     assert result.exit_code == 1
-    assert "error: trainer.polcy.x: not a SkyRL 0.4.0 config key" in result.stderr
+    assert "error: trainer.policy.model.lora.rank: 0 trains the full model" in result.stderr
     assert "error: trainer.policy_mini_batch_size:" in result.stderr
     assert "2 problem(s)" in result.stderr
+
+
+def test_check_refuses_a_value_of_the_wrong_type_naming_the_key_and_the_type():
+    result = runner.invoke(app, ["recipe", "check", "blog", "--size", "blog", "--set", "trainer.eval_interval=five"])
+    assert result.exit_code == 2, result.output
+    assert "trainer.eval_interval='five': SkyRL 0.4.0 types it int, got str" in result.stderr
+    unknown = runner.invoke(app, ["recipe", "check", "blog", "--size", "blog", "--set", "trainer.polcy.x=1"])
+    assert unknown.exit_code == 2 and "trainer.polcy.x: not a SkyRL 0.4.0 config key" in unknown.stderr
+
+
+def test_plan_refuses_a_negative_batch_before_planning_anything():
+    result = runner.invoke(app, ["plan", "--recipe", "blog", "--size", "blog", "--set", "trainer.train_batch_size=-30"])
+    assert result.exit_code == 2, result.output
+    assert "trainer.train_batch_size=-30: must be >= 1" in result.stderr
+    assert "GPUs:" not in result.stdout and "Traceback" not in result.output
+
+
+def test_a_recipe_file_with_a_yaml_error_is_one_line_and_the_list_goes_on(tmp_path, monkeypatch):
+    from workload.skyrl import recipe as recipe_module
+
+    for name in ("blog", "small"):
+        (tmp_path / f"{name}.yaml").write_text((recipe_module.RECIPES_DIR / f"{name}.yaml").read_text())
+    (tmp_path / "broken.yaml").write_text("run_id: x\nskyrl: {trainer.seed: 1\n")
+    monkeypatch.setattr(recipe_module, "RECIPES_DIR", tmp_path)
+    recipe_module.available_recipes.cache_clear()
+    try:
+        listed = runner.invoke(app, ["recipe", "list"])
+        shown = runner.invoke(app, ["recipe", "show", "broken"])
+        fields = runner.invoke(app, ["recipe", "show", "broken", "--fields"])
+    finally:
+        recipe_module.available_recipes.cache_clear()
+    assert listed.exit_code == 1
+    rows = {line.split()[0]: line for line in listed.stdout.splitlines() if line.strip()}
+    assert {"blog", "small", "broken", "local"} <= set(rows) and "(cannot be read)" in rows["broken"]
+    error = [line for line in listed.stderr.splitlines() if line.strip()]
+    assert len(error) == 1 and re.fullmatch(r"error: recipe 'broken' \(.*broken.yaml, line 3\) is not valid YAML: .*", error[0])
+    for result in (shown, fields):
+        assert result.exit_code == 2 and "is not valid YAML" in result.stderr and "Traceback" not in result.output
 
 
 def test_unknown_recipe_is_a_usage_error():

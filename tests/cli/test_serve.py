@@ -80,10 +80,6 @@ def test_serve_once_lists_base_and_adapters(tiny_model_dir, serve_adapters_dir, 
         (["--port", "70000"], "port=70000: Input should be less than or equal to 65535"),
         (["--api-key", "sk-visible-in-ps"], "No such option: --api-key"),
         (["--api-key-file", "/nonexistent"], "--api-key-file /nonexistent: cannot read it"),
-        (["--s3-endpoint-url", "http://127.0.0.1:9"], "--s3-endpoint-url is no longer a setting: an S3-compatible store "
-         "is AWS's own configuration, read by every S3 client; drop it, or set the environment variable AWS_ENDPOINT_URL_S3"),
-        (["--max-queued-requests", "16"], "--max-queued-requests is no longer a setting: the model replica generates one "
-         "request at a time, so only the number it holds mattered; drop it, or set max_model_requests (their sum)"),
     ],
 )
 def test_serve_bad_input_exits_2(tiny_model_dir, serve_adapters_dir, args, message):

@@ -16,7 +16,7 @@ DIGEST = "sha256:" + "ab" * 32
 # Bases without a digest yet, and why. Resolving a digest needs the registry, which this repository's
 # test machines cannot reach: `make pin-bases` on a machine with Docker writes them.
 AWAITING_DIGEST = {
-    "serve": "rayproject/ray-llm:2.60.0-py311-cu128: a version tag; its digest needs the registry",
+    "serve": "rayproject/ray-llm:2.60.0-py312-cu130: a version tag; its digest needs the registry",
     "trainer": "anyscale/ray:2.57.0-py312-cu130: the version tag SkyRL's own Dockerfile builds on; its digest needs the registry",
 }
 

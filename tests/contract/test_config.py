@@ -4,6 +4,7 @@ project's hand-kept key list and rules held against SkyRL's real config."""
 from __future__ import annotations
 
 import dataclasses
+import enum
 import functools
 import json
 import os
@@ -14,9 +15,9 @@ from omegaconf import OmegaConf
 from skyrl.train.config import SkyRLTrainConfig
 from skyrl.train.utils.utils import validate_cfg
 
-from workload.skyrl.known_keys import FREE_SUFFIX, _nested_dataclass, derive_keys, load_known_keys
+from workload.skyrl.known_keys import FREE_SUFFIX, _section, derive_keys, load_known_keys
 from workload.skyrl.recipe import load_recipe
-from workload.skyrl.validate import SKYRL_DEFAULTS, validate_recipe
+from workload.skyrl.validate import validate_recipe
 
 
 @pytest.mark.parametrize("name", ["blog", "blog-exact", "small"])
@@ -44,10 +45,19 @@ def _leaf_keys(node, prefix=""):
     return keys
 
 
-def _file_keys():
+def _file_rows() -> list[tuple]:
     from workload.skyrl.known_keys import KEYS_FILE
 
-    return [line.strip() for line in KEYS_FILE.read_text().splitlines() if line.strip() and not line.startswith("#")]
+    rows = []
+    for line in KEYS_FILE.read_text().splitlines():
+        if line.strip() and not line.startswith("#"):
+            key, kind, *default = line.split(maxsplit=2)
+            rows.append((key, kind, *map(json.loads, default)))
+    return rows
+
+
+def _file_keys() -> list[str]:
+    return [row[0] for row in _file_rows()]
 
 
 def _cli_value(value) -> str:
@@ -60,11 +70,19 @@ def _cli_value(value) -> str:
 
 
 def test_the_key_file_is_derived_from_the_installed_skyrl():
-    assert set(derive_keys(SkyRLTrainConfig)) == set(_file_keys())
+    assert sorted(map(json.dumps, derive_keys(SkyRLTrainConfig))) == sorted(map(json.dumps, _file_rows()))
 
 
 def test_every_key_skyrl_has_is_listed():
-    assert _leaf_keys(SkyRLTrainConfig()) - load_known_keys().exact == set()
+    known = load_known_keys()
+    assert {key for key in _leaf_keys(SkyRLTrainConfig()) if not known.accepts(key)} == set()
+
+
+def test_skyrl_keeps_a_value_of_the_wrong_type_so_only_the_recipe_check_catches_it_early():
+    # build_nested_dataclass (skyrl/train/config/config.py) passes leaf values through as parsed; the trainer
+    # compares trainer.eval_interval with 0 only once training runs. The recipe check refuses it on a laptop.
+    assert load_known_keys().types["trainer.eval_interval"] == "int"
+    assert SkyRLTrainConfig.from_cli_overrides(["trainer.eval_interval=five"]).trainer.eval_interval == "five"
 
 
 def _field_default(field):
@@ -89,7 +107,7 @@ def _probe(key: str) -> list[str]:
         if depth == len(parts) - 1:
             value = _field_default(field)
             break
-        cls = _nested_dataclass(typing.get_type_hints(cls)[part])
+        cls = _section(typing.get_type_hints(cls)[part])
         section = ".".join(parts[: depth + 1])
         if OmegaConf.select(defaults, section) is None:
             overrides += [f"{section}.{f.name}=contract-probe" for f in dataclasses.fields(cls)
@@ -129,18 +147,32 @@ def test_plus_prefix_is_rejected_by_skyrl_as_the_rule_says():
         SkyRLTrainConfig.from_cli_overrides(["+trainer.seed=1"])
 
 
-# Defaults SkyRL derives after construction (SkyRLTrainConfig.__post_init__) from another key.
-DERIVED = {"generator.max_input_length": "trainer.max_prompt_length"}
+# Defaults SkyRLTrainConfig.__post_init__ (skyrl/train/config/config.py) fills in from another key, or sets, after
+# the sections are built; the key file records the section's value before that.
+DERIVED = {"generator.max_input_length": "trainer.max_prompt_length",
+           "trainer.algorithm.temperature": "generator.sampling_params.temperature"}
+SET_AFTER = {"data.dataloader.num_workers": 8}
 
 
-def test_the_rules_defaults_are_skyrls():
-    effective = _defaults()
-    for key, ours in SKYRL_DEFAULTS.items():
-        real = OmegaConf.select(effective, key)
-        real = OmegaConf.to_container(real) if OmegaConf.is_config(real) else real
+def _effective(key: str):
+    value = OmegaConf.select(_defaults(), key)
+    value = OmegaConf.to_container(value) if OmegaConf.is_config(value) else value
+    return value.value if isinstance(value, enum.Enum) else value
+
+
+def test_the_recorded_defaults_are_skyrls():
+    """Every default the key file records (the rules read them for keys a recipe leaves out) is SkyRL's own."""
+    wrong = {}
+    for key, ours in load_known_keys().defaults.items():
+        parents = [".".join(key.split(".")[:depth]) for depth in range(1, key.count(".") + 1)]
+        if any(_effective(parent) is None for parent in parents):
+            continue  # inside an optional section that is unset by default
         if key in DERIVED:
-            assert ours is None and real == OmegaConf.select(effective, DERIVED[key]), key
-            continue
-        expanded = [os.path.expanduser(i) for i in ours] if isinstance(ours, list) else (
-            os.path.expanduser(ours) if isinstance(ours, str) else ours)
-        assert expanded == real, key
+            ours = _effective(DERIVED[key])
+        elif key in SET_AFTER:
+            ours = SET_AFTER[key]
+        expanded = [os.path.expanduser(i) for i in ours] if isinstance(ours, list) and all(
+            isinstance(i, str) for i in ours) else (os.path.expanduser(ours) if isinstance(ours, str) else ours)
+        if expanded != _effective(key):
+            wrong[key] = (ours, _effective(key))
+    assert wrong == {}

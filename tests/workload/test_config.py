@@ -1,4 +1,4 @@
-"""workload.config: the one override parser, recipe files with extends, and the settings tables."""
+"""workload.config: the one override parser, recipe files (OmegaConf) with extends, and the settings tables."""
 
 from __future__ import annotations
 
@@ -79,26 +79,17 @@ def test_the_settings_table_has_a_row_per_leaf_with_its_description():
     assert config.undocumented(Outer) == []
 
 
-FORMER = {"old_size": config.Former.constant("SIZE", (1, 2), "a/module.py", "the one size"),
-          "old_rate": config.Former("it follows rate", "rate")}
+def test_a_yaml_error_is_one_line_naming_the_file_and_the_line(tmp_path):
+    (tmp_path / "bad.yaml").write_text("steps: 3\ninner: {rate: 0.5, names: [a}\n")
+    with pytest.raises(config.ConfigError, match=r"^recipe 'bad' \(.*bad.yaml, line 2\) is not valid YAML: [^\n]+; fix the "
+                       r"file$"):
+        config.read_recipe(tmp_path, "bad")
 
 
-def test_a_former_constant_names_it_its_value_and_its_home_then_how_to_fix():
-    with pytest.raises(config.ConfigError, match=r"^old_size is no longer a setting: it is the fixed constant SIZE = "
-                       r"\[1, 2\] in a/module.py \(the one size\); drop it from --set$"):
-        config.refuse_former(["fine", "old_size", "old_rate"], FORMER, drop_from="--set")
-
-
-def test_a_former_derived_setting_says_what_to_set_instead_in_the_callers_error_class():
-    class DomainError(ValueError):
-        pass
-
-    with pytest.raises(DomainError, match=r"^recipe 'x': old_rate is no longer a setting: it follows rate; drop it, "
-                       r"or set rate$"):
-        config.refuse_former(["old_rate"], FORMER, what="recipe 'x'", error=DomainError)
-
-
-def test_an_option_spelling_is_refused_as_its_setting_and_named_as_written():
-    with pytest.raises(config.ConfigError, match=r"^--old-rate is no longer a setting: "):
-        config.refuse_former(["--old-rate"], FORMER)
-    config.refuse_former(["old-rate", "rate"], FORMER)  # not an option, not a former setting: nothing to refuse
+def test_a_recipe_must_be_a_map_and_may_not_repeat_a_key(tmp_path):
+    (tmp_path / "list.yaml").write_text("- 1\n- 2\n")
+    with pytest.raises(config.ConfigError, match=r"recipe 'list' \(.*\) must be a YAML map of settings"):
+        config.read_recipe(tmp_path, "list")
+    (tmp_path / "twice.yaml").write_text("steps: 3\nsteps: 4\n")
+    with pytest.raises(config.ConfigError, match=r"line 2\) is not valid YAML: found duplicate key steps"):
+        config.read_recipe(tmp_path, "twice")

@@ -37,6 +37,9 @@ def plan(
 
     Example:  skymaze plan --recipe blog --size blog -c worker_threads_per_core=2
     """
+    from workload.maze.render import DEFAULT_CELL_PX
+    from workload.serve.cluster_config import DEFAULT_GPU_MEMORY_UTILIZATION, SERVE_TENSOR_PARALLEL
+    from workload.skyrl.gpu_plan import build_gpu_plan, endpoint_lines, render_gpu_plan
     from workload.skyrl.plan import build_plan, plan_warnings, render_plan
 
     given_c = list(context)
@@ -44,22 +47,31 @@ def plan(
     recipe_name = recipe_for_profile(recipe_name, profile)
     recipe = load_run_or_exit(recipe_name, list(sets or []))
     _refuse_misfit(recipe, profile, context)
-    settings_fsx_gib, fit_lines = _cluster_fit(profile, context)
+    settings_fsx_gib, fit_lines, gpu_gib = _cluster_fit(profile, context)
     fsx_gib = settings_fsx_gib if fsx_gib is None else fsx_gib
     try:
         result = build_plan(recipe.resolved(), train_rows=recipe.train_rows(), fsx_gib=fsx_gib)
     except (KeyError, ValueError) as err:
         fail(f"recipe {recipe_name!r} cannot be planned: {err}", code=EXIT_USAGE)
     warnings = plan_warnings(result)
+    # A maze frame is maze_size cells of DEFAULT_CELL_PX (VisGym's 25 px), square.
+    gpu = build_gpu_plan(recipe.resolved(), gpu_gib=gpu_gib, gpus_per_node=recipe.cluster.gpus_per_node,
+                         frame_px=recipe.dataset.maze_size * DEFAULT_CELL_PX)
     if as_json:
         print_json({"recipe": recipe_name, "run_id": recipe.run_id, "profile": profile, **vars(result),
                     "peak_bytes": result.peak_bytes, "fits_fsx": result.peak_bytes <= result.fsx_bytes,
-                    "cluster_fit": [line.strip() for line in fit_lines], "warnings": warnings})
+                    "cluster_fit": [line.strip() for line in fit_lines], "warnings": warnings,
+                    "gpu": {**vars(gpu), "train_bytes": gpu.train_bytes, "kv_tokens": gpu.kv_tokens}})
         if result.peak_bytes > result.fsx_bytes:
             raise typer.Exit(code=1)
         return
     typer.echo(f"recipe {recipe_name} (run {recipe.run_id})")
     for line in render_plan(result):
+        typer.echo(line)
+    for line in render_gpu_plan(gpu):
+        typer.echo(line)
+    for line in endpoint_lines(gpu_gib=gpu_gib, gpus=recipe.cluster.gpus_per_node,
+                               tensor_parallel=SERVE_TENSOR_PARALLEL, utilization=DEFAULT_GPU_MEMORY_UTILIZATION):
         typer.echo(line)
     for line in fit_lines:
         typer.echo(line)
@@ -81,8 +93,9 @@ def _refuse_misfit(recipe, profile: str, context: list[str]) -> None:
         fail(f"recipe {recipe.name!r} cannot run on profile {profile!r}", code=EXIT_USAGE)
 
 
-def _cluster_fit(profile: str, context: list[str]) -> tuple[int, list[str]]:
-    """(the settings' FSx GiB, the lines of the profile's cluster fit)."""
+def _cluster_fit(profile: str, context: list[str]) -> tuple[int, list[str], int]:
+    """(the settings' FSx GiB, the lines of the profile's cluster fit, the GiB of one worker GPU)."""
+    from workload.deployment.fit import GPU_MEMORY_GIB
     from workload.ops.profiles import SettingsError, parse_overrides, settings_for
 
     try:
@@ -92,7 +105,7 @@ def _cluster_fit(profile: str, context: list[str]) -> tuple[int, list[str]]:
     lines = [f"cluster fit (profile {profile}; kubelet reservation and system pods from workload/deployment/fit.py):"]
     for group in settings.cluster_fit():
         lines += [f"  {row}" for row in group.rows()]
-    return settings.fsx_storage_gib, lines
+    return settings.fsx_storage_gib, lines, GPU_MEMORY_GIB[settings.worker_instance_type]
 
 
 def register(app: typer.Typer) -> None:

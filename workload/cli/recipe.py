@@ -100,23 +100,34 @@ def profile_fit_problems(recipe, profile: str, context: list[str] | tuple[str, .
 def list_recipes(as_json: bool = JSON_OPTION) -> None:
     """List the shipped recipes: cluster recipes (skymaze submit) and rehearsal recipes (skymaze rehearse).
 
+    A recipe that cannot be read is listed with its error on stderr, and the command exits 1.
+
     Example:  skymaze recipe list
     """
     from workload.local.config import available_recipes as rehearsal_recipes
+    from workload.local.config import load_config
     from workload.skyrl.recipe import available_recipes, load_recipe
 
+    rows = []
+    for kind, names, load in (("cluster", available_recipes(), load_recipe),
+                              ("rehearsal", rehearsal_recipes(), load_config)):
+        for name in names:
+            try:
+                rows.append({"name": name, "kind": kind, "description": load(name).description, "error": None})
+            except ValueError as err:
+                rows.append({"name": name, "kind": kind, "description": None, "error": str(err)})
+    broken = [row for row in rows if row["error"]]
     if as_json:
-        print_json([{"name": name, "kind": "cluster", "description": load_recipe(name).description}
-                    for name in available_recipes()]
-                   + [{"name": name, "kind": "rehearsal", "description": load_rehearsal_or_exit(name, []).description}
-                      for name in rehearsal_recipes()])
-        return
-
-    for name in available_recipes():
-        typer.echo(f"{name:<14} cluster    {load_recipe(name).description}")
-    for name in rehearsal_recipes():
-        typer.echo(f"{name:<14} rehearsal  {load_rehearsal_or_exit(name, []).description}")
-    next_step("skymaze recipe show blog", "skymaze recipe show local --fields")
+        print_json(rows)
+    else:
+        for row in rows:
+            typer.echo(f"{row['name']:<14} {row['kind']:<10} {row['description'] or '(cannot be read)'}")
+    for row in broken:
+        typer.echo(f"error: {row['error']}", err=True)
+    if broken:
+        raise typer.Exit(code=1)
+    if not as_json:
+        next_step("skymaze recipe show blog", "skymaze recipe show local --fields")
 
 
 recipe_app.command("list", help=doc_help(list_recipes.__doc__))(list_recipes)
@@ -140,7 +151,10 @@ def show(
     if fields:
         from workload import config
 
-        model, defaults = _model_of(kind, name)
+        try:
+            model, defaults = _model_of(kind, name)
+        except ValueError as err:
+            fail(str(err), code=EXIT_USAGE)
         for line in config.settings_table(model, defaults):
             typer.echo(line)
         return

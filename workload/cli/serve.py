@@ -21,7 +21,7 @@ from workload.cli._common import (
 from workload.config import ConfigError
 from workload.evaluate.adapter_facts import ADAPTER_SETTINGS
 from workload.evaluate.settings import EvaluateSettings
-from workload.serve.settings import LocalServeSettings, ServeSettings, refuse_former
+from workload.serve.settings import LocalServeSettings, ServeSettings
 
 API_KEY_ENV = "SKYMAZE_API_KEY"
 SIGNAL_POLL_S = 0.5  # how often the main thread wakes to notice a stop signal
@@ -35,15 +35,8 @@ def serve(
     model_id: str | None = setting_option(ServeSettings, "model_id"),
     max_adapters: int = setting_option(ServeSettings, "max_adapters"),
     cache_dir: Path = setting_option(ServeSettings, "cache_dir"),
-    s3_endpoint_url: str | None = typer.Option(
-        None, "--s3-endpoint-url", hidden=True,
-        help="Former option, refused: set the environment variable AWS_ENDPOINT_URL_S3 instead."),
     replica_cpus: float = setting_option(ServeSettings, "replica_cpus"),
     max_model_requests: int = setting_option(ServeSettings, "max_model_requests"),
-    max_ongoing_requests: str | None = typer.Option(
-        None, "--max-ongoing-requests", hidden=True, help="Former option, refused: set --max-model-requests instead."),
-    max_queued_requests: str | None = typer.Option(
-        None, "--max-queued-requests", hidden=True, help="Former option, refused: set --max-model-requests instead."),
     api_key_file: Path | None = typer.Option(
         None, "--api-key-file", dir_okay=False,
         help=f"Require 'Authorization: Bearer KEY' on every request, KEY being this file's first line (or the "
@@ -63,9 +56,6 @@ def serve(
 
     api_key = _api_key(api_key_file)
     try:
-        given = {"--s3-endpoint-url": s3_endpoint_url, "--max-ongoing-requests": max_ongoing_requests,
-                 "--max-queued-requests": max_queued_requests}
-        refuse_former([option for option, value in given.items() if value is not None])
         server = LocalServer(
             model, adapters, host=host, port=port, cache_dir=cache_dir, model_id=model_id,
             max_adapters=max_adapters, replica_cpus=replica_cpus, api_key=api_key,

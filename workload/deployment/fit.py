@@ -55,6 +55,17 @@ INSTANCES: dict[str, InstanceFacts] = {
     "ml.m5.8xlarge": InstanceFacts(32, 128, 0, 0, KUBELET_DEFAULT_MAX_PODS, f"{HYPERPOD_CLI_CONSTANTS}; {EC2_GENERAL_PURPOSE}"),
     "ml.m5.4xlarge": InstanceFacts(16, 64, 0, 0, KUBELET_DEFAULT_MAX_PODS, f"{HYPERPOD_CLI_CONSTANTS}; {EC2_GENERAL_PURPOSE}"),
 }
+# Memory of one GPU (GiB) of each GPU type, from the EC2 accelerated-computing page: g7e carries NVIDIA RTX
+# PRO 6000 Blackwell Server Edition GPUs of 96 GB each, g6e NVIDIA L40S of 48 GB each.
+GPU_MEMORY_GIB: dict[str, int] = {"ml.g7e.12xlarge": 96, "ml.g7e.24xlarge": 96, "ml.g6e.12xlarge": 48}
+# /dev/shm of a Ray pod (memory-backed, so it counts against the pod's memory): NCCL, vLLM and Ray's object
+# store share it. Ray sizes its object store at min(30 % of the pod's memory, 95 % of /dev/shm)
+# (ray/_private/utils.py resolve_object_store_memory, Ray 2.60.0): 60.8 of 64 GiB on a g7e worker, leaving
+# NCCL's and vLLM's buffers 3.2 GiB. A training step moves ~5.7 GB of float32 pixel values through the
+# store (`skymaze plan`), so the workers' store is set to half of /dev/shm: ~5 steps of pixels, and 32 GiB
+# left to NCCL and vLLM.
+POD_SHM_GIB = 64
+WORKER_OBJECT_STORE_GIB = POD_SHM_GIB // 2
 GPU_TYPES = tuple(name for name, facts in INSTANCES.items() if facts.gpus)
 CPU_TYPES = tuple(name for name, facts in INSTANCES.items() if not facts.gpus)
 THREADS_PER_CORE = (1, 2)  # HyperPod ClusterInstanceGroup.ThreadsPerCore; 1 disables SMT, halving vCPUs

@@ -16,17 +16,14 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 from workload.config import (
     DEFAULT_PROFILE,
     ConfigModel,
-    Former,
     did_you_mean,
     field_paths,
-    refuse_former,
     set_values,
 )
 from workload.config import settings_table as settings_rows
 from workload.deployment import fit
-from workload.deployment.names import DEFAULT_APP_NAME, HYPERPOD_GPU_GROUP, RAY_NAMESPACE
-from workload.deployment.supervisor import FORMER_LIMITS, SupervisorLimits
-from workload.serving_rules import DEFAULT_MAX_LORA_RANK
+from workload.deployment.names import DEFAULT_APP_NAME, HYPERPOD_GPU_GROUP
+from workload.deployment.supervisor import SupervisorLimits
 
 # Regions where both ml.r5d.16xlarge and ml.g7e.12xlarge HyperPod instances are listed
 # (cfn-lint 1.58 rule E3644 region tables) and where Managed Grafana is offered.
@@ -551,36 +548,6 @@ PROFILES: dict[str, dict[str, Any]] = {
 # Set by the tool, not the user (`skymaze deploy` passes them): left out of the user's table.
 TOOL_SET = ("profile", "account", "dashboards_revision", "reuse_artifacts_bucket")
 
-HOME = "workload/deployment/settings.py"
-# Former settings -> where their value lives now (a constant, or what derives it) and what to set instead.
-FORMER: dict[str, Former] = {
-    **{key: Former.constant(name, value, HOME) for key, (name, value) in {
-        "kubernetes_version": ("KUBERNETES_VERSION", KUBERNETES_VERSION),
-        "head_count": ("HEAD_COUNT", HEAD_COUNT),
-        "kuberay_chart_version": ("KUBERAY_CHART_VERSION", KUBERAY_CHART_VERSION),
-        "head_threads_per_core": ("HEAD_THREADS_PER_CORE", HEAD_THREADS_PER_CORE),
-        "hyperpod_chart_version": ("HYPERPOD_CHART_VERSION", HYPERPOD_CHART_VERSION),
-        "ray_endpoint_chart_version": ("RAY_ENDPOINT_CHART_VERSION", RAY_ENDPOINT_CHART_VERSION),
-        "node_volume_gib": ("NODE_VOLUME_GIB", NODE_VOLUME_GIB),
-        "max_loras": ("ENDPOINT_MAX_LORAS", ENDPOINT_MAX_LORAS),
-        "max_adapters_per_replica": ("ENDPOINT_MAX_ADAPTERS", ENDPOINT_MAX_ADAPTERS),
-    }.items()},
-    "deploy_guard_warn_hours": Former.constant("DEPLOY_GUARD_WARN_HOURS", DEPLOY_GUARD_WARN_HOURS, HOME,
-                                               "halved for a shorter max_deployed_hours"),
-    "max_lora_rank": Former.constant("DEFAULT_MAX_LORA_RANK", DEFAULT_MAX_LORA_RANK, "workload/serving_rules.py",
-                                     "the local endpoint's cap too; `skymaze promote --max-lora-rank` takes another"),
-    "ray_namespace": Former.constant("RAY_NAMESPACE", RAY_NAMESPACE, "workload/deployment/names.py"),
-    **{f"supervise.{key}": former for key, former in FORMER_LIMITS.items()},
-    **dict.fromkeys(("head_pod_cpu", "head_pod_memory_gib"), Former(
-        "the trainer's Ray head is sized from head_instance_type (and serving, which takes a third of the head node: "
-        f"Settings.pod_sizes in {HOME})", "head_instance_type")),
-    **{key: Former(f"the endpoint serves the base model of the cluster recipe serve_recipe names (its {recipe_key})",
-                   "serve_recipe=NAME (`skymaze recipe list`)")
-       for key, recipe_key in {"base_model_id": "model.base_model_id",
-                               "serve_model_source": "trainer.policy.model.path"}.items()},
-}
-
-
 def settings_table() -> list[str]:
     """The deploy settings a user chooses, one row each with a column per profile (docs/settings.md)."""
     return settings_rows(Settings, skip=TOOL_SET, profiles=PROFILES)
@@ -599,7 +566,6 @@ def load_settings(context: Mapping[str, Any]) -> Settings:
     profile = str(context.get("profile", DEFAULT_PROFILE))
     if profile not in PROFILES:
         raise SettingsError(f"profile: {profile!r} is not allowed; allowed values: {', '.join(PROFILES)}")
-    refuse_former(sorted(context), FORMER, drop_from="--deploy-set (-c)", error=SettingsError)
     # CDK's own keys have ':' or '@' or '-'; a snake_case key (dotted for a group) that is not a setting is a typo.
     known = field_paths(Settings)
     typos = sorted(k for k in context if re.fullmatch(r"[a-z]+(_[a-z0-9]+)*(\.[a-z0-9_]+)*", k) and ("_" in k or "." in k)

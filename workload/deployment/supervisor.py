@@ -14,8 +14,6 @@ from pydantic import Field
 from workload.config import (
     RECIPE_FLAG,
     ConfigModel,
-    Former,
-    refuse_former,
     set_values,
     show_value,
     split_pair,
@@ -29,10 +27,6 @@ from workload.deployment.names import HYPERPOD_GPU_GROUP
 # (node_wait_timeout_s, about 2 h); the crash loop is bounded by max_failures_at_same_step, not by it.
 BACKOFF_BASE_S = 30.0
 BACKOFF_CAP_S = 900.0
-# Former limits, now constants of this module (and -c supervise.KEY in workload/deployment/settings.py FORMER).
-FORMER_LIMITS = {key: Former.constant(name, value, "workload/deployment/supervisor.py") for key, (name, value) in
-                 {"backoff_base_s": ("BACKOFF_BASE_S", BACKOFF_BASE_S),
-                  "backoff_cap_s": ("BACKOFF_CAP_S", BACKOFF_CAP_S)}.items()}
 SUPERVISE_HELP = "skymaze supervise --help"
 
 
@@ -58,7 +52,6 @@ class SupervisorLimits(ConfigModel):
 def limits_from_sets(sets: Iterable[str]) -> SupervisorLimits:
     """The limits ``--set KEY=VALUE`` pairs give (the defaults for the others); ConfigError names a bad key."""
     pairs = [split_pair(item, example="max_submissions=4") for item in sets]
-    refuse_former([key for key, _ in pairs], FORMER_LIMITS, drop_from=RECIPE_FLAG)
     hint = f" (`{SUPERVISE_HELP}` lists them)"
     return validate(SupervisorLimits, set_values(SupervisorLimits, {}, pairs, hint=hint), what="supervisor limits",
                     hint=hint)

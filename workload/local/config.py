@@ -2,7 +2,8 @@
 
 Every setting is a field of the models below, with its meaning in ``description`` (``skymaze
 recipe show local --fields`` and the README table print them). Key names follow SkyRL's config
-wherever SkyRL has the concept (``trainer.eval_interval``, ``generator.n_samples_per_prompt``, ...).
+wherever SkyRL has the concept (``trainer.eval_interval``, ``generator.n_samples_per_prompt``, ...),
+typed as SkyRL types them (a test holds them to workload/skyrl/skyrl_0.4.0_keys.txt).
 A recipe may start from another with ``extends: NAME``; overrides go through ``workload.config``.
 Values with one sensible choice are constants, not settings (``workload/local/constants.py``).
 """
@@ -14,6 +15,7 @@ import json
 from pathlib import Path
 from typing import Any, Literal
 
+from omegaconf import OmegaConf
 from pydantic import Field, PositiveInt, field_validator, model_validator
 
 from workload import config
@@ -23,7 +25,6 @@ from workload.maze.heldout import size_mismatch
 
 RECIPES_DIR = Path(__file__).parent / "recipes"
 SCHEDULERS = ("constant_with_warmup", "cosine_with_min_lr")  # Hugging Face get_scheduler names
-DROP_FROM = "the recipe or --set"  # where a former setting (constants.former()) is written
 # Settings that name or place a run without changing its results: left out of the fingerprint.
 # The control adds a comparison without changing the start or GRPO: a run with it off can add it later.
 UNFINGERPRINTED = {
@@ -31,6 +32,15 @@ UNFINGERPRINTED = {
     "control": ("enabled",),
     "": ("name", "description"),
 }
+
+
+# The rehearsal's own settings, which SkyRL has no key for; every other leaf is a SkyRL 0.4.0 key, typed as SkyRL
+# types it (tests/workload/local/test_config.py holds both to workload/skyrl/skyrl_0.4.0_keys.txt).
+OWN_KEYS = (
+    "name", "description", "trainer.runs_dir", "trainer.policy.model.preset", "trainer.policy.ema_decay",
+    "generator.image_history", "environment.maze.size", "environment.heldout_set", "sft.batch_size", "sft.lr",
+    "sft.validation_size", "sft.target_solved", "control.enabled", "serve.enabled",
+)
 
 
 class AlgorithmConfig(ConfigModel):
@@ -220,16 +230,14 @@ class RehearsalConfig(ConfigModel):
         return self
 
     def to_dict(self) -> dict[str, Any]:
-        """Every setting and, under their old keys, the constants that were settings (``constants.FIXED``) and the
-        values derived from a setting (``constants.DERIVED``):
+        """Every setting, with the constants under the keys they are saved as (``constants.SAVED_AS``, ``FOLLOWS``):
         what a run saves (config.json, checkpoints, an export's trainer_config.json) and what its fingerprint hashes."""
-        data = self.model_dump()
+        tree = OmegaConf.create(self.model_dump())
         for key, value in constants.fixed_values().items():
-            data = config.merge(data, config.nest(key, value))
-        settings = config.flatten(data)
-        for key, derived in constants.DERIVED.items():
-            data = config.merge(data, config.nest(key, settings[derived.instead]))
-        return data
+            OmegaConf.update(tree, key, value)
+        for key, setting in constants.FOLLOWS.items():
+            OmegaConf.update(tree, key, OmegaConf.select(tree, setting))
+        return OmegaConf.to_container(tree)
 
     def overrides(self) -> list[str]:
         """Every setting as ``KEY=VALUE``, as ``--set`` takes it."""
@@ -266,36 +274,16 @@ def available_recipes() -> tuple[str, ...]:
 
 def load_config(name: str = "local", overrides: list[str] | None = None) -> RehearsalConfig:
     """Read recipe ``name`` (following ``extends``), apply ``KEY=VALUE`` overrides, validate and freeze."""
-    recipe = config.read_recipe(RECIPES_DIR, name)
-    keys = [*config.flatten(recipe), *(config.split_pair(item)[0] for item in overrides or [])]
-    config.refuse_former(keys, constants.former(), drop_from=DROP_FROM, what=f"rehearsal recipe {name!r}")
-    raw = config.apply_overrides(RehearsalConfig, recipe, list(overrides or []),
+    raw = config.apply_overrides(RehearsalConfig, config.read_recipe(RECIPES_DIR, name), list(overrides or []),
                                  lists=f"skymaze recipe show {name} --fields")
     return config.validate(RehearsalConfig, {**raw, "name": name}, what=f"rehearsal recipe {name!r}")
 
 
 def config_from_dict(data: dict[str, Any]) -> RehearsalConfig:
-    """Rebuild a config saved with ``to_dict()`` (checkpoints, exports, config.json).
-
-    The constants that were settings are dropped where they hold the constant's value (every run saved
-    before they became constants, with their defaults); a saved value that differs fails naming the key,
-    since this code runs only the constant. A derived key (``constants.DERIVED``) is dropped where it equals the
-    setting it follows, and fails naming both otherwise.
-    """
-    fixed = constants.fixed_values()
-    former = constants.former()
-    saved = config.flatten(data)
-    settings: dict[str, Any] = {}
-    for key, value in saved.items():
-        if key in constants.DERIVED:
-            source = constants.DERIVED[key].instead
-            if value != saved.get(source):
-                raise config.ConfigError(f"saved rehearsal settings: {key}={_text(value)} differs from {source}="
-                                         f"{_text(saved.get(source))}, which this code no longer runs; "
-                                         f"{config.former_message(key, former[key], drop_from=DROP_FROM)}")
-        elif key not in fixed:
-            settings = config.merge(settings, config.nest(key, value))
-        elif value != fixed[key]:
-            raise config.ConfigError(f"saved rehearsal settings: {key}={_text(value)} was run with a value this code "
-                                     f"no longer runs; {config.former_message(key, former[key], drop_from=DROP_FROM)}")
-    return config.validate(RehearsalConfig, settings, what="saved rehearsal settings")
+    """Rebuild a config saved with ``to_dict()`` (checkpoints, exports, config.json): the saved constants are
+    left out, since the code runs its own."""
+    tree = OmegaConf.create({})
+    for key, value in config.flatten(data).items():
+        if key not in constants.SAVED_AS and key not in constants.FOLLOWS:
+            OmegaConf.update(tree, key, value)
+    return config.validate(RehearsalConfig, OmegaConf.to_container(tree), what="saved rehearsal settings")

@@ -1,21 +1,17 @@
 """The rehearsal's fixed values: constants, not recipe settings.
 
-Each was a key of the ``local`` recipe with one legal or one sensible value, or one that no documented
-experiment changes; each cites its source. ``FIXED`` maps the old key to its constant: ``--set`` on an old
-key (or a recipe that sets one) fails naming the constant, and every value is still written into a run's
-saved config and hashed into its fingerprint under its old key (``RehearsalConfig.to_dict``), so run ids
-and saved configs read as before. The code reads them as ``constants.NAME`` at the point of use, so a
-test may patch one (``monkeypatch.setattr(constants, NAME, ...)``) and the fingerprint follows.
+Each has one legal or one sensible value, or one that no documented experiment changes; each cites
+its source. ``SAVED_AS`` names the key (SkyRL's, where SkyRL has the concept) each is written under in
+a run's saved config and hashed into its fingerprint (``RehearsalConfig.to_dict``), so a saved config
+reads like a recipe and the fidelity table compares it with the cluster recipe's. The code reads them
+as ``constants.NAME`` at the point of use, so a test may patch one
+(``monkeypatch.setattr(constants, NAME, ...)``) and the fingerprint follows.
 How each value was chosen: docs/rehearsal.md, "Every recipe default".
 """
 
 from __future__ import annotations
 
 from typing import Any
-
-from workload.config import Former
-
-HOME = "workload/local/constants.py"
 
 # trainer.algorithm: what the learner implements (workload/local/grpo.py, grpo_trainer.py)
 ADVANTAGE_ESTIMATOR = "grpo"  # the only estimator the learner implements
@@ -63,8 +59,8 @@ SFT_PATH_FRACTION = 0.5  # share of samples on the BFS path; the rest start on r
 SFT_CHECK_EVERY = 5  # SFT steps between validation checks (one batched forward each)
 SFT_MAX_STEPS = 600  # SFT step cap, a bound the stopping rule reaches first
 
-# The recipe key each constant replaced -> the constant's name.
-FIXED: dict[str, str] = {
+# The key each constant is saved under -> the constant's name.
+SAVED_AS: dict[str, str] = {
     "trainer.update_epochs_per_batch": "UPDATE_EPOCHS_PER_BATCH",
     "trainer.eval_before_train": "EVAL_BEFORE_TRAIN",
     "trainer.max_ckpts_to_keep": "MAX_CKPTS_TO_KEEP",
@@ -94,23 +90,13 @@ FIXED: dict[str, str] = {
 }
 
 
-# The recipe keys whose one useful value follows another setting -> why, and that setting (``instead``). Like the
-# constants, each is refused by ``--set`` and written under its old key into saved configs and the fingerprint.
-DERIVED: dict[str, Former] = {
-    # The served step is chosen on validation among the steps both evaluated and exported, so every
-    # evaluation exports (and the last step, which is always evaluated): workload/local/grpo_trainer.py
-    "trainer.hf_save_interval": Former("exports follow trainer.eval_interval (an adapter at every evaluation, so "
-                                       "the step chosen on validation can be served)", "trainer.eval_interval"),
-}
+# Saved keys whose value follows a setting -> that setting. The served step is chosen on validation among the
+# steps both evaluated and exported, so every evaluation exports (workload/local/grpo_trainer.py).
+FOLLOWS: dict[str, str] = {"trainer.hf_save_interval": "trainer.eval_interval"}
 
 
 def fixed_values() -> dict[str, Any]:
-    """``{old recipe key: value}`` of every constant, as saved configs hold it (tuples as lists)."""
+    """``{saved key: value}`` of every constant, as saved configs hold it (tuples as lists)."""
     values = globals()
-    return {key: list(values[name]) if isinstance(values[name], tuple) else values[name] for key, name in FIXED.items()}
-
-
-def former() -> dict[str, Former]:
-    """Every recipe key that is no longer a setting -> where its value lives now (the constants as they are now)."""
-    why = "one sensible value, its source cited there"
-    return {**{key: Former.constant(name, globals()[name], HOME, why) for key, name in FIXED.items()}, **DERIVED}
+    return {key: list(values[name]) if isinstance(values[name], tuple) else values[name]
+            for key, name in SAVED_AS.items()}

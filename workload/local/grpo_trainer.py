@@ -581,7 +581,7 @@ class GrpoLearner:
             self.log("grpo", step, metrics)
             if self.due(t.eval_interval, step):
                 self.evaluate(step)
-            if self.due(t.eval_interval, step):  # every evaluated step can be served (constants.DERIVED)
+            if self.due(t.eval_interval, step):  # every evaluated step can be served (constants.FOLLOWS)
                 self.policy.export(step)
             if self.due(t.ckpt_interval, step):
                 self.policy.save_checkpoint(step)

@@ -49,7 +49,7 @@ from workload.serve.protocol import (
     models_body,
     parse_chat_request,
 )
-from workload.serve.settings import ServeLimits, ServeSettings, refuse_former
+from workload.serve.settings import ServeLimits, ServeSettings
 from workload.serving_rules import (
     DEFAULT_MAX_LORA_RANK,
     TRAINER_CONFIG_FIELD,
@@ -559,7 +559,6 @@ def builder_settings(args: dict[str, Any]) -> ServeSettings:
     """`app_builder`'s arguments as settings: each is a `ServeSettings` setting by the name ``skymaze serve``
     gives it (README's serve table), nested ones dotted (``limits.max_tokens=2048``); text or typed values."""
     accepted = ", ".join(config.field_paths(ServeSettings))
-    refuse_former(args)
     return config.validate_flat(
         ServeSettings, args, what="serve app arguments",
         hint=f" (pass model=FOLDER adapters=FOLDER_OR_S3_URI; every argument: {accepted})")

@@ -21,12 +21,19 @@ OPENAI_APP_IMPORT_PATH = "ray.serve.llm:build_openai_app"
 DEFAULT_APP_NAME = "skymaze-llm"
 # Ray Serve's HTTP port inside the RayService (KubeRay exposes it as the "serve" port).
 SERVE_HTTP_PORT = 8000
+# Named as text: Ray imports it in each replica worker (workload.deployment.gpu_driver.require_in_worker).
+DRIVER_CHECK_HOOK = "workload.deployment.gpu_driver.require_in_worker"
 # One image per turn plus the first frame: the published run capped episodes at 15 turns.
 DEFAULT_MAX_IMAGES_PER_PROMPT = 16
 # Long enough for 15 turns of prompt + image tokens + answers at Qwen3-VL's default image size.
 DEFAULT_MAX_MODEL_LEN = 32768
 DEFAULT_GPU_MEMORY_UTILIZATION = 0.9
-# An 8B LoRA adapter (rank 32, language model only) is ~100 MB; S3 in-region takes seconds.
+# One GPU a replica: a 96 GB GPU holds the 8B model's 17.5 GB of bf16 weights with ~69 GB of KV cache, so
+# tensor parallelism would only add an all-reduce per layer per token over PCIe (`skymaze plan`, endpoint);
+# a node's GPUs serve as that many independent replicas instead.
+SERVE_TENSOR_PARALLEL = 1
+# An 8B LoRA adapter (rank 32, language model only) is ~350 MB of fp32 tensors (87.3 M parameters, `skymaze
+# plan`); S3 in-region takes seconds.
 DEFAULT_ADAPTER_DOWNLOAD_TIMEOUT_S = 120.0
 _S3_URI = re.compile(r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/[^\s]*)?$")
 
@@ -135,8 +142,11 @@ def build_llm_serve_config(
     }
     if accelerator_type is not None:
         llm_config["accelerator_type"] = accelerator_type
+    # Every worker process of the replica reads the node's NVIDIA driver first (Ray runs the hook at worker
+    # start-up): a driver older than the image's CUDA 13.0 needs is refused in one line naming both.
+    llm_config["runtime_env"] = {"worker_process_setup_hook": DRIVER_CHECK_HOOK}
     if aws_region is not None:
-        llm_config["runtime_env"] = {"env_vars": {"AWS_REGION": aws_region, "AWS_DEFAULT_REGION": aws_region}}
+        llm_config["runtime_env"]["env_vars"] = {"AWS_REGION": aws_region, "AWS_DEFAULT_REGION": aws_region}
     return _serve_document(llm_config, app_name)
 
 

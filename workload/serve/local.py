@@ -19,7 +19,7 @@ from typing import Any
 from workload import config
 from workload.localhost import LOOPBACK, LocalRay, free_port
 from workload.serve.app import INGRESS_DEPLOYMENT, MODEL_DEPLOYMENT, build_app
-from workload.serve.settings import LocalServeSettings, ServeSettings, local_ray_cpus, refuse_former
+from workload.serve.settings import LocalServeSettings, ServeSettings, local_ray_cpus
 
 DEFAULT_APP_NAME = "skymaze"
 RAY_NAMESPACE = "skymaze-serve"
@@ -144,7 +144,6 @@ class LocalServer:
         sizes the Ray this server starts (default: `local_ray_cpus` of its replica's CPUs); a caller that
         runs several apps on one Serve sizes it for all of them.
         """
-        refuse_former(settings)
         place = config.validate_flat(LocalServeSettings, {"host": host, "port": port}, what="local endpoint settings")
         self._cache = None if cache_dir else tempfile.TemporaryDirectory(prefix="skymaze-adapters-")
         self.settings = config.validate_flat(

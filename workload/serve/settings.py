@@ -10,13 +10,11 @@ a user writes (``--max-adapters``, ``max_adapters=``); the README's tables print
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
 from pathlib import Path
 
 from pydantic import Field, NonNegativeFloat, PositiveInt, ValidationInfo, field_validator
 
-from workload import config
-from workload.config import ConfigModel, Former
+from workload.config import ConfigModel
 from workload.localhost import LOOPBACK
 from workload.serve.protocol import (
     CHARS_PER_PROMPT_TOKEN_BOUND,
@@ -40,27 +38,12 @@ DEFAULT_NUM_CPUS = 2
 # Adapters a model replica holds before the least recently used is evicted (Ray Serve's
 # `serve.multiplexed` default is 3: ray/serve/api.py).
 DEFAULT_MAX_ADAPTERS = 4
-# Requests the model replica holds at once, one generating and the rest waiting their turn (the sum of
-# the former max_ongoing_requests 4 and max_queued_requests 16); tests/workload/serve shows the 503 beyond.
+# Requests the model replica holds at once, one generating and the rest waiting their turn (4 + 16);
+# tests/workload/serve shows the 503 beyond.
 DEFAULT_MAX_MODEL_REQUESTS = 20
 # boto3's own setting for an S3-compatible store (botocore/configprovider.py ConfiguredEndpointProvider:
 # AWS_ENDPOINT_URL_S3, else AWS_ENDPOINT_URL, else endpoint_url in ~/.aws/config), read by every S3 client.
 S3_ENDPOINT_ENV = "AWS_ENDPOINT_URL_S3"
-# Former settings -> where their value lives now.
-FORMER: dict[str, Former] = {
-    "s3_endpoint_url": Former("an S3-compatible store is AWS's own configuration, read by every S3 client",
-                              f"the environment variable {S3_ENDPOINT_ENV} (or AWS_ENDPOINT_URL) for the serving "
-                              "process"),
-    **{key: Former("the model replica generates one request at a time, so only the number it holds mattered",
-                   "max_model_requests (their sum)") for key in ("max_ongoing_requests", "max_queued_requests")},
-}
-
-
-def refuse_former(names: Iterable[str]) -> None:
-    """Fail naming where a former setting went, for the first of ``names`` (options, arguments) that is one."""
-    config.refuse_former(names, FORMER)
-
-
 class ServeLimits(ConfigModel):
     """The request limits a user may need to move (longer replies, longer episodes); the others are
     constants of `workload.serve.protocol` and `workload.serve.app` (docs/serve.md lists them all)."""

@@ -24,6 +24,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from workload.skyrl.driver_check import check_gpu_nodes
 from workload.skyrl.tickets import ENV_CLASS, TicketSpec, build_dataset, spec_from_recipe
 
 STAGE_MARKER = "skymaze-stage:"
@@ -370,6 +371,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.preflight:
         print("preflight: ok", flush=True)
         return 0
+    refused = check_gpu_nodes()  # before SkyRL places anything on a GPU
+    if refused:
+        for line in refused:
+            print(f"error: {line}", file=sys.stderr, flush=True)
+        print(f"{FAILED_MARKER} gpu-driver: {refused[0]}", file=sys.stderr, flush=True)
+        return 1
     stages = Stages()
     try:
         run_skyrl(spec, stages)

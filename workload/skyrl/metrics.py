@@ -20,6 +20,7 @@ are exact whatever the batch size, and the rate is derived from them here.
 from __future__ import annotations
 
 import re
+import threading
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -45,6 +46,11 @@ SKYRL_CROSS_BATCH_RULES: tuple[tuple[tuple[str, ...], str], ...] = (
 
 PROMETHEUS_PREFIX = "skymaze_"
 RAY_PREFIX = "ray_"
+# Ray 2.60 puts a `ray.util.metrics` gauge on the node's /metrics for one metrics report after each
+# set() only (measured on a local head: a gauge set once was there at 1 of 19 polls, 2 s apart), and a
+# step of the cluster run takes minutes: the exporter sets its gauges again every KEEPALIVE_S, below
+# Ray's metrics report interval (Config.metrics_report_interval_ms, 10000 ms by default).
+KEEPALIVE_S = 5.0
 
 # Stable names (README "Logged metrics") -> help text of the exported gauge.
 EXPORTED: dict[str, str] = {
@@ -123,21 +129,43 @@ def derive_metrics(logs: dict[str, Any], *, strict_metric: bool, trajectories_pe
 
 @dataclass
 class RayMetricsExporter:
-    """Sets one Ray gauge per exported name, tagged with the run id."""
+    """Sets one Ray gauge per exported name, tagged with the run id, and keeps setting each to its
+    latest value every ``keepalive_s`` (a daemon thread, started by the first export) so that every
+    metrics report between two steps carries it; ``keepalive_s=None`` sets them on export only."""
 
     run_id: str
+    keepalive_s: float | None = KEEPALIVE_S
     _gauges: dict[str, Any] = field(default_factory=dict)
+    _latest: dict[str, float] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _keepalive: threading.Thread | None = None
 
     def export(self, metrics: dict[str, float]) -> list[str]:
         """Publish the exported subset of ``metrics``; returns the names it set."""
         from ray.util.metrics import Gauge
 
         published = []
-        for name, value in metrics.items():
-            if name not in EXPORTED:
-                continue
-            if name not in self._gauges:
-                self._gauges[name] = Gauge(prometheus_name(name), description=EXPORTED[name], tag_keys=("run",))
-            self._gauges[name].set(float(value), tags={"run": self.run_id})
-            published.append(name)
+        with self._lock:
+            for name, value in metrics.items():
+                if name not in EXPORTED:
+                    continue
+                if name not in self._gauges:
+                    self._gauges[name] = Gauge(prometheus_name(name), description=EXPORTED[name], tag_keys=("run",))
+                self._latest[name] = float(value)
+                self._gauges[name].set(float(value), tags={"run": self.run_id})
+                published.append(name)
+        if published and self._keepalive is None and self.keepalive_s is not None:
+            self._keepalive = threading.Thread(target=self._set_again, name="skymaze-gauges", daemon=True)
+            self._keepalive.start()
         return published
+
+    def close(self) -> None:
+        """Stop setting the gauges again (they leave /metrics after Ray's next report)."""
+        self._stop.set()
+
+    def _set_again(self) -> None:
+        while not self._stop.wait(self.keepalive_s):
+            with self._lock:
+                for name, value in self._latest.items():
+                    self._gauges[name].set(value, tags={"run": self.run_id})

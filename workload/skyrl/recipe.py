@@ -11,16 +11,54 @@ passed through unchanged.
 from __future__ import annotations
 
 import functools
+import math
 from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import Field, PositiveInt
+from pydantic import Field, PositiveInt, field_validator
 
 from workload import config
 from workload.skyrl import schedule
+from workload.skyrl.known_keys import load_known_keys
 
 RECIPES_DIR = Path(__file__).with_name("recipes")
+# (lowest, highest, lowest allowed) of SkyRL keys SkyRL 0.4.0 checks only once the job runs, or never: counts it
+# asserts positive (skyrl/train/utils/utils.py validate_batch_sizes, validate_cfg) or that mean nothing below 1, a
+# share of GPU memory (vLLM's gpu_memory_utilization), temperatures (0: greedy), a learning rate, a LoRA rank (0: off).
+_COUNT = (1.0, math.inf, True)
+RANGES: dict[str, tuple[float, float, bool]] = {
+    **dict.fromkeys((
+        "trainer.train_batch_size", "trainer.policy_mini_batch_size", "trainer.micro_train_batch_size_per_gpu",
+        "trainer.micro_forward_batch_size_per_gpu", "trainer.max_prompt_length",
+        "trainer.policy.sequence_parallel_size", "trainer.placement.policy_num_nodes",
+        "trainer.placement.policy_num_gpus_per_node",
+        "generator.n_samples_per_prompt", "generator.eval_n_samples_per_prompt", "generator.max_turns",
+        "generator.max_input_length", "generator.sampling_params.max_generate_length",
+        "generator.inference_engine.num_engines", "generator.inference_engine.tensor_parallel_size",
+        "generator.inference_engine.pipeline_parallel_size", "generator.inference_engine.data_parallel_size",
+        "trainer.policy.model.lora.alpha"), _COUNT),
+    "generator.inference_engine.gpu_memory_utilization": (0.0, 1.0, False),
+    "generator.sampling_params.temperature": (0.0, math.inf, True),
+    "generator.eval_sampling_params.temperature": (0.0, math.inf, True),
+    "trainer.policy.optimizer_config.lr": (0.0, math.inf, False),
+    "trainer.policy.model.lora.rank": (0.0, math.inf, True),
+}
+
+
+def skyrl_problems(values: dict[str, Any]) -> list[str]:
+    """One line per SkyRL key SkyRL would refuse: unknown, of another type, or out of its range (``RANGES``)."""
+    known, problems = load_known_keys(), []
+    for key, value in values.items():
+        problem = known.problem(key, value)
+        low, high, low_allowed = RANGES.get(key, (-math.inf, math.inf, True))
+        if problem is None and key in RANGES and value is not None and not (
+                (low <= value if low_allowed else low < value) and value <= high):
+            bound = f"{'>=' if low_allowed else '>'} {low:g}" + (f" and <= {high:g}" if high < math.inf else "")
+            problem = f"{key}={value}: must be {bound}. Fix: set a value in that range."
+        if problem:
+            problems.append(problem)
+    return problems
 
 
 class Cluster(config.ConfigModel):
@@ -72,14 +110,23 @@ class Recipe(config.ConfigModel):
     description: str = Field(description="One line on what the recipe runs (skymaze recipe list).")
     run_id: str = Field(pattern=r"^[a-z0-9][a-z0-9-]{0,62}$",
                         description="The run's folder under SHARED_ROOT/runs and SkyRL's trainer.run_name.")
-    shared_root: str = Field(description="The shared file system's mount on every pod (FSx for Lustre).")
+    shared_root: str = Field(pattern=r"^/", description="The shared file system's mount on every pod (FSx for Lustre).")
     cluster: Cluster
     model: ModelSource
     dataset: DatasetSpec
     reward: Reward = Reward()
     fixes: Fixes = Fixes()
     skyrl: dict[str, Any] = Field(description="SkyRL config keys passed through as KEY=VALUE ({shared_root}, "
-                                  "{run_id}, {run_dir} filled in); any other --set key lands here.")
+                                  "{run_id}, {run_dir} filled in), each typed as SkyRL types it "
+                                  "(workload/skyrl/skyrl_0.4.0_keys.txt); any other --set key lands here.")
+
+    @field_validator("skyrl")
+    @classmethod
+    def _typed(cls, values: dict[str, Any]) -> dict[str, Any]:
+        problems = skyrl_problems(values)
+        if problems:
+            raise ValueError("; ".join(problem.rstrip(".") for problem in problems))
+        return values
 
     @property
     def run_dir(self) -> str:

@@ -1,8 +1,8 @@
 """Checks for the SkyRL settings that otherwise fail late, on the GPU cluster.
 
 SkyRL validates most of these with bare ``assert`` statements after the job has pulled the
-image, started Ray and loaded the model; a key it does not know fails the strict config
-parse. Each rule here names the key and the fix. Rules mirror SkyRL 0.4.0's
+image, started Ray and loaded the model. Each rule here names the key and the fix; every key's
+name, type and range were checked when the recipe loaded (``workload.skyrl.recipe``). Rules mirror SkyRL 0.4.0's
 ``skyrl/train/utils/utils.py`` (``validate_cfg``, ``validate_batch_sizes``) and the VLM
 requirements of ``docs/content/docs/tutorials/vision_language_rl.mdx``.
 """
@@ -19,42 +19,6 @@ from workload.maze.heldout import size_mismatch
 from workload.skyrl.known_keys import load_known_keys
 from workload.skyrl.recipe import Recipe
 from workload.skyrl.tickets import ENV_CLASS
-
-# SkyRL 0.4.0 dataclass defaults (skyrl/train/config/config.py) for the keys the rules read;
-# SkyRL expands "~" in the paths. `make contract` compares them with the installed SkyRL.
-SKYRL_DEFAULTS: dict[str, Any] = {
-    "trainer.strategy": "fsdp",
-    "trainer.placement.colocate_all": True,
-    "trainer.placement.policy_num_nodes": 1,
-    "trainer.placement.policy_num_gpus_per_node": 1,
-    "generator.inference_engine.num_engines": 1,
-    "generator.inference_engine.tensor_parallel_size": 1,
-    "generator.inference_engine.pipeline_parallel_size": 1,
-    "generator.inference_engine.data_parallel_size": 1,
-    "trainer.train_batch_size": 1024,
-    "trainer.policy_mini_batch_size": 256,
-    "trainer.micro_train_batch_size_per_gpu": 1,
-    "generator.n_samples_per_prompt": 5,
-    "trainer.policy.sequence_parallel_size": 1,
-    "trainer.policy.model.lora.rank": 0,
-    "trainer.policy.model.lora.exclude_modules": None,
-    "trainer.policy.model.lora.lora_sync_path": "/tmp/skyrl_lora_sync",
-    "trainer.policy.model.path": "Qwen/Qwen2.5-1.5B-Instruct",
-    "trainer.ckpt_path": "~/ckpts/",
-    "trainer.export_path": "~/exports/",
-    "generator.max_turns": 1,
-    "generator.max_input_length": None,
-    "trainer.max_prompt_length": 512,
-    "generator.vision_language_generator": False,
-    "generator.batched": False,
-    "trainer.remove_microbatch_padding": True,
-    "generator.use_conversation_multi_turn": True,
-    "trainer.max_ckpts_to_keep": -1,
-    "data.train_data": ["~/data/gsm8k/train.parquet"],
-    "data.val_data": ["~/data/gsm8k/validation.parquet"],
-    "environment.env_class": "gsm8k",
-    "generator.step_wise_trajectories": False,
-}
 
 # A Qwen3-VL vision-tower module name, as PEFT sees it on Qwen3VLForConditionalGeneration.
 VISION_MODULE_SAMPLE = "model.visual.blocks.0.attn.qkv"
@@ -87,8 +51,8 @@ class TrainingSettings(BaseModel):
         return data
 
     def get(self, key: str) -> Any:
-        """The value SkyRL will use: the override, else SkyRL's default."""
-        return self.values.get(key, SKYRL_DEFAULTS.get(key))
+        """The value SkyRL will use: the override, else SkyRL's default (workload/skyrl/skyrl_0.4.0_keys.txt)."""
+        return self.values.get(key, load_known_keys().defaults.get(key))
 
     def policy_gpus(self) -> int:
         nodes = int(self.get("trainer.placement.policy_num_nodes"))
@@ -103,20 +67,6 @@ class TrainingSettings(BaseModel):
         if problems:
             raise ValueError("\n".join(problems))
         return self
-
-
-def check_known_keys(s: TrainingSettings) -> list[str]:
-    """Keys the pinned SkyRL's strict parser rejects."""
-    known = load_known_keys()
-    problems = []
-    for key in s.values:
-        if key.startswith("+"):
-            problems.append(f"{key}: SkyRL {known.version} rejects the '+' prefix. Fix: drop the '+'.")
-        elif not known.accepts(key):
-            hint = known.closest(key)
-            fix = f"did you mean {hint}?" if hint else "remove it or check the SkyRL version's config."
-            problems.append(f"{key}: not a SkyRL {known.version} config key. Fix: {fix}")
-    return problems
 
 
 def check_colocation(s: TrainingSettings) -> list[str]:
@@ -288,7 +238,6 @@ def check_strict_metric(s: TrainingSettings) -> list[str]:
 
 
 RULES: tuple[Rule, ...] = (
-    check_known_keys,
     check_colocation,
     check_cluster_fits,
     check_batch_sizes,

@@ -160,3 +160,34 @@ def test_every_pod_that_mounts_shared_runs_the_init_step_first():
         assert init["command"] == rm.shared_owner_command()
         assert init["securityContext"]["capabilities"] == {"drop": ["ALL"], "add": ["CHOWN"]}
         assert {"name": "shared", "mountPath": rm.SHARED_MOUNT} in init["volumeMounts"]
+
+
+def test_a_metrics_service_per_ray_pod_selects_exactly_that_pod():
+    spec = rm.ray_cluster_spec(image="img:1", head_type="h", head=PodSize("p", 2, 16), worker_type="w",
+                               worker=PodSize("p", 8, 64, gpus=2, efa=1), workers=3, name="t")
+    # The labels KubeRay >= 1.6 puts on the pods beside the template's (node type; worker replica index).
+    head = {**spec["headGroupSpec"]["template"]["metadata"]["labels"], rm.NODE_TYPE_LABEL: "head"}
+    template = spec["workerGroupSpecs"][0]["template"]["metadata"]["labels"]
+    workers = [{**template, rm.NODE_TYPE_LABEL: "worker", rm.REPLICA_INDEX_LABEL: str(i)} for i in range(3)]
+    services = rm.metrics_services(cluster="t", ns="ray", workers=3)
+    for service in services:
+        selector = service["spec"]["selector"].items()
+        assert [p for p in (head, *workers) if selector <= p.items()] == [
+            (head, *workers)[services.index(service)]], service["metadata"]["name"]
+        assert service["spec"]["ports"] == [{"name": "metrics", "port": rm.METRICS_PORT, "targetPort": rm.METRICS_PORT}]
+
+
+def test_the_endpoints_name_the_services_in_cluster_dns():
+    services = rm.metrics_services(cluster="t", ns="ray", workers=2)
+    endpoints = rm.metrics_endpoints(cluster="t", ns="ray", workers=2)
+    assert endpoints == [f"{s['metadata']['name']}.ray.svc.cluster.local:8080" for s in services]
+    assert endpoints[0] == "t-metrics-head.ray.svc.cluster.local:8080"
+
+
+def test_labelled_raycluster_and_rayservice_validate_against_kuberay_1_7(shared_dir):
+    sizes = load_settings({"profile": "blog"}).pod_sizes()
+    spec = rm.ray_cluster_spec(image="img:1", head_type="h", head=sizes.trainer_head, worker_type="w",
+                               worker=sizes.worker, workers=3, name="t")
+    kuberay.validate(shared_dir, rm.ray_cluster(name="t", ns="ray", spec=spec))
+    kuberay.validate(shared_dir, rm.ray_service(name="s", ns="ray", serve_config_yaml="applications: []\n",
+                                                cluster_spec=spec))

@@ -108,3 +108,12 @@ def test_the_cluster_fit_counts_the_supervisor_as_it_requests():
 
     (counted,) = [p for p in fit.SYSTEM_PODS if p.feature == fit.SUPERVISOR]
     assert (f"{counted.cpu_m}m", f"{counted.memory_mib}Mi") == (sv.CPU, sv.MEMORY)
+
+
+def test_the_scraped_endpoint_is_the_metrics_services_port_in_cluster_dns():
+    service = sv.metrics_service(CONFIG)
+    (port,) = service["spec"]["ports"]
+    assert sv.metrics_endpoint(CONFIG) == f"{service['metadata']['name']}.ray.svc.cluster.local:{port['port']}"
+    container = sv.deployment(CONFIG, image="i", node_instance_type="t", env=[])["spec"]["template"]["spec"]["containers"][0]
+    assert container["ports"] == [{"name": "metrics", "containerPort": port["targetPort"]}]
+    assert container["command"][container["command"].index("--metrics-port") + 1] == str(port["targetPort"])

@@ -70,3 +70,38 @@ def test_dashboards_importer_may_only_mint_tokens_on_this_workspace(observabilit
 
 def test_outputs_give_the_grafana_url(observability):
     assert "GrafanaUrl" in observability["Outputs"]
+
+
+def test_every_metrics_endpoint_is_registered_with_the_add_on(synth, observability):
+    from infra.stacks.observability import scrape_endpoints
+    from tests.infra.conftest import k8s_manifests, resources
+    from workload.addons import scrape_targets, scrape_targets_patch
+
+    (patch,) = resources(observability, "Custom::AWSCDK-EKS-KubernetesPatch").values()
+    props = patch["Properties"]
+    assert (props["ResourceName"], props["ResourceNamespace"], props["PatchType"]) == (
+        "observabilityconfig/hyperpod-observability", "hyperpod-observability", "merge")
+    endpoints = scrape_endpoints(synth.settings)
+    assert json.loads(props["ApplyPatchJson"]) == scrape_targets_patch(scrape_targets(endpoints))
+    assert json.loads(props["RestorePatchJson"]) == {"spec": {"customServiceScrapeTargets": []}}
+    addon_id, _ = one(observability, "AWS::EKS::Addon")
+    assert addon_id in patch["DependsOn"]
+    # Each endpoint is a Service the Ray and serving stacks (or the supervisor's manifest) create.
+    services = {f"{m['metadata']['name']}.{m['metadata']['namespace']}.svc.cluster.local:{m['spec']['ports'][0]['port']}"
+                for role in ("ray", "serving") for m in k8s_manifests(synth.templates[role]) if m["kind"] == "Service"}
+    assert set(endpoints) <= services, set(endpoints) - services
+    # trainer head + 3 workers, RayService head + 1 worker, the supervisor
+    assert len(endpoints) == 1 + synth.settings.trainer_worker_count + 2 + 1
+
+
+def test_the_dashboards_asset_holds_rays_generated_dashboards(synth, observability):
+    import ray
+
+    _, dashboards = one(observability, "Custom::GrafanaDashboards")
+    digest = dashboards["Properties"]["DashboardsKey"].removesuffix(".zip")
+    staged = synth.outdir / f"asset.{digest}"
+    names = sorted(p.name for p in staged.iterdir())
+    assert names == ["maze-training.json", "ray-core.json", "ray-data.json", "ray-serve-deployment.json",
+                     "ray-serve.json", "ray-train.json"]
+    core = json.loads((staged / "ray-core.json").read_text())
+    assert core["uid"] == "rayDefaultDashboard" and f"rayVersion:{ray.__version__}" in core["tags"]

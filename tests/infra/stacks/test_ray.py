@@ -63,6 +63,8 @@ def test_one_trainer_worker_per_gpu_node_with_two_gpus_and_efa(ray):
     limits = pod["containers"][0]["resources"]["limits"]
     assert (limits["nvidia.com/gpu"], limits["vpc.amazonaws.com/efa"]) == (2, 1)
     assert group["rayStartParams"]["num-gpus"] == "2"
+    # half of the 64 GiB /dev/shm; Ray's default would take 95 % of it and leave NCCL and vLLM 3.2 GiB
+    assert group["rayStartParams"]["object-store-memory"] == str(32 * 2**30)
 
 
 def test_every_ray_pod_mounts_shared_from_the_claim_and_uses_the_service_account(ray):

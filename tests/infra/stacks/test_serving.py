@@ -25,7 +25,11 @@ def test_serve_config_is_the_workload_builders_for_these_settings(service, synth
     assert app["import_path"] == "ray.serve.llm:build_openai_app"
     (llm,) = app["args"]["llm_configs"]
     assert llm["lora_config"]["dynamic_lora_loading_path"] == "s3://skymaze-artifacts-111111111111-us-west-2/adapters"
-    assert llm["engine_kwargs"]["tensor_parallel_size"] == 2  # the GPUs of one g7e.12xlarge
+    # one replica per GPU of the g7e.12xlarge: a 96 GB GPU holds the 8B model, TP=2 would only add PCIe traffic
+    assert llm["engine_kwargs"]["tensor_parallel_size"] == 1
+    assert llm["deployment_config"]["num_replicas"] == 2
+    # each replica worker checks its node's NVIDIA driver before vLLM starts
+    assert llm["runtime_env"]["worker_process_setup_hook"] == "workload.deployment.gpu_driver.require_in_worker"
 
 
 @pytest.mark.parametrize("recipe", ["blog", "small"])

@@ -8,7 +8,6 @@ import pytest
 
 from workload.deployment.settings import (
     DEPLOY_GUARD_WARN_HOURS,
-    FORMER,
     KUBERNETES_VERSION,
     S3_BUCKET_NAME_MAX,
     SUPPORTED_REGIONS,
@@ -103,40 +102,14 @@ def test_the_kubernetes_version_is_one_hyperpod_documents():
     assert load_settings({"profile": "blog"}).kubernetes_version == KUBERNETES_VERSION == "1.34"
 
 
-@pytest.mark.parametrize(("key", "constant", "value", "home"), [
-    ("kubernetes_version", "KUBERNETES_VERSION", "1.34", "workload/deployment/settings.py"),
-    ("head_count", "HEAD_COUNT", "1", "workload/deployment/settings.py"),
-    ("kuberay_chart_version", "KUBERAY_CHART_VERSION", "1.7.0", "workload/deployment/settings.py"),
-    ("head_threads_per_core", "HEAD_THREADS_PER_CORE", "2", "workload/deployment/settings.py"),
-    ("hyperpod_chart_version", "HYPERPOD_CHART_VERSION", "3.7.1", "workload/deployment/settings.py"),
-    ("ray_endpoint_chart_version", "RAY_ENDPOINT_CHART_VERSION", "3.10.0", "workload/deployment/settings.py"),
-    ("node_volume_gib", "NODE_VOLUME_GIB", "500", "workload/deployment/settings.py"),
-    ("deploy_guard_warn_hours", "DEPLOY_GUARD_WARN_HOURS", "2.0", "workload/deployment/settings.py"),
-    ("max_loras", "ENDPOINT_MAX_LORAS", "4", "workload/deployment/settings.py"),
-    ("max_adapters_per_replica", "ENDPOINT_MAX_ADAPTERS", "8", "workload/deployment/settings.py"),
-    ("max_lora_rank", "DEFAULT_MAX_LORA_RANK", "64", "workload/serving_rules.py"),
-    ("ray_namespace", "RAY_NAMESPACE", "ray", "workload/deployment/names.py"),
-    ("supervise.backoff_base_s", "BACKOFF_BASE_S", "30.0", "workload/deployment/supervisor.py"),
-    ("supervise.backoff_cap_s", "BACKOFF_CAP_S", "900.0", "workload/deployment/supervisor.py"),
-])
-def test_a_former_setting_given_with_c_names_where_it_is_fixed(key, constant, value, home):
-    with pytest.raises(SettingsError, match=rf"^{re.escape(key)} is no longer a setting: it is the fixed constant "
-                                            rf"{constant} = {re.escape(value)} in {re.escape(home)}\b.*; drop it from "
-                                            r"--deploy-set \(-c\)$"):
+@pytest.mark.parametrize("key", ["kubernetes_version", "head_count", "max_lora_rank", "ray_namespace", "head_pod_cpu",
+                                 "base_model_id", "serve_model_source", "supervise.backoff_base_s"])
+def test_a_constant_or_a_derived_value_given_with_c_is_not_a_setting(key):
+    with pytest.raises(SettingsError, match=rf"^{re.escape(key)}: not a deployment setting"):
         load_settings({"profile": "blog", key: "3"})
 
 
-@pytest.mark.parametrize("key", ["head_pod_cpu", "head_pod_memory_gib"])
-def test_a_former_head_pod_size_given_with_c_names_what_derives_it(key):
-    with pytest.raises(SettingsError, match=rf"^{key} is no longer a setting: the trainer's Ray head is sized from "
-                                            r"head_instance_type .*; drop it from --deploy-set \(-c\), or set "
-                                            r"head_instance_type$"):
-        load_settings({"profile": "blog", key: "3"})
-
-
-def test_the_former_settings_are_left_out_of_the_user_table():
-    table = "\n".join(settings_table())
-    assert all(f"| `{key}` |" not in table for key in FORMER)
+def test_the_user_table_stays_small():
     assert len(settings_table()) - 2 <= 39  # rows: 52 before the one-value knobs became constants
 
 
@@ -231,15 +204,6 @@ def test_trainer_takes_every_gpu_node_unless_told_otherwise():
 def test_trainer_cannot_use_more_nodes_than_the_cluster_has():
     with pytest.raises(SettingsError, match=r"trainer_workers=4 exceeds worker_count=3"):
         load_settings({"profile": "blog", "trainer_workers": "4"})
-
-
-@pytest.mark.parametrize(("key", "recipe_key"), [("base_model_id", "model.base_model_id"),
-                                                  ("serve_model_source", "trainer.policy.model.path")])
-def test_the_served_model_given_with_c_points_to_the_recipe_it_comes_from(key, recipe_key):
-    with pytest.raises(SettingsError, match=rf"^{key} is no longer a setting: the endpoint serves the base model of "
-                                            rf"the cluster recipe serve_recipe names \(its {re.escape(recipe_key)}\); "
-                                            r"drop it from --deploy-set \(-c\), or set serve_recipe=NAME"):
-        load_settings({"profile": "blog", key: "x"})
 
 
 def test_a_serve_recipe_that_is_not_a_recipe_is_refused_before_any_synth():

@@ -40,14 +40,6 @@ def test_a_flag_that_is_not_a_boolean_is_refused():
         limits_from_sets(["release_workers=maybe"])
 
 
-@pytest.mark.parametrize(("key", "value", "constant"), [("backoff_base_s", r"30\.0", "BACKOFF_BASE_S"),
-                                                         ("backoff_cap_s", r"900\.0", "BACKOFF_CAP_S")])
-def test_a_former_limit_names_the_constant_it_became(key, value, constant):
-    with pytest.raises(ConfigError, match=rf"^{key} is no longer a setting: it is the fixed constant {constant} = {value} "
-                                          r"in workload/deployment/supervisor.py; drop it from --set$"):
-        limits_from_sets([f"{key}=5"])
-
-
 @pytest.mark.parametrize("limits", [
     SupervisorLimits(),
     SupervisorLimits(max_submissions=2, max_failures_at_same_step=5, node_wait_timeout_s=600.5, release_workers=False,

@@ -25,6 +25,7 @@ SMOKE_OVERRIDES = (
     "trainer.policy_mini_batch_size=2",
     "generator.n_samples_per_prompt=2",
     "generator.max_turns=4",
+    "control.enabled=true",  # off by default; the smoke run checks it too
 )
 RUN_TIMEOUT_S = 600
 

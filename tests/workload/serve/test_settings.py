@@ -81,21 +81,6 @@ def test_an_unknown_key_gets_a_did_you_mean(good):
         _make({**good, "max_adapter": "2"})
 
 
-def test_a_former_setting_says_where_it_went(tiny_model_dir, serve_adapters_dir):
-    from workload.serve.app import app_builder
-    from workload.serve.local import LocalServer
-
-    good = {"model": str(tiny_model_dir), "adapters": str(serve_adapters_dir)}
-    with pytest.raises(config.ConfigError, match=r"^s3_endpoint_url is no longer a setting: .*; drop it, or set the "
-                       r"environment variable AWS_ENDPOINT_URL_S3"):
-        app_builder({**good, "s3_endpoint_url": "http://127.0.0.1:9"})
-    with pytest.raises(config.ConfigError, match=r"^s3_endpoint_url is no longer a setting: .* AWS_ENDPOINT_URL_S3"):
-        LocalServer(tiny_model_dir, str(serve_adapters_dir), s3_endpoint_url="http://127.0.0.1:9")
-    with pytest.raises(config.ConfigError, match=r"^max_ongoing_requests is no longer a setting: .*; drop it, or set "
-                       r"max_model_requests \(their sum\)$"):
-        app_builder({**good, "max_ongoing_requests": "4"})
-
-
 def test_the_port_is_a_tcp_port():
     assert LocalServeSettings().port == 8000
     with pytest.raises(config.ConfigError, match=r"port=70000: Input should be less than or equal to 65535"):

@@ -69,6 +69,7 @@ def test_a_failing_stage_is_named_on_the_jobs_last_line(spec_file, monkeypatch, 
             raise TimeoutError("6 GPU bundles not ready in 60 s")
 
     monkeypatch.setattr(entrypoint, "require_skyrl", lambda: None)
+    monkeypatch.setattr(entrypoint, "check_gpu_nodes", lambda: [])  # every GPU node's driver runs CUDA 13.0
     monkeypatch.setattr(entrypoint, "run_skyrl", stops_at_the_placement_group)
     assert main(["--job-spec", str(path)]) == 1
     captured = capsys.readouterr()
@@ -77,6 +78,23 @@ def test_a_failing_stage_is_named_on_the_jobs_last_line(spec_file, monkeypatch, 
     assert captured.err.splitlines()[-2:] == [
         "skymaze-reached: config placement-group",
         "skymaze-failed-at: placement-group: TimeoutError: 6 GPU bundles not ready in 60 s"]
+
+
+def test_a_gpu_node_below_r580_stops_the_job_before_skyrl_places_anything(spec_file, monkeypatch, capsys):
+    from workload.skyrl import entrypoint
+
+    spec, path = spec_file
+    Path(spec.model_path).mkdir(parents=True)
+    (Path(spec.model_path) / "config.json").write_text("{}")
+    refusal = ("GPU node 10.0.1.6: NVIDIA driver 570.172.08 found; CUDA 13.0 needs driver 580 or newer (R580+). "
+               "Fix: run the GPU nodes on a HyperPod AMI release with an R580+ driver")
+    ran = []
+    monkeypatch.setattr(entrypoint, "require_skyrl", lambda: None)
+    monkeypatch.setattr(entrypoint, "check_gpu_nodes", lambda: [refusal])
+    monkeypatch.setattr(entrypoint, "run_skyrl", lambda spec, stages: ran.append(spec))
+    assert main(["--job-spec", str(path)]) == 1
+    assert ran == []
+    assert capsys.readouterr().err.splitlines()[-2:] == [f"error: {refusal}", f"skymaze-failed-at: gpu-driver: {refusal}"]
 
 
 def test_the_stage_survives_rays_task_error_wrapping():

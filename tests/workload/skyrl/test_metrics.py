@@ -161,3 +161,54 @@ def test_gauges_reach_the_ray_metrics_endpoint_and_the_job_stops(skyrl_ray_head)
     assert result.exit_code == 0, result.output
     assert "stop requested" in result.stdout
     assert jobs.wait(client, job_id, timeout_s=60).status == "STOPPED"
+
+
+KEEPALIVE_SCRIPT = """
+import sys, time, ray
+from workload.skyrl.metrics import RayMetricsExporter
+ray.init()
+keepalive = None if sys.argv[1] == "off" else float(sys.argv[1])
+RayMetricsExporter(run_id="keepalive-" + sys.argv[1], keepalive_s=keepalive).export({"train/global_step": 7.0})
+while True:
+    time.sleep(1)
+"""
+SCRAPES, SCRAPE_EVERY_S = 12, 0.5  # 6 s: six of the test head's 1 s metrics reports
+
+
+def _present_at_each_scrape(head, keepalive: str) -> list[bool]:
+    from workload.skyrl import jobs
+
+    client = jobs.connect(head.dashboard_url)
+    job_id = client.submit_job(entrypoint=f"python -c '{KEEPALIVE_SCRIPT}' {keepalive}")
+    series = rf'^{RAY_PREFIX}{prometheus_name("train/global_step")}\{{[^}}]*run="keepalive-{keepalive}"[^}}]*\}} 7\.0$'
+    def present() -> bool:
+        with urllib.request.urlopen(head.metrics_url, timeout=5) as response:
+            return bool(re.search(series, response.read().decode(), re.MULTILINE))
+
+    try:
+        deadline = time.monotonic() + 90
+        while not present():  # polled twice a report: a gauge on /metrics for one report is seen
+            assert time.monotonic() < deadline, f"{series!r} never reached {head.metrics_url}"
+            time.sleep(SCRAPE_EVERY_S)
+        seen = []
+        for _ in range(SCRAPES):
+            time.sleep(SCRAPE_EVERY_S)
+            seen.append(present())
+        return seen
+    finally:
+        client.stop_job(job_id)
+        jobs.wait(client, job_id, timeout_s=60)
+
+
+@pytest.mark.slow
+@pytest.mark.e2e
+def test_a_gauge_set_once_stays_on_the_metrics_endpoint_between_steps(skyrl_ray_head):
+    # The test head reports every 1 s (tests/workload/skyrl/ray_head.py); the exporter sets again every 0.5 s.
+    assert all(_present_at_each_scrape(skyrl_ray_head, "0.5"))
+
+
+@pytest.mark.slow
+@pytest.mark.e2e
+def test_without_the_keepalive_ray_drops_a_gauge_set_once(skyrl_ray_head):
+    seen = _present_at_each_scrape(skyrl_ray_head, "off")
+    assert seen.count(False) > len(seen) // 2, seen

@@ -81,7 +81,13 @@ def test_blog_exact_turns_every_fix_off_and_keeps_the_rest():
     exact = load_recipe("blog-exact")
     assert not any(exact.fixes.model_dump().values())
     assert all(load_recipe("blog").fixes.model_dump().values())
-    assert exact.skyrl == load_recipe("blog").skyrl
+    # ...and the GPU settings as published: `blog` departs from them (workload/skyrl/gpu_plan.py has the figures)
+    gpu_departures = {"trainer.policy.fsdp_config.fsdp_size": (-1, 2),
+                      "generator.inference_engine.engine_init_kwargs.limit_mm_per_prompt.image.width": (None, 225),
+                      "generator.inference_engine.engine_init_kwargs.limit_mm_per_prompt.image.height": (None, 225)}
+    blog = load_recipe("blog").skyrl
+    assert {k: (v, blog[k]) for k, v in exact.skyrl.items() if v != blog[k]} == gpu_departures
+    assert exact.skyrl.keys() == blog.keys()
 
 
 def test_each_fix_switches_alone():
@@ -110,6 +116,44 @@ def test_malformed_set_says_the_expected_form():
 def test_bad_recipe_field_is_reported_with_its_path():
     with pytest.raises(ValueError, match=r"cluster.nodes"):
         load_recipe("blog", sets=["cluster.nodes=0"])
+    with pytest.raises(ValueError, match=r"shared_root=shared: String should match pattern '\^/'"):
+        load_recipe("blog", sets=["shared_root=shared"])
+
+
+@pytest.mark.parametrize(("item", "message"), [
+    ("trainer.eval_interval=five", r"trainer.eval_interval='five': SkyRL 0.4.0 types it int, got str"),
+    ("generator.batched=3", r"generator.batched=3: SkyRL 0.4.0 types it bool, got int"),
+    ("data.val_data=/eval.parquet", r"data.val_data='/eval.parquet': SkyRL 0.4.0 types it list\[str\], got str"),
+    ("trainer.train_batch_size=-30", r"trainer.train_batch_size=-30: must be >= 1\. Fix"),
+    ("generator.inference_engine.gpu_memory_utilization=1.5",
+     r"generator.inference_engine.gpu_memory_utilization=1.5: must be > 0 and <= 1"),
+    ("trainer.policy.optimizer_config.lr=0", r"trainer.policy.optimizer_config.lr=0: must be > 0\."),
+    ("trainer.polcy.model.lora.rank=8",
+     r"trainer.polcy.model.lora.rank: not a SkyRL 0.4.0 config key. Fix: did you mean trainer.policy.model.lora.rank\?"),
+    ("+trainer.seed=1", r"\+trainer.seed: SkyRL 0.4.0 rejects the '\+' prefix"),
+])
+def test_every_skyrl_value_is_typed_and_ranged_when_the_recipe_loads(item, message):
+    with pytest.raises(ValueError, match=rf"^recipe 'blog' is malformed: skyrl: {message}"):
+        load_recipe("blog", sets=[item])
+
+
+def test_a_value_of_the_right_type_loads_and_null_only_where_skyrl_takes_it():
+    assert load_recipe("blog", sets=["trainer.policy.model.lora.exclude_modules=null"]).skyrl[
+        "trainer.policy.model.lora.exclude_modules"] is None
+    with pytest.raises(ValueError, match=r"trainer.max_prompt_length=None: SkyRL 0.4.0 types it int, got NoneType"):
+        load_recipe("blog", sets=["trainer.max_prompt_length=null"])
+
+
+def test_every_problem_is_named_at_once():
+    with pytest.raises(ValueError, match=r"trainer.train_batch_size=0: .*; trainer.eval_interval='x': "):
+        load_recipe("blog", sets=["trainer.eval_interval=x", "trainer.train_batch_size=0"])
+
+
+def test_a_yaml_error_in_a_recipe_is_one_line(tmp_path, monkeypatch):
+    (tmp_path / "broken.yaml").write_text("run_id: x\nskyrl: {trainer.seed: 1\n")
+    monkeypatch.setattr(recipe_module, "RECIPES_DIR", tmp_path)
+    with pytest.raises(ValueError, match=r"^recipe 'broken' \(.*broken.yaml, line 3\) is not valid YAML: [^\n]*$"):
+        load_recipe("broken")
 
 
 def test_shipped_recipes_and_doctests():

@@ -5,12 +5,15 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
 from workload.skyrl.image_check import (
     build_ties,
     cuda_of_lock,
     installed_problems,
     normalize,
     off_pypi,
+    overridden,
     pins,
     removed,
     unmet_requirements,
@@ -75,15 +78,22 @@ def test_numpy_admits_vllms_mistral_common():
     assert tuple(int(p) for p in LOCKED["numpy"].split(".")[:2]) < (2, 4)
 
 
-def test_off_pypi_wheels_are_pinned_with_their_https_index_and_kept_out_of_the_lock():
-    assert {name for name, _v, _i in WHEELS} == {"flash-attn", "causal-conv1d", "flashinfer-jit-cache", "flashinfer-cubin"}
-    for name, version, index in WHEELS:
+def test_off_pypi_wheels_are_pinned_by_https_url_and_kept_out_of_the_lock():
+    assert {name for name, _v, _u in WHEELS} == {"flash-attn", "causal-conv1d", "vllm-router"}
+    for name, version, url in WHEELS:
         assert name not in LOCKED, name
-        assert index.startswith("https://") and re.fullmatch(r"[0-9][0-9A-Za-z.+]*", version), (name, version)
-    indexes = {name: index for name, _v, index in WHEELS}
-    assert indexes["flash-attn"] == indexes["causal-conv1d"] == "https://wheels.astral.sh/simple/cu130/"
-    assert indexes["flashinfer-jit-cache"] == "https://flashinfer.ai/whl/cu130"
-    assert indexes["flashinfer-cubin"] == "https://flashinfer.ai/whl"
+        assert url.startswith("https://github.com/") and url.endswith(".whl"), (name, url)
+        assert re.fullmatch(r"[0-9][0-9A-Za-z.+]*", version), (name, version)
+
+
+def test_an_off_pypi_line_without_its_hash_or_with_a_version_pin_is_refused():
+    with pytest.raises(ValueError, match=r"off-pypi\.txt:1: .* is not '<name> @ <https wheel URL> --hash=sha256:<64 hex>'"):
+        off_pypi("flash-attn==2.8.3+cu.13.0.torch.2.13 https://wheels.astral.sh/simple/cu130/\n")
+    url = "https://github.com/SumanthRH/router/releases/download/0.1.14.post1/vllm_router-0.1.14.post1-cp38-abi3-manylinux_2_35_x86_64.whl"
+    with pytest.raises(ValueError, match=r"off-pypi\.txt:1: .* is not '<name> @ <https wheel URL>"):
+        off_pypi(f"vllm-router @ {url}\n")
+    with pytest.raises(ValueError, match=r"off-pypi\.txt:1: the URL holds vllm-router, not flash-attn"):
+        off_pypi(f"flash-attn @ {url} --hash=sha256:{'a' * 64}\n")
 
 
 def test_off_pypi_wheels_are_built_for_the_locks_torch_and_cuda():
@@ -92,12 +102,13 @@ def test_off_pypi_wheels_are_built_for_the_locks_torch_and_cuda():
 
 
 def test_a_wheel_built_for_another_torch_is_named():
-    stale = [("flash-attn", "2.8.3+cu.13.0.torch.2.11", "https://wheels.astral.sh/simple/cu130/"),
+    stale = [("flash-attn", "2.8.3+cu.13.0.torch.2.12.fa4b28.skyrl1", "https://github.com/x/y/releases/download/a/f.whl"),
+             ("causal-conv1d", "1.6.2.post1", "https://github.com/NovaSky-AI/skyrl-wheels/releases/download/cu13torch2.11/c.whl"),
              ("flashinfer-jit-cache", "0.6.18.post1+cu129", "https://flashinfer.ai/whl/cu129")]
     problems = build_ties(LOCKED, stale)
-    assert "flash-attn==2.8.3+cu.13.0.torch.2.11: built for torch 2.11 / CUDA 13.0" in problems[0]
-    assert "Fix: pin +cu.13.0.torch.2.13" in problems[0]
-    assert "flashinfer-jit-cache==0.6.18.post1+cu129: built for CUDA 12.9" in problems[1]
+    assert "flash-attn==2.8.3+cu.13.0.torch.2.12.fa4b28.skyrl1: built for torch 2.12 / CUDA 13.0" in problems[0]
+    assert "causal-conv1d==1.6.2.post1: release cu13torch2.11 is built for torch 2.11 / CUDA 13" in problems[1]
+    assert "flashinfer-jit-cache==0.6.18.post1+cu129: built for CUDA 12.9" in problems[2]
 
 
 def test_build_check_names_a_version_drift_and_an_unmet_requirement():
@@ -114,14 +125,29 @@ def test_build_check_names_a_version_drift_and_an_unmet_requirement():
     ]
 
 
-def test_dockerfile_installs_the_lock_with_hashes_and_each_off_pypi_wheel_from_its_own_index():
+def test_dockerfile_installs_the_lock_and_the_off_pypi_wheels_with_hashes():
     text = (TRAINER / "Dockerfile").read_text()
     assert "pip install --no-cache-dir --no-deps --require-hashes -r requirements.lock" in text
-    assert 'pip install --no-cache-dir --no-deps --index-url "${index}" "${requirement}"' in text
-    assert "extra-index-url" not in text  # one index per package: no name can come from the wrong one
-    assert "python -m workload.skyrl.image_check requirements.lock off-pypi.txt removed.txt" in text
+    assert "pip install --no-cache-dir --no-deps --require-hashes -r off-pypi.txt" in text
+    assert "extra-index-url" not in text and "--index-url" not in text  # nothing resolved from another index
+    assert "python -m workload.skyrl.image_check requirements.lock off-pypi.txt removed.txt overridden.txt" in text
     assert re.search(r"^COPY .*containers/trainer/requirements\.lock containers/trainer/off-pypi\.txt "
-                     r"containers/trainer/removed\.txt", text, re.M)
+                     r"containers/trainer/removed\.txt containers/trainer/overridden\.txt", text, re.M)
+
+
+def test_only_the_fa4_requirements_of_skyrls_flash_attn_are_left_unmet():
+    accepted = overridden((TRAINER / "overridden.txt").read_text())
+    assert accepted == {("flash-attn", "apache-tvm-ffi"), ("flash-attn", "nvidia-cutlass-dsl"),
+                        ("flash-attn", "quack-kernels")}
+    # The wheel's metadata (SkyRL's uv.lock 027ffd8b) against the lock: those three differ, the rest are met.
+    flash_attn = ["apache-tvm-ffi==0.1.12", "einops", "nvidia-cutlass-dsl[cu13]==4.6.2", "quack-kernels[cu13]==0.6.4",
+                  "torch==2.13.0", "torch-c-dlpack-ext", "typing-extensions", 'pytest; extra == "dev"']
+    distributions = [("flash-attn", WHEELS[0][1], flash_attn)] + [(n, v, []) for n, v in LOCKED.items()]
+    assert len(unmet_requirements(distributions, allowed_missing=set(), environment={"sys_platform": "linux"})) == 3
+    assert unmet_requirements(distributions, allowed_missing=set(), environment={"sys_platform": "linux"},
+                              accepted=accepted) == []
+    with pytest.raises(ValueError, match="is not '<package> <requirement name>'"):
+        overridden("flash-attn\n")
 
 
 def test_the_environment_check_is_pip_checks_rule_with_only_the_removed_packages_missing():
@@ -145,7 +171,7 @@ def test_the_environment_check_is_pip_checks_rule_with_only_the_removed_packages
 
 def test_the_packages_skyrl_removes_are_left_out_of_the_lock():
     left_out = removed((TRAINER / "removed.txt").read_text())
-    assert left_out == {"nixl-cu12"}
+    assert left_out == {"nixl-cu12", "flashinfer-jit-cache", "flashinfer-cubin"}
     assert not left_out & set(LOCKED)
     assert "nixl" in LOCKED and "nixl-cu13" in LOCKED
 

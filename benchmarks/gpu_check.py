@@ -1,0 +1,274 @@
+"""One policy step of Qwen3-VL-8B on a GPU: peak memory and time beside `skymaze plan`'s arithmetic.
+
+    python -m benchmarks.gpu_check                    # the 8B model on the first CUDA device (~2-5 min on one H200)
+    python -m benchmarks.gpu_check --preset tiny      # the same path at tiny sizes on the CPU (what the tests run)
+
+Qwen3-VL-8B-Instruct is built from its published config (below; no hub, no download) with seeded random
+weights in bf16, LoRA rank 32 goes on the language model's seven projections (vision tower excluded, as the
+`blog` recipe does), and one forward + backward runs with gradient checkpointing (SkyRL's default) on one
+sequence as long as the recipe allows: ``generator.max_input_length + sampling_params.max_generate_length``
+tokens holding ``max_turns`` maze frames at the size Qwen3-VL's processor gives them (225 px -> 256 px, 64
+tokens). It needs only torch, transformers and peft: no vLLM, Ray or SkyRL. It prints the peak memory and
+the step time next to the estimate `workload.skyrl.gpu_plan` makes for one GPU holding the whole model,
+so the plan's arithmetic is held to a measurement wherever a GPU is at hand.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import resource
+import sys
+import time
+import warnings
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import yaml
+
+from workload.skyrl.gpu_plan import image_tokens, pixel_value_bytes, processed_side_px
+from workload.skyrl.plan import BF16_BYTES, FP32_BYTES, GB, ModelDims
+
+ROOT = Path(__file__).resolve().parents[1]
+RECIPE = ROOT / "workload" / "skyrl" / "recipes" / "blog.yaml"
+MAZE_CELL_PX = 25  # VisGym maze_2d's cell size (workload.maze.render.DEFAULT_CELL_PX)
+LORA_TARGETS = r".*language_model.*\.(q_proj|k_proj|v_proj|o_proj|gate_proj|up_proj|down_proj)"
+LORA_STATE_BYTES = 4 * FP32_BYTES  # fp32 parameter, gradient, Adam exp_avg and exp_avg_sq
+SEED = 0
+# Token ids of Qwen3-VL's tokenizer (Qwen/Qwen3-VL-8B-Instruct config.json).
+IMAGE_TOKEN_ID, VIDEO_TOKEN_ID, VISION_START_ID, VISION_END_ID = 151655, 151656, 151652, 151653
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """The shapes of a Qwen3-VL (text stack, then vision tower)."""
+
+    hidden: int
+    intermediate: int
+    layers: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    vocab: int
+    mrope_section: tuple[int, int, int]
+    vision_depth: int
+    vision_hidden: int
+    vision_intermediate: int
+    vision_heads: int
+    vision_positions: int
+    deepstack: tuple[int, ...]
+
+
+# Qwen/Qwen3-VL-8B-Instruct config.json (huggingface.co/Qwen/Qwen3-VL-8B-Instruct): text_config and
+# vision_config as published; workload.skyrl.plan.QWEN3_VL_8B holds the same text shapes.
+PRESETS: dict[str, Sizes] = {
+    "qwen3-vl-8b": Sizes(hidden=4096, intermediate=12288, layers=36, heads=32, kv_heads=8, head_dim=128,
+                         vocab=151936, mrope_section=(24, 20, 20), vision_depth=27, vision_hidden=1152,
+                         vision_intermediate=4304, vision_heads=16, vision_positions=2304, deepstack=(8, 16, 24)),
+    # The same architecture at sizes a CPU runs in seconds (the test's preset).
+    "tiny": Sizes(hidden=64, intermediate=128, layers=2, heads=4, kv_heads=2, head_dim=16, vocab=151936,
+                  mrope_section=(4, 2, 2), vision_depth=2, vision_hidden=32, vision_intermediate=64, vision_heads=2,
+                  vision_positions=64, deepstack=(0,)),
+}
+
+
+@dataclass(frozen=True)
+class Workload:
+    """The sequence the recipe allows at most: its length, its frames and their processed size."""
+
+    seq_len: int
+    frames: int
+    side_px: int
+
+    @property
+    def frame_tokens(self) -> int:
+        return image_tokens(self.side_px)
+
+
+def recipe_workload(path: Path = RECIPE) -> Workload:
+    """The longest sequence of the recipe file: max_input_length + max_generate_length, max_turns frames."""
+    recipe = yaml.safe_load(path.read_text())
+    skyrl = recipe["skyrl"]
+    frame_px = int(recipe["dataset"]["maze_size"]) * MAZE_CELL_PX
+    return Workload(seq_len=int(skyrl["generator.max_input_length"])
+                    + int(skyrl["generator.sampling_params.max_generate_length"]),
+                    frames=int(skyrl["generator.max_turns"]), side_px=processed_side_px(frame_px))
+
+
+def build_config(sizes: Sizes):
+    from transformers import Qwen3VLConfig
+
+    text = {"vocab_size": sizes.vocab, "hidden_size": sizes.hidden, "intermediate_size": sizes.intermediate,
+            "num_hidden_layers": sizes.layers, "num_attention_heads": sizes.heads,
+            "num_key_value_heads": sizes.kv_heads, "head_dim": sizes.head_dim, "max_position_embeddings": 262144,
+            "rms_norm_eps": 1e-6, "hidden_act": "silu", "attention_bias": False, "tie_word_embeddings": False,
+            "rope_parameters": {"rope_type": "default", "rope_theta": 5_000_000,
+                                "mrope_section": list(sizes.mrope_section), "mrope_interleaved": True}}
+    vision = {"depth": sizes.vision_depth, "hidden_size": sizes.vision_hidden,
+              "intermediate_size": sizes.vision_intermediate, "num_heads": sizes.vision_heads, "in_channels": 3,
+              "patch_size": 16, "spatial_merge_size": 2, "temporal_patch_size": 2, "out_hidden_size": sizes.hidden,
+              "num_position_embeddings": sizes.vision_positions, "deepstack_visual_indexes": list(sizes.deepstack),
+              "hidden_act": "gelu_pytorch_tanh"}
+    return Qwen3VLConfig(text_config=text, vision_config=vision, image_token_id=IMAGE_TOKEN_ID,
+                         video_token_id=VIDEO_TOKEN_ID, vision_start_token_id=VISION_START_ID,
+                         vision_end_token_id=VISION_END_ID, tie_word_embeddings=False)
+
+
+def dims_of(sizes: Sizes, vision_params: int) -> ModelDims:
+    return ModelDims(hidden=sizes.hidden, intermediate=sizes.intermediate, layers=sizes.layers, heads=sizes.heads,
+                     kv_heads=sizes.kv_heads, head_dim=sizes.head_dim, vocab=sizes.vocab, vision_params=vision_params)
+
+
+def estimate(dims: ModelDims, work: Workload, rank: int) -> dict[str, float]:
+    """`skymaze plan`'s terms for one GPU holding the whole bf16 model and one sequence (micro-batch 1)."""
+    return {
+        "weights bf16": dims.total_params() * BF16_BYTES,
+        "LoRA state": dims.lora_params(rank) * LORA_STATE_BYTES,
+        "activations": work.seq_len * (dims.layers * dims.hidden * BF16_BYTES + dims.vocab * FP32_BYTES),
+        "pixel values": work.frames * pixel_value_bytes(work.side_px) / FP32_BYTES * BF16_BYTES,
+    }
+
+
+def batch(work: Workload, device, dtype, *, with_token_types: bool):
+    """One sequence: text tokens with ``frames`` vision spans spread over it, its pixel values and grids."""
+    import torch
+
+    span = work.frame_tokens + 2
+    if work.frames * span > work.seq_len:
+        raise ValueError(f"--seq-len {work.seq_len} cannot hold {work.frames} frames of {span} tokens; "
+                         f"give at least {work.frames * span}")
+    generator = torch.Generator().manual_seed(SEED)
+    ids = torch.randint(1000, 150_000, (work.seq_len,), generator=generator)
+    stride = work.seq_len // work.frames
+    for frame in range(work.frames):
+        start = frame * stride
+        ids[start] = VISION_START_ID
+        ids[start + 1:start + 1 + work.frame_tokens] = IMAGE_TOKEN_ID
+        ids[start + 1 + work.frame_tokens] = VISION_END_ID
+    grid = work.side_px // 16
+    pixels = torch.randn(work.frames * grid * grid, 3 * 2 * 16 * 16, generator=generator)
+    inputs = {"input_ids": ids[None].to(device),
+              "attention_mask": torch.ones(1, work.seq_len, dtype=torch.long, device=device),
+              "pixel_values": pixels.to(device=device, dtype=dtype),
+              "image_grid_thw": torch.tensor([[1, grid, grid]] * work.frames, device=device),
+              "labels": ids[None].clone().to(device)}
+    if with_token_types:  # transformers >= 5 reads the image positions from it (its processor returns it)
+        inputs["mm_token_type_ids"] = (ids == IMAGE_TOKEN_ID).long()[None].to(device)
+    return inputs
+
+
+def run(preset: str, work: Workload, *, rank: int = 32, device: str | None = None) -> dict:
+    """Build, wrap with LoRA, run one forward + backward; the measurements and the plan's estimate."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import Qwen3VLForConditionalGeneration
+
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    on_gpu = device.startswith("cuda")
+    dtype = torch.bfloat16 if on_gpu else torch.float32
+    sizes = PRESETS[preset]
+    torch.manual_seed(SEED)
+    started = time.perf_counter()
+    config = build_config(sizes)
+    config._attn_implementation = "sdpa"
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)
+    try:
+        with torch.device(device):
+            model = Qwen3VLForConditionalGeneration(config)
+    finally:
+        torch.set_default_dtype(previous)
+    # SkyRL's trainer.gradient_checkpointing (default on), non-reentrant; the name every transformers release has
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    model = get_peft_model(model, LoraConfig(r=rank, lora_alpha=rank, target_modules=LORA_TARGETS, lora_dropout=0.0))
+    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    total = sum(p.numel() for n, p in model.named_parameters() if "lora_" not in n)
+    vision = sum(p.numel() for n, p in model.named_parameters() if ".visual." in n and "lora_" not in n)
+    import inspect
+
+    accepts = inspect.signature(Qwen3VLForConditionalGeneration.forward).parameters
+    inputs = batch(work, device, dtype, with_token_types="mm_token_type_ids" in accepts)
+    built_s = time.perf_counter() - started
+    if on_gpu:
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+    cpu_before = time.process_time()
+    started = time.perf_counter()
+    loss = model(**inputs).loss
+    loss.backward()
+    if on_gpu:
+        torch.cuda.synchronize()
+    step_s = time.perf_counter() - started
+    grads = [n for n, p in model.named_parameters() if p.grad is not None]
+    dims = dims_of(sizes, vision)
+    return {
+        "preset": preset, "device": torch.cuda.get_device_name(0) if on_gpu else "cpu", "work": work,
+        "params": total, "trainable": trainable, "expected_trainable": dims.lora_params(rank),
+        "loss": float(loss.detach()), "grads_on_lora_only": bool(grads) and all("lora_" in n for n in grads),
+        "build_s": built_s, "step_s": step_s, "step_cpu_s": time.process_time() - cpu_before,
+        "peak_bytes": torch.cuda.max_memory_allocated() if on_gpu else None,
+        "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+        "estimate": estimate(dims, work, rank),
+    }
+
+
+def report(result: dict) -> list[str]:
+    work: Workload = result["work"]
+    terms = result["estimate"]
+    total = sum(terms.values())
+    lines = [
+        f"gpu-check: {result['preset']} on {result['device']}: one sequence of {work.seq_len} tokens holding "
+        f"{work.frames} frames of {work.frame_tokens} tokens ({work.side_px} px), LoRA on the language model",
+        f"  parameters {result['params'] / 1e9:.3f} B; LoRA {result['trainable'] / 1e6:.2f} M trainable "
+        f"(plan: {result['expected_trainable'] / 1e6:.2f} M); loss {result['loss']:.3f}",
+        f"  build {result['build_s']:.1f} s; forward + backward {result['step_s']:.2f} s "
+        f"({result['step_cpu_s']:.1f} CPU s)",
+    ]
+    estimate_text = " + ".join(f"{name} {value / GB:.2f}" for name, value in terms.items())
+    if result["peak_bytes"] is not None:
+        lines.append(f"  peak GPU memory {result['peak_bytes'] / GB:.2f} GB; plan's estimate {total / GB:.2f} GB "
+                     f"({estimate_text}); measured / estimate {result['peak_bytes'] / total:.2f}")
+    else:
+        lines.append(f"  no GPU: peak RSS {result['peak_rss_bytes'] / GB:.2f} GB; plan's estimate for a GPU "
+                     f"{total / GB:.3f} GB ({estimate_text})")
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="example: python -m benchmarks.gpu_check --preset tiny --seq-len 1536")
+    parser.add_argument("--preset", choices=sorted(PRESETS), default="qwen3-vl-8b")
+    parser.add_argument("--seq-len", type=int, default=None, help="tokens (default: the blog recipe's longest)")
+    parser.add_argument("--rank", type=int, default=32, help="LoRA rank (the blog recipe's)")
+    parser.add_argument("--device", default=None, help="torch device (default: cuda when available)")
+    args = parser.parse_args(argv)
+    work = recipe_workload()
+    if args.seq_len is not None:
+        work = replace(work, seq_len=args.seq_len)
+    import torch
+
+    if args.preset != "tiny" and not torch.cuda.is_available() and args.device in (None, "cuda"):
+        print("error: the qwen3-vl-8b preset needs a CUDA GPU (about 30 GB free); on a CPU run --preset tiny",
+              file=sys.stderr)
+        return 2
+    try:
+        result = run(args.preset, work, rank=args.rank, device=args.device)
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    for line in report(result):
+        print(line)
+    if not (math.isfinite(result["loss"]) and result["grads_on_lora_only"]
+            and result["trainable"] == result["expected_trainable"]):
+        print("error: the step did not train exactly the plan's LoRA parameters with a finite loss", file=sys.stderr)
+        return 1
+    print("next: skymaze plan --recipe blog --size blog   # the same terms for the cluster's sharded policy",
+          file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
