@@ -1,6 +1,6 @@
 """Each linter runs once over everything it checks, from the pinned environment (no system packages).
 
-cfn-lint needs the synthesized templates, so it runs in ``tests/infra/test_app.py`` beside them.
+cfn-lint needs the synthesized templates, so it runs beside them (``tests/infra/conftest.py``: ``cfn_lint``).
 """
 
 from __future__ import annotations

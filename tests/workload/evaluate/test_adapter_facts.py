@@ -95,4 +95,5 @@ def test_a_skymaze_endpoint_states_how_each_adapter_was_trained(rehearsal_adapte
         assert endpoint_facts(url, "maze-sft") is None  # the base model states nothing: the defaults apply
     finally:
         server.shutdown()
+        server.server_close()  # closed, not only stopped: a listening socket would take the request and never answer
     assert endpoint_facts(url, "maze-sft:selected") is None  # unreachable: evaluate's own check says so
