@@ -25,6 +25,8 @@ from omegaconf import OmegaConf
 from pydantic import BaseModel, ConfigDict, ValidationError
 from pydantic.fields import FieldInfo
 
+from workload.errors import UsageError
+
 # The one spelling of overrides on the command line: recipe fields and deploy settings.
 RECIPE_FLAG = "--set"
 DEPLOY_FLAG = "--deploy-set"
@@ -43,8 +45,8 @@ class ConfigModel(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", validate_by_name=True, validate_by_alias=True)
 
 
-class ConfigError(ValueError):
-    """Bad settings: the message names the key, what is wrong and how to fix it."""
+class ConfigError(UsageError):
+    """Bad settings (exit code 2, a ValueError): the message names the key, what is wrong and how to fix it."""
 
 
 def split_pair(item: str, *, flag: str = RECIPE_FLAG, example: str = "trainer.seed=1") -> tuple[str, str]:
