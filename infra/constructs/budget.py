@@ -43,7 +43,7 @@ class SpendingGuard(Construct):
     """
 
     def __init__(self, scope: Construct, construct_id: str, *, name: str, budget_usd_per_month: float | None,
-                 alert_emails: Sequence[str], max_deployed_hours: float | None = None, deployed_at: str = "0",
+                 alert_emails: Sequence[str], deployed_at: str, max_deployed_hours: float | None = None,
                  warn_before_hours: float = DEPLOY_GUARD_WARN_HOURS,
                  hyperpod_cluster_name: str | None = None, hyperpod_cluster_arn: str | None = None,
                  execution_role_arn: str | None = None, gpu_groups: Sequence[str] = (), destroy: bool = False) -> None:

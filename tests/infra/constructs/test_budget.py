@@ -26,6 +26,7 @@ PERIOD_H = CHECK_PERIOD.to_minutes() / 60
 def _template(**kwargs) -> dict:
     app = cdk.App()
     stack = cdk.Stack(app, "S", env=cdk.Environment(account="111111111111", region="us-west-2"))
+    kwargs.setdefault("deployed_at", "0")  # no deploy recorded (Settings.deployed_at's default)
     SpendingGuard(stack, "Spend", name="skymaze", budget_usd_per_month=2500, alert_emails=["ops@example.com"], **kwargs)
     return Template.from_stack(stack).to_json()
 
@@ -110,7 +111,7 @@ def test_at_the_limit_the_guard_scales_to_zero_and_says_so():
         sn.add_response("publish", {"MessageId": "m"}, {"TopicArn": topic, "Subject": "skymaze-hyperpod: GPU groups scaled to 0 after 24 h",
                                                         "Message": "Scaled to 0 (was {'workers': 3}); FSx, S3 and the cluster are kept. Tear down: skymaze teardown."})
         done = guard.run(sagemaker, sns, cluster="skymaze-hyperpod", groups=["workers"], topic_arn=topic, max_h=24, warn_h=2,
-                         period_h=PERIOD_H, now=CREATED + timedelta(hours=24, minutes=5))
+                         period_h=PERIOD_H, now=CREATED + timedelta(hours=24, minutes=5), deployed_at="0")
         sm.assert_no_pending_responses()
     assert done["scaled"] == {"workers": 3}
 
@@ -120,7 +121,7 @@ def test_a_group_already_at_zero_is_left_alone():
     with Stubber(sagemaker) as sm, Stubber(sns):
         sm.add_response("describe_cluster", _described(0), {"ClusterName": "skymaze-hyperpod"})
         done = guard.run(sagemaker, sns, cluster="skymaze-hyperpod", groups=["workers"], topic_arn="arn:aws:sns:us-west-2:111111111111:a",
-                         max_h=24, warn_h=2, period_h=PERIOD_H, now=CREATED + timedelta(hours=30))
+                         max_h=24, warn_h=2, period_h=PERIOD_H, now=CREATED + timedelta(hours=30), deployed_at="0")
     assert done == {"action": "scale_down", "age_h": 30.0, "scaled": {}}
 
 

@@ -76,7 +76,7 @@ def started(creation: datetime, deployed_at: str) -> datetime:
 
 
 def run(sagemaker, sns, *, cluster: str, groups: list[str], topic_arn: str, max_h: float, warn_h: float,
-        period_h: float, now: datetime, deployed_at: str = "0") -> dict:
+        period_h: float, now: datetime, deployed_at: str) -> dict:
     """One scheduled check; returns what it did."""
     described = sagemaker.describe_cluster(ClusterName=cluster)
     age_h = (now - started(described["CreationTime"], deployed_at)).total_seconds() / 3600
@@ -110,5 +110,5 @@ def handler(_event: dict, _context: object = None) -> dict:
         cluster=os.environ["CLUSTER_NAME"], groups=os.environ["GPU_GROUPS"].split(","),
         topic_arn=os.environ["TOPIC_ARN"], max_h=float(os.environ["MAX_HOURS"]),
         warn_h=float(os.environ["WARN_HOURS"]), period_h=float(os.environ["PERIOD_HOURS"]),
-        now=datetime.now(UTC), deployed_at=os.environ.get("DEPLOYED_AT", "0"),
+        now=datetime.now(UTC), deployed_at=os.environ["DEPLOYED_AT"],
     )
