@@ -310,7 +310,9 @@ CLIENT_EXAMPLE = "README's OpenAI client example"
 def _run_client_example(walk: Walk, env: dict[str, str]) -> Ran:
     """README's Python example (any OpenAI client) against README's server, with the table's substitutions."""
     text = docs.text()
-    code = text[text.index("Any OpenAI\nclient works:\n\n```python\n") :].split("```python\n", 1)[1].split("```", 1)[0]
+    shown = re.search(r"Any OpenAI\s+client works:\n\n```python\n(.*?)```", text, re.S)
+    assert shown, "the docs lost README's OpenAI client example (`Any OpenAI client works:` and a python block)"
+    code = shown.group(1)
     for old, new in (("http://127.0.0.1:8000", "http://127.0.0.1:{port}"),):
         assert old in code, old
         code = code.replace(old, new.format_map(walk.values))
