@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -66,16 +67,17 @@ def path_states(entry: dict, cfg: RehearsalConfig) -> tuple[list[Context], list[
 
 
 class PathCheck:
-    """``path_argmax_solved`` on one fixed set, its path states rendered and encoded once.
+    """``path_argmax_solved`` on one fixed set, its path states (or the ``states`` given) rendered and encoded once.
 
     The SFT stop checks the same validation set every few steps: only the model changes, so
     the prompts are built once and each check is the batched forwards alone.
     """
 
-    def __init__(self, encoder: Encoder, held: Any, cfg: RehearsalConfig):
+    def __init__(self, encoder: Encoder, held: Any, cfg: RehearsalConfig, *,
+                 states: Callable[[dict, RehearsalConfig], tuple[list[Context], list[str]]] = path_states):
         contexts, labels, self.owner = [], [], []
         for index, entry in enumerate(held.entries):
-            c, a = path_states(entry, cfg)
+            c, a = states(entry, cfg)
             contexts += c
             labels += a
             self.owner += [index] * len(c)

@@ -170,21 +170,9 @@ def off_path_states(entry: dict, cfg: Any) -> tuple[list[Any], list[str]]:
 
 def state_check(encoder: Any, held: Any, cfg: Any) -> Any:
     """A ``PathCheck`` over the off-path states of every maze of ``held`` (its ``accuracy``)."""
-    import torch
+    from workload.local.evaluator import PathCheck
 
-    from workload.local.evaluator import PROXY_BATCH, PathCheck
-
-    check = PathCheck.__new__(PathCheck)
-    contexts, labels, check.owner = [], [], []
-    for index, entry in enumerate(held.entries):
-        c, a = off_path_states(entry, cfg)
-        contexts += c
-        labels += a
-        check.owner += [index] * len(c)
-    check.mazes = len(held.entries)
-    check.want = torch.tensor([encoder.tokenizer.encode(a, add_special_tokens=False)[0] for a in labels])
-    check.batches = [encoder.encode(contexts[lo: lo + PROXY_BATCH]) for lo in range(0, len(contexts), PROXY_BATCH)]
-    return check
+    return PathCheck(encoder, held, cfg, states=off_path_states)
 
 
 @dataclasses.dataclass
