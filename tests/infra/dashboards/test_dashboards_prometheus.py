@@ -14,6 +14,7 @@ dashboard, how many queries returned data is printed for the record.
 
 from __future__ import annotations
 
+import functools
 import io
 import os
 import re
@@ -28,6 +29,7 @@ from infra.stacks.observability import scrape_endpoints
 from tests.conftest import ROOT
 from tests.infra.conftest import cli_context
 from tests.infra.dashboards import prometheus as prom
+from tests.polling import poll
 from tests.workload.skyrl.ray_head import local_ray_head
 from workload.addons import prometheus_scrape_configs, scrape_targets
 from workload.deployment.settings import load_settings
@@ -100,14 +102,7 @@ def supervisor_decisions(telemetry: Telemetry) -> None:
         state = after
 
 
-def _poll(predicate, timeout_s: float, what: str):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(POLL_S)
-    raise TimeoutError(f"{what} within {timeout_s} s")
+_poll = functools.partial(poll, interval_s=POLL_S)
 
 
 def no_data_reason(expr: str) -> str | None:

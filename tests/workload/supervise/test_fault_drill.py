@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT
+from tests.polling import poll as _poll
 from tests.workload.skyrl.ray_head import _pids_naming, free_ports, local_ray_head
 from workload.supervise import ray_jobs
 from workload.supervise.loop import Edges, supervise
@@ -111,16 +112,6 @@ def _read(path: Path) -> dict | None:
         return json.loads(path.read_text())
     except (OSError, ValueError):
         return None
-
-
-def _poll(predicate, timeout_s: float, what: str):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise TimeoutError(f"{what} within {timeout_s} s")
 
 
 def _edges(client, head, run_dir: Path, released: list, *, on_node: bool) -> Edges:
