@@ -97,8 +97,13 @@ def test_ci_script_runs_make_test_and_fails_a_run_that_collected_nothing(tmp_pat
     fake.parent.mkdir()
     fake.write_text(f'#!/usr/bin/env bash\necho "$*" >> {calls}\n[ "$1" != test ] || exit {test_rc}\n')
     fake.chmod(0o755)
+    # and a stand-in apt-get: the script refreshes the package lists on a fresh machine, which a test must not do
+    apt = fake.parent / "apt-get"
+    apt.write_text(f'#!/usr/bin/env bash\necho "apt-get $*" >> {calls}\n')
+    apt.chmod(0o755)
     env = {**os.environ, "PATH": f"{fake.parent}{os.pathsep}{os.environ['PATH']}"}
     result = subprocess.run(["bash", str(ROOT / ".ci" / "run")], env=env, capture_output=True, text=True)
     assert result.returncode == ci_rc, result.stdout + result.stderr
     assert "test" in calls.read_text().split()
+    assert ("apt-get update -qq" in calls.read_text()) == (os.geteuid() == 0)  # package lists refreshed as root only
     assert ("no tests were collected" in result.stderr) == (test_rc == 5)

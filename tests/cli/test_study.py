@@ -43,12 +43,13 @@ def test_one_seed_exits_2_since_the_verdict_pairs_seeds():
 
 
 @pytest.mark.slow
-def test_a_tiny_study_through_the_command_prints_the_verdict_and_the_next_step(tmp_path, monkeypatch):
+def test_a_tiny_study_through_the_command_trains_both_arms_prints_the_verdict_and_reads_finished_seeds_back(
+        tmp_path, monkeypatch):
     from workload.local import study
 
     # the protocol's numbers shrunk to seconds (the protocol is a constant the command reads)
-    monkeypatch.setattr(study, "PROTOCOL", study.StudySettings(
-        sft_check_every=5, sft_max_steps=5, arm_budget_cpu_s=1.0, arm_evaluations=1))
+    tiny = study.StudySettings(sft_check_every=5, sft_max_steps=5, arm_budget_cpu_s=1.0, arm_evaluations=1)
+    monkeypatch.setattr(study, "PROTOCOL", tiny)
     result = runner.invoke(app, ["study", "--seeds", "0,1", "--out", str(tmp_path)])
     assert result.exit_code == 0, result.output
     assert "verdict (pre-registered, docs/study.md):" in result.stdout
@@ -56,3 +57,17 @@ def test_a_tiny_study_through_the_command_prints_the_verdict_and_the_next_step(t
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["seeds"] == [0, 1] and summary["heldout_total"] == 128
     assert sorted(p.name for p in tmp_path.glob("seed-*.json")) == ["seed-0.json", "seed-1.json"]
+    for seed in (0, 1):
+        result_of_seed = json.loads((tmp_path / f"seed-{seed}.json").read_text())
+        assert result_of_seed["start"]["sft_steps"] == 5 and result_of_seed["start"]["stop"] == "cap"
+        for arm in ("grpo", "sft"):
+            trained = result_of_seed["arms"][arm]
+            assert trained["steps"] >= 1 and trained["train_cpu_s"] >= tiny.arm_budget_cpu_s
+            assert len(trained["selected"]["per_maze"]) == 128
+        assert result_of_seed["heldout"]["seeds"] == study.class_split().heldout.seeds
+
+    again = runner.invoke(app, ["study", "--seeds", "0,1", "--out", str(tmp_path)])
+    assert again.exit_code == 0, again.output
+    assert [line for line in again.stdout.splitlines() if "on disk" in line] == [
+        f"[study seed {s}] on disk: {tmp_path / f'seed-{s}.json'}" for s in (0, 1)]
+    assert json.loads((tmp_path / "summary.json").read_text())["verdict"] == summary["verdict"]

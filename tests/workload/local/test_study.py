@@ -1,10 +1,10 @@
 """The study (docs/study.md): the split by rotation/reflection class, the plateau rule, the off-path states,
-the seed-level statistics and verdict, and a whole tiny study on real parts (model, SFT, GRPO, files)."""
+the seed-level statistics and verdict. A whole tiny study on real parts (model, SFT, GRPO, files) runs through
+the command in tests/cli/test_study.py."""
 
 from __future__ import annotations
 
 import collections
-import json
 
 import numpy as np
 import pytest
@@ -12,9 +12,6 @@ import pytest
 from workload.local import study
 from workload.maze.generator import generate_from_seed
 from workload.maze.solver import path_to_actions, shortest_path
-
-TINY = study.StudySettings(seeds=(0, 1), sft_check_every=5, sft_max_steps=5, arm_budget_cpu_s=1.0,
-                           arm_evaluations=1)
 
 
 def transforms(grid):
@@ -93,22 +90,3 @@ def test_the_verdict_follows_the_pre_registered_rules(d, outcome):
 def test_the_verdict_needs_two_seeds():
     with pytest.raises(ValueError, match="at least 2 seeds, got 1"):
         study.verdict([3], margin=6.4)
-
-
-@pytest.mark.slow
-def test_a_tiny_study_trains_both_arms_writes_one_file_a_seed_and_reads_finished_seeds_back(tmp_path):
-    lines: list[str] = []
-    summary = study.run_study(tmp_path, TINY, echo=lines.append)
-    results = [json.loads((tmp_path / f"seed-{s}.json").read_text()) for s in TINY.seeds]
-    for r in results:
-        assert r["start"]["sft_steps"] == 5 and r["start"]["stop"] == "cap"
-        for arm in ("grpo", "sft"):
-            assert r["arms"][arm]["steps"] >= 1 and r["arms"][arm]["train_cpu_s"] >= TINY.arm_budget_cpu_s
-            assert len(r["arms"][arm]["selected"]["per_maze"]) == 128
-        assert r["heldout"]["seeds"] == study.class_split().heldout.seeds
-    assert json.loads((tmp_path / "summary.json").read_text())["verdict"] == json.loads(json.dumps(summary["verdict"]))
-    assert any("\nverdict (pre-registered, docs/study.md): " in line for line in lines)
-    again: list[str] = []
-    study.run_study(tmp_path, TINY, echo=again.append)
-    assert [line for line in again if "on disk" in line] == [
-        f"[study seed {s}] on disk: {tmp_path / f'seed-{s}.json'}" for s in TINY.seeds]
