@@ -16,7 +16,7 @@ def parse_seeds(text: str) -> tuple[int, ...]:
     seeds: list[int] = []
     for part in (p.strip() for p in text.split(",")):
         low, dash, high = part.partition("-")
-        if not low.isdigit() or (dash and not high.isdigit()):
+        if not low.isdecimal() or (dash and not high.isdecimal()):
             raise UsageError(f"--seeds {text!r}: {part!r} is not a seed (N) or a range (N-M) of non-negative "
                              "integers; write e.g. --seeds 0-5 or --seeds 0,3")
         first, last = int(low), int(high) if dash else int(low)
