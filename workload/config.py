@@ -120,11 +120,11 @@ def set_values(model: type[BaseModel], data: Mapping[str, Any], items: Iterable[
             node = result
             for section in sections:
                 node = node.setdefault(section, {})
-            node[leaf] = parse_value(value, paths[key].annotation) if isinstance(value, str) else value
+            node[leaf] = _parsed(key, value, paths[key].annotation) if isinstance(value, str) else value
         elif key in wholes and not isinstance(value, str):
             result[key] = value
         elif free_form and key.partition(".")[0] not in model.model_fields:
-            parsed = parse_value(value, Any) if isinstance(value, str) else value
+            parsed = _parsed(key, value, Any) if isinstance(value, str) else value
             result[free_form] = {**result.get(free_form, {}), key: parsed}
         else:
             raise ConfigError(f"unknown setting {key!r}{did_you_mean(key, paths)}{hint}")
@@ -153,6 +153,17 @@ def parse_value(text: str, annotation: Any) -> Any:
     if annotation is Any or origin is dict:
         return yaml.safe_load(text) if text else ""
     return text
+
+
+def _parsed(key: str, text: str, annotation: Any) -> Any:
+    """:func:`parse_value`, with text YAML cannot read (``[1, 2``, a date that does not exist such as
+    ``2026-13-45``) refused as one :class:`ConfigError` naming the key."""
+    try:
+        return parse_value(text, annotation)
+    except (ValueError, yaml.YAMLError) as err:
+        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+        raise ConfigError(f"{key}={text!r} is not a value YAML reads ({problem}); write a number, true/false, "
+                          "a list [a, b] or quoted text") from None
 
 
 def merge(base: Mapping[str, Any], top: Mapping[str, Any]) -> dict[str, Any]:

@@ -19,6 +19,8 @@ import tempfile
 from types import ModuleType
 from typing import Any
 
+from workload.errors import SkymazeError
+
 LOOPBACK = "127.0.0.1"
 # Environment every local Ray process reads at start (children inherit it from the driver).
 RAY_LOOPBACK_ENV = {
@@ -34,8 +36,8 @@ RAY_START_ATTEMPTS = 3
 RAY_STARTUP_TIMEOUT = "timed out during startup"  # the words of Ray's own exception
 
 
-class RayStartError(RuntimeError):
-    """The local Ray did not start; the message says what to do (one line)."""
+class RayStartError(SkymazeError, RuntimeError):
+    """The local Ray did not start (exit 1); the message says what to do (one line)."""
 
 
 def free_port(host: str = LOOPBACK) -> int:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import socket
 
 import pytest
@@ -46,6 +47,21 @@ def test_an_option_the_adapter_contradicts_is_refused_before_playing(solver_endp
     assert result.exit_code == 2
     assert "--cell-px 25 but the adapter in" in result.stderr and "trained with 8" in result.stderr
     assert handler.requests == []
+
+
+@pytest.mark.parametrize(("config_text", "message"), [
+    (None, r"^error: --adapter .*: no adapter_config\.json there; pass the folder of a PEFT adapter"),
+    ("{'r': 8", r"^error: --adapter .*: adapter_config\.json is not JSON \(Expecting property name .*\); export"),
+])
+def test_a_folder_that_holds_no_readable_adapter_is_bad_input_before_the_endpoint_is_asked(tmp_path, config_text, message):
+    if config_text is not None:
+        (tmp_path / "adapter_config.json").write_text(config_text)
+    with socket.socket() as free:  # nothing listens there: the refusal comes before any request
+        free.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{free.getsockname()[1]}"
+    result = runner.invoke(app, ["evaluate", "--endpoint", url, *SCRIPTED, "--adapter", str(tmp_path)])
+    assert result.exit_code == 2, result.output
+    assert re.match(message, result.stderr), result.stderr
 
 
 def test_json_report(solver_endpoint, tmp_path):  # noqa: F811

@@ -26,6 +26,13 @@ def test_submit_refuses_a_recipe_that_would_fail_on_the_cluster():
     assert "`skymaze recipe show blog --fields` lists them" in result.stderr
 
 
+def test_submit_refuses_a_malformed_env_before_reaching_the_cluster():
+    result = runner.invoke(app, ["submit", "--recipe", "blog", "--size", "blog", "--env", "NOT A PAIR",
+                                 "--address", f"http://127.0.0.1:{_closed_port()}"])
+    assert result.exit_code == 2
+    assert result.stderr.startswith("error: --env 'NOT A PAIR': expected NAME=VALUE with NAME like HF_HOME; ")
+
+
 def test_sagemaker_address_without_the_toolkit_is_a_usage_error():
     result = runner.invoke(app, ["status", "raysubmit_x", "--address", "sagemaker_ray://skyrl-visgym/ray"])
     assert result.exit_code == 2

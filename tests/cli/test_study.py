@@ -30,6 +30,12 @@ def test_a_seed_that_is_not_a_number_exits_2_naming_it():
     assert "--seeds '0-x': '0-x' is not a seed (N) or a range (N-M)" in result.stderr
 
 
+def test_a_character_that_looks_like_a_digit_is_not_a_seed():  # "²".isdigit() holds, but int("²") raises
+    result = runner.invoke(app, ["study", "--seeds", "0-\u00b2"])
+    assert result.exit_code == 2
+    assert "--seeds '0-\u00b2': '0-\u00b2' is not a seed (N) or a range (N-M)" in result.stderr
+
+
 def test_a_backwards_range_exits_2():
     result = runner.invoke(app, ["study", "--seeds", "5-0"])
     assert result.exit_code == 2

@@ -50,6 +50,13 @@ def test_free_form_keys_go_whole_into_their_map_as_yaml_values():
         config.apply_overrides(Outer, BASE, ["inner.nme=1"], free_form="extra")
 
 
+def test_a_value_yaml_cannot_read_names_the_key():
+    with pytest.raises(config.ConfigError, match=r"^x.day='2026-13-45' is not a value YAML reads \(month must be in 1..12\)"):
+        config.apply_overrides(Outer, BASE, ["x.day=2026-13-45"], free_form="extra")
+    with pytest.raises(config.ConfigError, match=r"^inner.names='\[p, q' is not a value YAML reads \(expected ',' or ']'"):
+        config.apply_overrides(Outer, BASE, ["inner.names=[p, q"])
+
+
 def test_validation_errors_name_the_key_the_value_and_the_rule():
     data = config.apply_overrides(Outer, BASE, ["steps=many"])
     with pytest.raises(config.ConfigError, match=r"demo: steps=many: Input should be a valid integer"):

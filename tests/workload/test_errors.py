@@ -6,6 +6,7 @@ import ast
 import importlib
 from pathlib import Path
 
+import pytest
 import typer
 from typer.testing import CliRunner
 
@@ -30,6 +31,29 @@ def test_every_error_of_the_operations_derives_from_the_one_base():
     outside = [f"{m}.{c}" for m, c in classes if not issubclass(getattr(importlib.import_module(m), c), SkymazeError)]
     assert outside == []
     assert issubclass(importlib.import_module("workload.deployment.settings").SettingsError, UsageError)
+
+
+# Errors of the layers below the CLI that a command lets through to the group, which prints them: the exit code
+# each carries, and the standard class each still is for the code that catches it by that.
+LET_THROUGH = [
+    ("workload.skyrl.jobs", "JobsError", EXIT_FAILED, RuntimeError),
+    ("workload.localhost", "RayStartError", EXIT_FAILED, RuntimeError),
+    ("workload.evaluate.endpoint", "EndpointError", EXIT_FAILED, RuntimeError),
+    ("workload.maze.heldout", "HeldoutIntegrityError", EXIT_FAILED, ValueError),
+    ("workload.maze.heldout", "HeldoutMissingError", EXIT_FAILED, FileNotFoundError),
+    ("workload.skyrl.job_env", "JobEnvError", EXIT_USAGE, ValueError),
+    ("workload.skyrl.promote", "PromoteError", EXIT_USAGE, ValueError),
+    ("workload.supervise.service", "SuperviseError", EXIT_USAGE, RuntimeError),
+    ("workload.evaluate.adapter_facts", "AdapterMismatch", EXIT_USAGE, ValueError),
+    ("workload.evaluate.adapter_facts", "AdapterFolderError", EXIT_USAGE, ValueError),
+]
+
+
+@pytest.mark.parametrize(("module", "name", "code", "kept"), LET_THROUGH)
+def test_an_error_a_command_lets_through_carries_its_exit_code(module, name, code, kept):
+    error = getattr(importlib.import_module(module), name)("what is wrong; how to fix it")
+    assert isinstance(error, SkymazeError) and isinstance(error, kept)
+    assert (error.exit_code, str(error)) == (code, "what is wrong; how to fix it")
 
 
 def test_the_group_prints_an_error_once_with_its_exit_code():

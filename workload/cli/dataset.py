@@ -7,7 +7,6 @@ from pathlib import Path
 import typer
 
 from workload.cli._common import RECIPE_SETS_OPTION, fail, next_step
-from workload.cli.recipe import load_or_exit
 
 dataset_app = typer.Typer(
     help="SkyRL dataset tickets.\n\nExample:  skymaze dataset build --recipe blog --out data/",
@@ -27,9 +26,10 @@ def build(
     """
     import pyarrow.parquet as pq
 
+    from workload.skyrl.recipe import load_recipe
     from workload.skyrl.tickets import build_dataset, spec_from_recipe
 
-    recipe = load_or_exit(recipe_name, sets)
+    recipe = load_recipe(recipe_name, sets=sets)
     spec = spec_from_recipe(recipe)
     try:
         paths = build_dataset(spec, out)

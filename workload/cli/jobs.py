@@ -22,7 +22,7 @@ from workload.cli._common import (
     recipe_for_profile,
     resolve_size,
 )
-from workload.cli.recipe import load_or_exit, problems_of, profile_fit_problems
+from workload.cli.recipe import problems_of, profile_fit_problems
 from workload.config import RECIPE_FLAG
 from workload.deployment.names import (
     HYPERPOD_GPU_GROUP,
@@ -38,23 +38,19 @@ ADDRESS_OPTION = typer.Option(None, "--address", envvar="RAY_ADDRESS", help=ADDR
 
 
 def _client(address: str | None):
+    """``(address, JobSubmissionClient)``; a bad address exits 2, a dashboard that does not answer 1."""
     from workload.skyrl import jobs
 
-    try:
-        resolved = jobs.resolve_address(address, None)
-    except ValueError as err:
-        fail(str(err), code=EXIT_USAGE)
-    try:
-        return resolved, jobs.connect(resolved)
-    except jobs.JobsError as err:
-        fail(str(err))
+    resolved = jobs.resolve_address(address, None)
+    return resolved, jobs.connect(resolved)
 
 
-def load_run_or_exit(recipe_name: str, sets: list[str], *, keep_run_name: bool = False):
+def load_run(recipe_name: str, sets: list[str], *, keep_run_name: bool = False):
     """The recipe with ``sets``; changed settings get their own run name unless ``keep_run_name``."""
+    from workload.skyrl.recipe import load_recipe
     from workload.skyrl.run_naming import distinct_run_sets
 
-    recipe = load_or_exit(recipe_name, sets)
+    recipe = load_recipe(recipe_name, sets=sets)
     if keep_run_name:
         return recipe
     named, new_id = distinct_run_sets(recipe.run_id, sets)
@@ -62,7 +58,7 @@ def load_run_or_exit(recipe_name: str, sets: list[str], *, keep_run_name: bool =
         return recipe
     typer.echo(f"run name {new_id}: settings differ from recipe {recipe_name} (run {recipe.run_id}); "
                f"--keep-run-name resumes {recipe.run_id} instead", err=True)
-    return load_or_exit(recipe_name, named)
+    return load_recipe(recipe_name, sets=named)
 
 
 JOB_HELP = "Job id printed by skymaze submit (default: the newest job skymaze submitted to this Ray cluster)."
@@ -127,11 +123,16 @@ def submit(
 
     Example:  skymaze submit --recipe blog --supervise --address http://127.0.0.1:8265 --tracker wandb
     """
+    import os
+
+    from workload.skyrl.job_env import build_job_env
+
     profile, context = resolve_size(profile, context)
     recipe_name = recipe_for_profile(recipe_name, profile)
-    recipe = load_run_or_exit(recipe_name, [*(sets or []), *([f"trainer.logger={tracker}"] if tracker != "console" else [])],
-                              keep_run_name=keep_run_name)
-    job_env = _job_env_or_exit(env, env_from_shell, runtime_env_json, tracker, recipe.run_dir)
+    recipe = load_run(recipe_name, [*(sets or []), *([f"trainer.logger={tracker}"] if tracker != "console" else [])],
+                      keep_run_name=keep_run_name)
+    job_env = build_job_env(env=env, env_from_shell=env_from_shell, runtime_env_json=runtime_env_json,
+                            tracker=tracker, run_dir=recipe.run_dir, environ=os.environ)
     _refuse_a_recipe_that_cannot_run(recipe, recipe_name, profile, context)
     resolved, client = _client(address)
     job_id = _submit_and_report(client, recipe, recipe_name, resolved, job_env, preflight=preflight, wait_s=wait_s,
@@ -139,19 +140,6 @@ def submit(
     if as_json:
         return
     next_step(f"skymaze status {job_id}{_address_flag(resolved)}", f"skymaze logs {job_id}{_address_flag(resolved)}")
-
-
-def _job_env_or_exit(env: list[str], env_from_shell: list[str], runtime_env_json: str | None, tracker: str, run_dir):
-    """The job's env vars and runtime_env from the options and the shell, or exit 2 naming the bad one."""
-    import os
-
-    from workload.skyrl.job_env import JobEnvError, build_job_env
-
-    try:
-        return build_job_env(env=env, env_from_shell=env_from_shell, runtime_env_json=runtime_env_json,
-                             tracker=tracker, run_dir=run_dir, environ=os.environ)
-    except JobEnvError as err:
-        fail(str(err), code=EXIT_USAGE)
 
 
 def _refuse_a_recipe_that_cannot_run(recipe, recipe_name: str, profile: str, context: list[str]) -> None:
@@ -176,27 +164,24 @@ def _submit_and_report(client, recipe, recipe_name: str, resolved: str, job_env,
     from workload.skyrl.entrypoint import job_spec
 
     spec = job_spec(recipe)
-    try:
-        job_id = jobs.submit(client, spec, preflight=preflight, job_env=job_env,
-                             extra_metadata=_supervise_metadata(spec) if supervise else None)
-        if not as_json:
-            typer.echo(f"submitted {job_id} (recipe {recipe_name}, run {recipe.run_id}, {resolved})")
-            if job_env.describe():
-                typer.echo(job_env.describe())
-            if supervise:
-                typer.echo(f"supervised: the skymaze-supervisor Deployment takes {job_id} up within a poll "
-                           f"(no Deployment: run `skymaze supervise {job_id}{_address_flag(resolved)}` where it can stay up)")
-        final = _wait_with_progress(client, job_id, wait_s) if wait_s > 0 else None
-        if as_json:
-            print_json({"job_id": job_id, "recipe": recipe_name, "run_id": recipe.run_id, "address": resolved,
-                        "env": sorted(job_env.env_vars), "status": final.status if final else "SUBMITTED",
-                        "message": final.message if final else "", "supervised": supervise})
-        elif final:
-            typer.echo(f"{job_id}: {final.status} {final.message}".rstrip())
-        if final and final.status != "SUCCEEDED":
-            fail(f"job {job_id} is {final.status}; see `skymaze logs {job_id}`")
-    except jobs.JobsError as err:
-        fail(str(err))
+    job_id = jobs.submit(client, spec, preflight=preflight, job_env=job_env,
+                         extra_metadata=_supervise_metadata(spec) if supervise else None)
+    if not as_json:
+        typer.echo(f"submitted {job_id} (recipe {recipe_name}, run {recipe.run_id}, {resolved})")
+        if job_env.describe():
+            typer.echo(job_env.describe())
+        if supervise:
+            typer.echo(f"supervised: the skymaze-supervisor Deployment takes {job_id} up within a poll "
+                       f"(no Deployment: run `skymaze supervise {job_id}{_address_flag(resolved)}` where it can stay up)")
+    final = _wait_with_progress(client, job_id, wait_s) if wait_s > 0 else None
+    if as_json:
+        print_json({"job_id": job_id, "recipe": recipe_name, "run_id": recipe.run_id, "address": resolved,
+                    "env": sorted(job_env.env_vars), "status": final.status if final else "SUBMITTED",
+                    "message": final.message if final else "", "supervised": supervise})
+    elif final:
+        typer.echo(f"{job_id}: {final.status} {final.message}".rstrip())
+    if final and final.status != "SUCCEEDED":
+        fail(f"job {job_id} is {final.status}; see `skymaze logs {job_id}`")
     return job_id
 
 
@@ -247,10 +232,7 @@ def status(
 
     resolved, client = _client(address)
     job_id = _job_or_newest(client, job_id)
-    try:
-        current = jobs.state(client, job_id)
-    except jobs.JobsError as err:
-        fail(str(err))
+    current = jobs.state(client, job_id)
     if as_json:
         print_json(vars(current))
         if current.status in {"FAILED", "STOPPED"}:
@@ -277,13 +259,10 @@ def logs(
 
     resolved, client = _client(address)
     job_id = _job_or_newest(client, job_id)
-    try:
-        if follow:
-            _follow(client, job_id)
-        else:
-            typer.echo(jobs.logs(client, job_id), nl=False)
-    except jobs.JobsError as err:
-        fail(str(err))
+    if follow:
+        _follow(client, job_id)
+    else:
+        typer.echo(jobs.logs(client, job_id), nl=False)
     next_step(f"skymaze status {job_id}{_address_flag(resolved)}")
 
 
@@ -306,10 +285,7 @@ def stop(job_id: str | None = typer.Argument(None, help=JOB_HELP), address: str 
 
     resolved, client = _client(address)
     job_id = _job_or_newest(client, job_id)
-    try:
-        stopped = jobs.stop(client, job_id)
-    except jobs.JobsError as err:
-        fail(str(err))
+    stopped = jobs.stop(client, job_id)
     typer.echo(f"{job_id}: {'stop requested' if stopped else 'already finished'}")
     next_step(f"skymaze status {job_id}{_address_flag(resolved)}")
 
@@ -325,22 +301,19 @@ def _limits_help() -> str:
 LIMITS_HELP = _limits_help()
 
 
-def _supervisor_settings_or_exit(sets: list[str], *, address: str | None, kube, expected_workers: int | None,
-                                 hyperpod: tuple[str | None, str], metrics: tuple[int, str], poll_s: float):
-    """The supervisor's settings from its options and ``--set`` limits, or exit 2 naming the bad key."""
+def _supervisor_settings(sets: list[str], *, address: str | None, kube, expected_workers: int | None,
+                         hyperpod: tuple[str | None, str], metrics: tuple[int, str], poll_s: float):
+    """The supervisor's settings from its options and ``--set`` limits; a ``ConfigError`` (exit 2) names a bad key."""
     from workload.supervise.machine import Policy
     from workload.supervise.settings import HyperPodTarget, SupervisorSettings
 
     (hyperpod_cluster, hyperpod_group), (metrics_port, metrics_host) = hyperpod, metrics
-    try:
-        limits = limits_from_sets(sets)
-        return SupervisorSettings(
-            address=address or "", policy=Policy.of(limits), kube=kube, expected_workers=expected_workers,
-            hyperpod=HyperPodTarget(hyperpod_cluster, hyperpod_group, limits.group_idle_count) if hyperpod_cluster else None,
-            metrics_port=metrics_port or None, metrics_host=metrics_host, poll_s=poll_s,
-        )
-    except ValueError as err:  # ConfigError included: it names the key and the rule
-        fail(str(err), code=EXIT_USAGE)
+    limits = limits_from_sets(sets)
+    return SupervisorSettings(
+        address=address or "", policy=Policy.of(limits), kube=kube, expected_workers=expected_workers,
+        hyperpod=HyperPodTarget(hyperpod_cluster, hyperpod_group, limits.group_idle_count) if hyperpod_cluster else None,
+        metrics_port=metrics_port or None, metrics_host=metrics_host, poll_s=poll_s,
+    )
 
 
 def _refuse_outside_a_pod() -> None:
@@ -357,8 +330,8 @@ def _supervising(step):
 
     try:
         return step()
-    except service.SuperviseError as err:
-        fail(str(err), code=EXIT_USAGE)
+    except service.SuperviseError:
+        raise  # exit 2, said once at the top
     except Exception as err:  # an edge failed (Kubernetes, SageMaker, Ray): say which, exit 1
         fail(f"supervision stopped: {err}")
 
@@ -403,7 +376,7 @@ def supervise(
     from workload.supervise.settings import KubeTarget
     from workload.supervise.telemetry import Telemetry
 
-    settings = _supervisor_settings_or_exit(
+    settings = _supervisor_settings(
         sets, address=address, kube=KubeTarget(namespace, raycluster, gpu_group) if in_cluster else None,
         expected_workers=expected_workers, hyperpod=(hyperpod_cluster, hyperpod_group),
         metrics=(metrics_port, metrics_host), poll_s=poll_s)

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 import typer
 
-from workload.cli._common import fail, next_step
+from workload.cli._common import next_step
 from workload.cli.jobs import ADDRESS_OPTION, _address_flag, _client
 
 jobs_app = typer.Typer(help="Ray jobs on the cluster.\n\nExample:  skymaze jobs list", no_args_is_help=True)
@@ -29,10 +29,7 @@ def list_jobs(
     from workload.skyrl import jobs
 
     resolved, client = _client(address)
-    try:
-        rows = jobs.list_jobs(client)
-    except jobs.JobsError as err:
-        fail(str(err))
+    rows = jobs.list_jobs(client)
     if as_json:
         typer.echo(json.dumps([row.to_json() for row in rows], indent=2))
         return

@@ -68,15 +68,12 @@ def heldout(
     Example:  skymaze maze heldout --heldout easy-64
     """
     from workload.evaluate.report import heldout_markdown
-    from workload.maze.heldout import SPECS, HeldoutIntegrityError, load_set
+    from workload.maze.heldout import SPECS, load_set
 
     names = sorted(SPECS) if set_name is None else [set_name]
     if set_name is not None and set_name not in SPECS:
         fail(f"unknown set {set_name!r}; known sets: {', '.join(sorted(SPECS))}", code=EXIT_USAGE)
-    try:
-        sets = [load_set(name) for name in names]
-    except (HeldoutIntegrityError, FileNotFoundError) as error:
-        fail(str(error))
+    sets = [load_set(name) for name in names]  # a damaged or missing set exits 1
     if as_json:
         print_json([{"name": held.name, "size": held.size, "mazes": [
             {"seed": e["seed"], "agent": e["init_state"]["agent_location"],

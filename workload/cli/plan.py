@@ -19,7 +19,7 @@ from workload.cli._common import (
     recipe_for_profile,
     resolve_size,
 )
-from workload.cli.jobs import load_run_or_exit
+from workload.cli.jobs import load_run
 
 
 def plan(
@@ -45,7 +45,7 @@ def plan(
     given_c = list(context)
     profile, context = resolve_size(profile, given_c)
     recipe_name = recipe_for_profile(recipe_name, profile)
-    recipe = load_run_or_exit(recipe_name, list(sets or []))
+    recipe = load_run(recipe_name, list(sets or []))
     _refuse_misfit(recipe, profile, context)
     settings_fsx_gib, fit_lines, gpu_gib = _cluster_fit(profile, context)
     fsx_gib = settings_fsx_gib if fsx_gib is None else fsx_gib

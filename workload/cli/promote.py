@@ -35,22 +35,17 @@ def promote(
     """
     import os
 
-    from workload.skyrl.promote import PromoteError, artifacts_destination, default_step
+    from workload.skyrl.promote import artifacts_destination, default_step
     from workload.skyrl.promote import promote as run_promote
 
     if (to is None) == (name is None):
         fail("give --to (s3://BUCKET/adapters/NAME or a folder) or, on the cluster's pods, --name NAME",
              code=EXIT_USAGE)
-    try:
-        to = to or artifacts_destination(name, dict(os.environ))
-        step = default_step(run) if step is None else step
-    except PromoteError as err:
-        fail(str(err), code=EXIT_USAGE)
+    to = to or artifacts_destination(name, dict(os.environ))  # a PromoteError exits 2
+    step = default_step(run) if step is None else step
 
     try:
         manifest = run_promote(run, step, to, max_lora_rank=max_lora_rank, overwrite=overwrite)
-    except PromoteError as err:
-        fail(str(err), code=EXIT_USAGE)
     except OSError as err:
         fail(f"promote failed: {err}")
     except Exception as err:  # botocore errors: credentials, bucket, permissions

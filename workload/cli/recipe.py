@@ -44,26 +44,6 @@ def kind_of(name: str) -> str:
     fail(f"unknown recipe {name!r}: choose one of {known} (skymaze recipe list)", code=EXIT_USAGE)
 
 
-def load_or_exit(name: str, sets: list[str] | None):
-    """Load a cluster recipe, turning a bad name or malformed ``--set`` into exit code 2."""
-    from workload.skyrl.recipe import load_recipe
-
-    try:
-        return load_recipe(name, sets=sets)
-    except ValueError as err:
-        fail(str(err), code=EXIT_USAGE)
-
-
-def load_rehearsal_or_exit(name: str, sets: list[str] | None):
-    """Load a rehearsal recipe, turning a bad name or setting into exit code 2."""
-    from workload.local.config import load_config
-
-    try:
-        return load_config(name, list(sets or []))
-    except ValueError as err:
-        fail(str(err), code=EXIT_USAGE)
-
-
 def problems_of(recipe, profile: str | None = None, deploy_sets: list[str] | tuple[str, ...] = ()) -> list[str]:
     """Validation problems of a cluster recipe, one line each (empty when it is sound).
 
@@ -86,15 +66,12 @@ def problems_of(recipe, profile: str | None = None, deploy_sets: list[str] | tup
 def profile_fit_problems(recipe, profile: str, context: list[str] | tuple[str, ...] = ()) -> list[str]:
     """Why ``recipe`` cannot run on deploy ``profile`` (with ``-c`` ``context``): more GPU workers than deployed.
 
-    A bad profile or setting exits 2.
+    A bad profile or setting raises ``SettingsError`` (exit 2).
     """
-    from workload.ops.profiles import SettingsError, parse_overrides, settings_for
+    from workload.ops.profiles import parse_overrides, settings_for
     from workload.ops.recipe_fit import recipe_profile_problems
 
-    try:
-        return list(recipe_profile_problems(recipe, settings_for(profile, parse_overrides(list(context)))))
-    except SettingsError as err:
-        fail(str(err), code=EXIT_USAGE)
+    return list(recipe_profile_problems(recipe, settings_for(profile, parse_overrides(list(context)))))
 
 
 def list_recipes(as_json: bool = JSON_OPTION) -> None:
@@ -151,17 +128,18 @@ def show(
     if fields:
         from workload import config
 
-        try:
-            model, defaults = _model_of(kind, name)
-        except ValueError as err:
-            fail(str(err), code=EXIT_USAGE)
+        model, defaults = _model_of(kind, name)
         for line in config.settings_table(model, defaults):
             typer.echo(line)
         return
     if kind == "cluster":
-        lines = load_or_exit(name, sets).overrides()
+        from workload.skyrl.recipe import load_recipe
+
+        lines = load_recipe(name, sets=sets).overrides()
     else:
-        lines = load_rehearsal_or_exit(name, sets).overrides()
+        from workload.local.config import load_config
+
+        lines = load_config(name, list(sets or [])).overrides()
     for line in lines:
         typer.echo(line)
     # stdout stays exactly the settings (usable as argv); the hint goes to stderr.
@@ -190,14 +168,18 @@ def check(
     profile, context = resolve_size(profile, given_c)
     name = recipe_for_profile(name, profile)
     if kind_of(name) == "rehearsal":
-        cfg = load_rehearsal_or_exit(name, sets)
+        from workload.local.config import load_config
+
+        cfg = load_config(name, list(sets or []))
         if as_json:
             print_json({"recipe": name, "kind": "rehearsal", "run_id": cfg.run_id, "ok": True, "problems": []})
             return
         typer.echo(f"recipe {name!r}: ok (rehearsal; run {cfg.run_id})")
         next_step(f"skymaze rehearse --recipe {name}{flags('--set', sets)}")
         return
-    recipe = load_or_exit(name, sets)
+    from workload.skyrl.recipe import load_recipe
+
+    recipe = load_recipe(name, sets=sets)
     problems = problems_of(recipe, profile, context) + profile_fit_problems(recipe, profile, context)
     if as_json:
         print_json({"recipe": name, "run_id": recipe.run_id, "ok": not problems, "problems": problems,

@@ -39,10 +39,7 @@ def rehearse(
         fail(f"--recipe {recipe}: {recipe!r} is a cluster recipe (it runs on HyperPod: skymaze submit --recipe "
              f"{recipe}); `skymaze recipe list` names the rehearsal recipes", code=EXIT_USAGE)
 
-    try:
-        cfg = load_config(recipe, [*(sets or []), *(overrides or [])])
-    except ValueError as error:
-        fail(str(error), code=EXIT_USAGE)
+    cfg = load_config(recipe, [*(sets or []), *(overrides or [])])
     from workload.local.pipeline import rehearse as run_rehearsal
 
     try:

@@ -41,7 +41,7 @@ def serve(
 
     Example:  skymaze serve --model runs/latest/models/sft --model-id maze-sft --adapters runs/latest/served --port 8000
     """
-    from workload.localhost import LOOPBACK, RayStartError
+    from workload.localhost import LOOPBACK
     from workload.serve.local import LocalServer
 
     values = {"model": model, "adapters": adapters, "model_id": model_id, "max_adapters": max_adapters, "port": port}
@@ -65,8 +65,6 @@ def serve(
                 typer.echo("\nCtrl-C stops the server.")
                 while not stop.wait(SIGNAL_POLL_S):
                     pass
-    except RayStartError as error:
-        fail(str(error))
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
@@ -141,7 +139,7 @@ def evaluate(
 
     Example:  skymaze evaluate --endpoint http://127.0.0.1:8000 --model maze-sft:selected --adapter runs/latest/served/selected --wait-s 300 --out evals/selected
     """
-    from workload.evaluate.endpoint import EndpointError, evaluate_endpoint
+    from workload.evaluate.endpoint import evaluate_endpoint
 
     given = {"style": style, "max_turns": max_turns, "image_history": image_history, "cell_px": cell_px,
              "max_tokens": max_tokens, "set_name": set_name}
@@ -152,8 +150,6 @@ def evaluate(
         with _progress(f"{model} on {settings['set_name']}", quiet=as_json) as on_episode:
             report = evaluate_endpoint(endpoint=endpoint, model=model, concurrency=concurrency, limit=limit,
                                        out_dir=out, on_episode=on_episode, **settings)
-    except EndpointError as error:
-        fail(str(error))
     except ValueError as error:  # a setting the model refuses (heldout is --heldout), or a damaged held-out set
         fail(f"{error} (`skymaze evaluate --help` lists the options)", code=EXIT_USAGE)
     if as_json:
@@ -164,32 +160,27 @@ def evaluate(
 
 def _wait_for_model(endpoint: str, model: str, wait_s: float) -> None:
     """Wait up to ``wait_s`` for ``endpoint`` to list ``model`` (a server still starting); exit 1 if it does not."""
-    from workload.evaluate.endpoint import EndpointError, wait_for_model
+    from workload.evaluate.endpoint import wait_for_model
 
     typer.echo(f"waiting up to {wait_s:g} s for {endpoint} to serve {model}", err=True)
-    try:
-        waited_s = wait_for_model(endpoint, model, timeout_s=wait_s)
-    except EndpointError as error:
-        fail(str(error))
+    waited_s = wait_for_model(endpoint, model, timeout_s=wait_s)
     typer.echo(f"{endpoint} serves {model} (waited {waited_s:.0f} s)", err=True)
 
 
 def _evaluate_settings(endpoint: str, model: str, adapter: Path | None, given: dict) -> dict:
     """The adapter-specific settings: the options given, else what the adapter (its folder, or the endpoint's
-    listing) was trained with, else the defaults; exit 2 when they contradict each other."""
+    listing) was trained with, else the defaults; a bad --adapter folder or an option the adapter contradicts
+    exits 2 (``AdapterFolderError``, ``AdapterMismatch``)."""
     from workload.evaluate.adapter_facts import AdapterFacts, endpoint_facts, read_adapter_facts, settle
 
-    try:
-        if adapter is not None:
-            facts = read_adapter_facts(adapter)
-        else:  # a skymaze endpoint states how each adapter was trained (GET /v1/models)
-            facts = endpoint_facts(endpoint, model) or AdapterFacts(Path("."), None, {})
-            if facts.settings:
-                shown = ", ".join(f"{key} {value}" for key, value in sorted(facts.settings.items()))
-                typer.echo(f"{model} is played as it was trained, as {endpoint} states: {shown}", err=True)
-        return settle(facts, given, EVALUATE_DEFAULTS)
-    except ValueError as error:  # a bad --adapter folder, or an option the adapter contradicts
-        fail(str(error), code=EXIT_USAGE)
+    if adapter is not None:
+        facts = read_adapter_facts(adapter)
+    else:  # a skymaze endpoint states how each adapter was trained (GET /v1/models)
+        facts = endpoint_facts(endpoint, model) or AdapterFacts(Path("."), None, {})
+        if facts.settings:
+            shown = ", ".join(f"{key} {value}" for key, value in sorted(facts.settings.items()))
+            typer.echo(f"{model} is played as it was trained, as {endpoint} states: {shown}", err=True)
+    return settle(facts, given, EVALUATE_DEFAULTS)
 
 
 def _print_report(report: dict, out: Path | None, endpoint: str, model: str, settings: dict) -> None:

@@ -8,19 +8,20 @@ import typer
 
 from workload.cli._common import EXIT_USAGE, doc_help, fail, next_step
 from workload.cli.rehearse import _quiet_library_noise
+from workload.errors import UsageError
 
 
 def parse_seeds(text: str) -> tuple[int, ...]:
-    """``0-5`` or ``0,2,4`` (or a mix) -> the seeds in order, each once; ValueError saying what is wrong."""
+    """``0-5`` or ``0,2,4`` (or a mix) -> the seeds in order, each once; a UsageError (exit 2) says what is wrong."""
     seeds: list[int] = []
     for part in (p.strip() for p in text.split(",")):
         low, dash, high = part.partition("-")
-        if not low.isdigit() or (dash and not high.isdigit()):
-            raise ValueError(f"--seeds {text!r}: {part!r} is not a seed (N) or a range (N-M) of non-negative "
+        if not low.isdecimal() or (dash and not high.isdecimal()):
+            raise UsageError(f"--seeds {text!r}: {part!r} is not a seed (N) or a range (N-M) of non-negative "
                              "integers; write e.g. --seeds 0-5 or --seeds 0,3")
         first, last = int(low), int(high) if dash else int(low)
         if last < first:
-            raise ValueError(f"--seeds {text!r}: the range {part!r} runs backwards; write it low-high, e.g. 0-5")
+            raise UsageError(f"--seeds {text!r}: the range {part!r} runs backwards; write it low-high, e.g. 0-5")
         seeds += [s for s in range(first, last + 1) if s not in seeds]
     return tuple(seeds)
 
@@ -46,10 +47,7 @@ def study(
 
     from workload.local import study as protocol
 
-    try:
-        chosen = parse_seeds(seeds)
-    except ValueError as error:
-        fail(str(error), code=EXIT_USAGE)
+    chosen = parse_seeds(seeds)
     if len(chosen) < 2:
         fail(f"--seeds {seeds!r}: the verdict is a paired test over seeds and needs at least 2; the protocol runs "
              "0-5", code=EXIT_USAGE)

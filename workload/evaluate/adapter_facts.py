@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from workload.errors import UsageError
+
 TRAINER_CONFIG = "trainer_config.json"
 ADAPTER_CONFIG = "adapter_config.json"
 REHEARSAL_STYLE = "compact"
@@ -32,8 +34,12 @@ ADAPTER_SETTINGS = tuple(_SOURCES)
 """The evaluation settings an adapter trained by the rehearsal sets itself."""
 
 
-class AdapterMismatch(ValueError):
-    """An explicit setting contradicts what the adapter was trained with; the message names both."""
+class AdapterMismatch(UsageError):
+    """An explicit setting contradicts what the adapter was trained with (exit 2); the message names both."""
+
+
+class AdapterFolderError(UsageError):
+    """``--adapter`` names no readable PEFT adapter folder (exit 2)."""
 
 
 @dataclass(frozen=True)
@@ -52,16 +58,25 @@ def _dig(data: dict, dotted: str) -> Any:
 
 
 def read_adapter_facts(folder: str | Path) -> AdapterFacts:
-    """Read ``folder``'s adapter_config.json (required) and trainer_config.json (when present)."""
+    """Read ``folder``'s adapter_config.json (required) and trainer_config.json (when present); a missing or
+    unreadable one raises :class:`AdapterFolderError`."""
     path = Path(folder)
     config_path = path / ADAPTER_CONFIG
     if not config_path.is_file():
-        raise ValueError(f"--adapter {path}: no {ADAPTER_CONFIG} there; pass the folder of a PEFT adapter "
-                         "(exports/global_step_N/policy or a promoted adapter)")
-    base = json.loads(config_path.read_text()).get("base_model_name_or_path")
+        raise AdapterFolderError(f"--adapter {path}: no {ADAPTER_CONFIG} there; pass the folder of a PEFT adapter "
+                                 "(exports/global_step_N/policy or a promoted adapter)")
+    base = _read_json(config_path).get("base_model_name_or_path")
     trainer_path = path / TRAINER_CONFIG
-    trainer = json.loads(trainer_path.read_text()) if trainer_path.is_file() else None
+    trainer = _read_json(trainer_path) if trainer_path.is_file() else None
     return AdapterFacts(folder=path, base_model=base, settings=settings_of(trainer))
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except ValueError as err:  # not JSON, or not UTF-8 text
+        raise AdapterFolderError(f"--adapter {path.parent}: {path.name} is not JSON ({err}); export the adapter "
+                                 "again, or pass another folder") from None
 
 
 def settings_of(trainer: dict | None) -> dict[str, Any]:

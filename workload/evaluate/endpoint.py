@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from workload import config
+from workload.errors import SkymazeError
 from workload.evaluate.settings import (
     DEFAULT_CONCURRENCY,
     DEFAULT_MAX_TOKENS,
@@ -34,8 +35,8 @@ DEFAULT_MAX_RETRIES = 4  # the openai client retries 408/409/429/5xx and dropped
 REPORT_NAME = "report.json"
 
 
-class EndpointError(RuntimeError):
-    """The endpoint cannot evaluate this model (unreachable, the model is not served, or a turn is refused)."""
+class EndpointError(SkymazeError, RuntimeError):
+    """The endpoint cannot evaluate this model (unreachable, the model is not served, or a turn is refused): exit 1."""
 
 
 @dataclass

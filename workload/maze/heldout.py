@@ -26,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
+from workload.errors import SkymazeError
 from workload.files import write_bytes_atomic, write_json_atomic
 from workload.maze.generator import generate_from_seed
 from workload.maze.solver import shortest_path_len
@@ -76,8 +77,12 @@ SPECS = {
 }
 
 
-class HeldoutIntegrityError(ValueError):
-    """A frozen set's file does not match its manifest hash (or the manifest lacks it)."""
+class HeldoutIntegrityError(SkymazeError, ValueError):
+    """A frozen set's file does not match its manifest hash (or the manifest lacks it): exit 1."""
+
+
+class HeldoutMissingError(SkymazeError, FileNotFoundError):
+    """A frozen set's file or its manifest is missing: exit 1; the message names the command that writes it."""
 
 
 @dataclass(frozen=True)
@@ -226,7 +231,7 @@ def load_set(name: str, directory: Path = HELDOUT_DIR) -> HeldoutSet:
     path = directory / f"{name}.json"
     manifest_path = directory / MANIFEST_NAME
     if not path.exists() or not manifest_path.exists():
-        raise FileNotFoundError(
+        raise HeldoutMissingError(
             f"{path} or {manifest_path} is missing; run `skymaze maze freeze --heldout {name}`"
         )
     data = path.read_bytes()

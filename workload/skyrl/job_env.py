@@ -12,6 +12,8 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from workload.errors import UsageError
+
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 TRACKERS = ("console", "tensorboard", "wandb", "mlflow", "swanlab")
 """SkyRL 0.4.0 ``trainer.logger`` values (skyrl/train/utils/tracking.py)."""
@@ -29,8 +31,8 @@ RESERVED_RUNTIME_ENV_KEYS = ("working_dir",)
 """skymaze uploads job.json as the working dir; a second one would replace it."""
 
 
-class JobEnvError(ValueError):
-    """A malformed --env, a missing shell variable, or a runtime_env skymaze cannot merge."""
+class JobEnvError(UsageError):
+    """A malformed --env, a missing shell variable, or a runtime_env skymaze cannot merge (exit 2, a ValueError)."""
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from workload.errors import SkymazeError, UsageError
 from workload.skyrl.entrypoint import JobSpec
 from workload.skyrl.job_env import JobEnv, runtime_env_for
 
@@ -30,8 +31,8 @@ TERMINAL = frozenset({"SUCCEEDED", "FAILED", "STOPPED"})
 POLL_S = 1.0
 
 
-class JobsError(RuntimeError):
-    """A Ray Jobs call failed; the message says what to check."""
+class JobsError(SkymazeError, RuntimeError):
+    """A Ray Jobs call failed (exit 1); the message says what to check."""
 
 
 @dataclass(frozen=True)
@@ -49,24 +50,25 @@ class JobState:
 
 
 def resolve_address(flag: str | None, env_value: str | None, *, default: str = DEFAULT_ADDRESS) -> str:
-    """``--address`` wins, then ``RAY_ADDRESS``, then the default; the scheme must be usable here."""
+    """``--address`` wins, then ``RAY_ADDRESS``, then the default; the scheme must be usable here (else
+    :class:`UsageError`, exit 2)."""
     address = (flag or env_value or default).strip()
     scheme, sep, _ = address.partition("://")
     if not sep:
-        raise ValueError(
+        raise UsageError(
             f"address {address!r} has no scheme. Fix: use http://HOST:8265 or {SAGEMAKER_SCHEME}://CLUSTER/NAMESPACE."
         )
     if scheme in {"http", "https"}:
         return address
     if scheme == SAGEMAKER_SCHEME:
         if importlib.util.find_spec(SAGEMAKER_SCHEME) is None:
-            raise ValueError(
+            raise UsageError(
                 f"address {address!r} needs the {SAGEMAKER_SCHEME!r} module, which is not installed. "
                 f"Fix: pip install {SAGEMAKER_PACKAGE} (Python >= 3.11), "
                 f"or port-forward the head and use {DEFAULT_ADDRESS}."
             )
         return address
-    raise ValueError(f"address scheme {scheme!r} is not supported. Fix: use http(s):// or {SAGEMAKER_SCHEME}://.")
+    raise UsageError(f"address scheme {scheme!r} is not supported. Fix: use http(s):// or {SAGEMAKER_SCHEME}://.")
 
 
 SAGEMAKER_HINT = (

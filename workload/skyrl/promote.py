@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from workload.errors import UsageError
 from workload.files import atomic_path, write_bytes_atomic
 from workload.serving_rules import (
     ADAPTER_CONFIG,
@@ -36,8 +37,8 @@ MANIFEST = "manifest.json"
 HASH_CHUNK_BYTES = 1 << 20
 
 
-class PromoteError(ValueError):
-    """The adapter cannot be promoted; the message says why and what to do."""
+class PromoteError(UsageError):
+    """The adapter cannot be promoted (exit 2, a ValueError); the message says why and what to do."""
 
 
 @dataclass(frozen=True)

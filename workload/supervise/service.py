@@ -7,6 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from workload.errors import UsageError
 from workload.supervise import ray_jobs
 from workload.supervise.loop import Edges, Outcome, supervise
 from workload.supervise.settings import JOB_SPEC_KEY, ROOT_KEY, SUPERVISE_KEY, SupervisorSettings
@@ -15,8 +16,8 @@ from workload.supervise.telemetry import Telemetry
 CKPT_MARKER = "latest_ckpt_global_step.txt"  # SkyRL's marker in trainer.ckpt_path
 
 
-class SuperviseError(RuntimeError):
-    """The job cannot be supervised (no job spec, unknown job); the message says what to do."""
+class SuperviseError(UsageError, RuntimeError):
+    """The job cannot be supervised (no job spec, unknown job): exit 2; the message says what to do."""
 
 
 def job_spec_of(client: Any, job_id: str) -> Any:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from workload.config import ConfigError
 from workload.deployment.names import (
     RAY_GPU_GROUP,
     RAY_NAMESPACE,
@@ -40,7 +41,7 @@ class HyperPodTarget:
 
     def __post_init__(self) -> None:
         if self.idle_count < 0:
-            raise ValueError(f"supervise.group_idle_count={self.idle_count}: HyperPod instance counts start at 0")
+            raise ConfigError(f"supervise.group_idle_count={self.idle_count}: HyperPod instance counts start at 0")
 
 
 @dataclass(frozen=True)
@@ -58,9 +59,9 @@ class SupervisorSettings:
 
     def __post_init__(self) -> None:
         if self.hyperpod is not None and self.policy.group_idle_s is None:
-            raise ValueError(
+            raise ConfigError(
                 "supervise.hyperpod_cluster is set but supervise.group_idle_s is not: "
                 "say after how many idle seconds the GPU group is scaled down (e.g. --set group_idle_s=1800)"
             )
         if self.poll_s <= 0:
-            raise ValueError(f"supervise.poll_s={self.poll_s}: must be > 0")
+            raise ConfigError(f"supervise.poll_s={self.poll_s}: must be > 0")

@@ -6,7 +6,13 @@ import json
 
 import pytest
 
-from workload.evaluate.adapter_facts import AdapterMismatch, read_adapter_facts, same_base, settle
+from workload.evaluate.adapter_facts import (
+    AdapterFolderError,
+    AdapterMismatch,
+    read_adapter_facts,
+    same_base,
+    settle,
+)
 
 DEFAULTS = {"style": "visgym", "cell_px": 25, "image_history": None, "max_tokens": 1024, "max_turns": 15,
             "set_name": "easy-64"}
@@ -50,6 +56,9 @@ def test_an_adapter_without_trainer_config_keeps_flags_and_defaults(tmp_path):
     assert settle(facts, {"cell_px": 30}, DEFAULTS) == {**DEFAULTS, "cell_px": 30}
     with pytest.raises(ValueError, match=r"no adapter_config\.json there"):
         read_adapter_facts(tmp_path / "missing")
+    (tmp_path / "trainer_config.json").write_text("generator: {max_turns: 15}")
+    with pytest.raises(AdapterFolderError, match=r"trainer_config\.json is not JSON \(Expecting value: line 1"):
+        read_adapter_facts(tmp_path)
 
 
 def test_same_base_compares_folders_by_path_and_ids_by_name(rehearsal_adapter, tmp_path):
