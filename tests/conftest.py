@@ -65,6 +65,7 @@ gc.set_threshold(*GC_THRESHOLDS)
 SLOW_FIXTURES = frozenset({"rehearsal_smoke", "synth", "skyrl_ray_head", "serve_endpoint"})
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the xdist_group marks set here
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         slow_fixtures = SLOW_FIXTURES.intersection(getattr(item, "fixturenames", ()))
