@@ -82,14 +82,18 @@ $(PROMETHEUS):
 
 prometheus: $(PROMETHEUS) ## Debian's prometheus unpacked into .prometheus/ (the dashboards test)
 
-test: $(STAMP) $(CHECKOV_STAMP) $(PROMETHEUS) ## the whole test suite (what CI runs)
-	$(PY) -m pytest
-
-# The fast tier on both cores (pytest-xdist workers; TEST_WORKERS=0 runs it in one process): its ~1,550
-# tests are short and CPU-bound, 84 -> 54 s wall on the 2-core machine.
+# Both test targets run on TEST_WORKERS pytest-xdist processes (TEST_WORKERS=0: one process, as plain
+# `pytest` does). --dist loadfile keeps each test file on one worker, so a module's fixtures (the README
+# walk, the hints' server) are built once; a session fixture is built once per worker that needs it.
+# On the 2-core machine: make test 669 -> 464 s, make test-fast 84 -> ~55 s (docs/development.md).
 TEST_WORKERS ?= 2
+PYTEST_WORKERS := -n $(TEST_WORKERS) --dist loadfile
+
+test: $(STAMP) $(CHECKOV_STAMP) $(PROMETHEUS) ## the whole test suite (what CI runs), on TEST_WORKERS processes (2)
+	$(PY) -m pytest $(PYTEST_WORKERS)
+
 test-fast: $(STAMP) ## the suite without tests marked slow, on TEST_WORKERS processes (2)
-	$(PY) -m pytest -m "not slow" -n $(TEST_WORKERS)
+	$(PY) -m pytest -m "not slow" $(PYTEST_WORKERS)
 
 # The contract suite: the SkyRL plugin against the real SkyRL 0.4.0 in its own Python 3.12 venv
 # (the image's torch 2.13.0, run on the CPU; no vLLM). First build ~3 min and 5.2 GB on 2 cores.

@@ -65,19 +65,10 @@ gc.set_threshold(*GC_THRESHOLDS)
 SLOW_FIXTURES = frozenset({"rehearsal_smoke", "synth", "skyrl_ray_head", "serve_endpoint"})
 
 
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the xdist_group marks set here
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
-        slow_fixtures = SLOW_FIXTURES.intersection(getattr(item, "fixturenames", ()))
-        if slow_fixtures:
+        if SLOW_FIXTURES.intersection(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.slow)
-        # Under pytest-xdist (--dist loadgroup) a group runs whole on one worker: the tests of one slow
-        # session fixture share one build of it, and a slow module's tests share its module fixtures.
-        # Fast tests spread one by one.
-        if slow_fixtures:
-            item.add_marker(pytest.mark.xdist_group(min(slow_fixtures)))
-        elif item.get_closest_marker("slow"):
-            item.add_marker(pytest.mark.xdist_group(item.module.__name__))
 
 
 @pytest.fixture(autouse=True)
