@@ -118,8 +118,12 @@ def set_values(model: type[BaseModel], data: Mapping[str, Any], items: Iterable[
         if key in paths:
             *sections, leaf = key.split(".")
             node = result
-            for section in sections:
+            for depth, section in enumerate(sections, start=1):
                 node = node.setdefault(section, {})
+                if not isinstance(node, dict):
+                    above = ".".join(sections[:depth])
+                    raise ConfigError(f"{key}: the recipe sets {above} to {node!r}, not a map of settings, so "
+                                      f"{key} has no place; fix {above} in the recipe file")
             node[leaf] = _parsed(key, value, paths[key].annotation) if isinstance(value, str) else value
         elif key in wholes and not isinstance(value, str):
             result[key] = value
@@ -208,8 +212,35 @@ def read_recipe(directory: Path, name: str, seen: tuple[str, ...] = ()) -> dict[
     if not OmegaConf.is_dict(raw):
         raise ConfigError(f"recipe {name!r} ({path}) must be a YAML map of settings")
     parent = raw.pop("extends", None)
-    tree = OmegaConf.merge(read_recipe(directory, parent, (*seen, name)), raw) if parent else raw
-    return OmegaConf.to_container(tree)
+    if not parent:
+        return OmegaConf.to_container(raw)
+    base, top = read_recipe(directory, parent, (*seen, name)), OmegaConf.to_container(raw)
+    clash = _map_meets_list(base, top)
+    if clash:
+        raise ConfigError(f"recipe {name!r} ({path}) sets {clash} as a {_kind(top, clash)} where {parent!r}, which "
+                          f"it extends, has a {_kind(base, clash)}; OmegaConf merges a map only onto a map and a "
+                          "list only onto a list: make them the same kind")
+    return merge(base, top)
+
+
+def _map_meets_list(base: Mapping[str, Any], top: Mapping[str, Any], prefix: str = "") -> str | None:
+    """The first dotted key that is a map on one side and a list on the other (what OmegaConf cannot merge)."""
+    for key, value in top.items():
+        under = base.get(key)
+        if isinstance(under, Mapping) and isinstance(value, Mapping):
+            found = _map_meets_list(under, value, f"{prefix}{key}.")
+            if found:
+                return found
+        elif {type(under), type(value)} == {dict, list}:
+            return f"{prefix}{key}"
+    return None
+
+
+def _kind(tree: Mapping[str, Any], dotted: str) -> str:
+    node: Any = tree
+    for part in dotted.split("."):
+        node = node[part]
+    return "map" if isinstance(node, Mapping) else "list"
 
 
 def validate(model: type[BaseModel], data: Mapping[str, Any], *, what: str, hint: str = "") -> Any:

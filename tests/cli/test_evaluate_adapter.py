@@ -73,6 +73,25 @@ def test_json_report(solver_endpoint, tmp_path):  # noqa: F811
     assert report["total"] == 3 and report["set"] == "rehearsal-7x7-64" and report["model"] == "scripted"
 
 
+def test_a_changed_held_out_set_exits_1_as_under_maze_heldout_before_any_maze_is_played(
+        solver_endpoint, tmp_path, monkeypatch):  # noqa: F811
+    import shutil
+
+    from workload.maze import heldout
+
+    url, handler = solver_endpoint
+    copy = shutil.copytree(heldout.HELDOUT_DIR, tmp_path / "heldout")
+    changed = copy / "rehearsal-7x7-64.json"
+    changed.write_bytes(changed.read_bytes() + b" ")
+    load_set = heldout.load_set
+    monkeypatch.setattr(heldout, "load_set", lambda name: load_set(name, copy))
+    result = runner.invoke(app, ["evaluate", "--endpoint", url, *SCRIPTED, "--heldout", "rehearsal-7x7-64"])
+    assert result.exit_code == 1, result.output
+    assert "a frozen held-out set must not change" in result.stderr
+    assert "lists the options" not in result.stderr  # not worded as a bad option
+    assert handler.requests == []
+
+
 def _copy_with_base(good, folder, base: str):
     import shutil
 

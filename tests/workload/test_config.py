@@ -100,3 +100,17 @@ def test_a_recipe_must_be_a_map_and_may_not_repeat_a_key(tmp_path):
     (tmp_path / "twice.yaml").write_text("steps: 3\nsteps: 4\n")
     with pytest.raises(config.ConfigError, match=r"line 2\) is not valid YAML: found duplicate key steps"):
         config.read_recipe(tmp_path, "twice")
+
+
+def test_a_setting_under_a_value_the_recipe_sets_to_a_scalar_names_both(tmp_path):
+    with pytest.raises(config.ConfigError, match=r"^inner.rate: the recipe sets inner to 5, not a map of settings, so "
+                       r"inner.rate has no place; fix inner in the recipe file$"):
+        config.apply_overrides(Outer, {"steps": 3, "inner": 5}, ["inner.rate=0.1"])
+
+
+def test_extends_that_meets_a_list_with_a_map_names_the_key_and_both_kinds(tmp_path):
+    (tmp_path / "base.yaml").write_text("steps: 3\ninner: {rate: 0.5, names: [a]}\n")
+    (tmp_path / "child.yaml").write_text("extends: base\ninner: {names: {first: a}}\n")
+    with pytest.raises(config.ConfigError, match=r"recipe 'child' \(.*child.yaml\) sets inner.names as a map where "
+                       r"'base', which it extends, has a list; .* make them the same kind$"):
+        config.read_recipe(tmp_path, "child")

@@ -150,8 +150,8 @@ def evaluate(
         with _progress(f"{model} on {settings['set_name']}", quiet=as_json) as on_episode:
             report = evaluate_endpoint(endpoint=endpoint, model=model, concurrency=concurrency, limit=limit,
                                        out_dir=out, on_episode=on_episode, **settings)
-    except ValueError as error:  # a setting the model refuses (heldout is --heldout), or a damaged held-out set
-        fail(f"{error} (`skymaze evaluate --help` lists the options)", code=EXIT_USAGE)
+    except ConfigError as error:  # a setting the model refuses (heldout is --heldout); a damaged set exits 1 as
+        fail(f"{error} (`skymaze evaluate --help` lists the options)", code=EXIT_USAGE)  # under `maze heldout`
     if as_json:
         print_json(report)
         return
