@@ -124,11 +124,11 @@ def set_values(model: type[BaseModel], data: Mapping[str, Any], items: Iterable[
                     above = ".".join(sections[:depth])
                     raise ConfigError(f"{key}: the recipe sets {above} to {node!r}, not a map of settings, so "
                                       f"{key} has no place; fix {above} in the recipe file")
-            node[leaf] = _parsed(key, value, paths[key].annotation) if isinstance(value, str) else value
+            node[leaf] = parse_value(key, value, paths[key].annotation) if isinstance(value, str) else value
         elif key in wholes and not isinstance(value, str):
             result[key] = value
         elif free_form and key.partition(".")[0] not in model.model_fields:
-            parsed = _parsed(key, value, Any) if isinstance(value, str) else value
+            parsed = parse_value(key, value, Any) if isinstance(value, str) else value
             result[free_form] = {**result.get(free_form, {}), key: parsed}
         else:
             raise ConfigError(f"unknown setting {key!r}{did_you_mean(key, paths)}{hint}")
@@ -144,26 +144,25 @@ def validate_flat(model: type[BaseModel], values: Mapping[str, Any], *, what: st
     return validate(model, set_values(model, {}, values.items(), hint=hint), what=what, hint=hint)
 
 
-def parse_value(text: str, annotation: Any) -> Any:
-    """Text from the command line -> what the model validates (it does the type conversion)."""
+def parse_value(key: str, text: str, annotation: Any) -> Any:
+    """Text given for ``key`` on the command line -> what the model validates (it does the type conversion).
+
+    Text YAML cannot read (``[1, 2``, a date that does not exist such as ``2026-13-45``) is one
+    :class:`ConfigError` naming the key.
+    """
     args = typing.get_args(annotation)
     if text.strip() in NULL_TEXTS and (annotation is Any or type(None) in args):
         return None
     origin = typing.get_origin(annotation)
-    if origin in (list, tuple) or any(typing.get_origin(a) in (list, tuple) for a in args):
-        if text.strip().startswith("["):
-            return yaml.safe_load(text)
+    listed = origin in (list, tuple) or any(typing.get_origin(a) in (list, tuple) for a in args)
+    if listed and not text.strip().startswith("["):
         return [part.strip() for part in text.split(",") if part.strip()]
-    if annotation is Any or origin is dict:
-        return yaml.safe_load(text) if text else ""
-    return text
-
-
-def _parsed(key: str, text: str, annotation: Any) -> Any:
-    """:func:`parse_value`, with text YAML cannot read (``[1, 2``, a date that does not exist such as
-    ``2026-13-45``) refused as one :class:`ConfigError` naming the key."""
+    if not (listed or annotation is Any or origin is dict):
+        return text
+    if not text:
+        return ""
     try:
-        return parse_value(text, annotation)
+        return yaml.safe_load(text)
     except (ValueError, yaml.YAMLError) as err:
         problem = getattr(err, "problem", None) or str(err).splitlines()[0]
         raise ConfigError(f"{key}={text!r} is not a value YAML reads ({problem}); write a number, true/false, "
@@ -217,14 +216,17 @@ def read_recipe(directory: Path, name: str, seen: tuple[str, ...] = ()) -> dict[
     base, top = read_recipe(directory, parent, (*seen, name)), OmegaConf.to_container(raw)
     clash = _map_meets_list(base, top)
     if clash:
-        raise ConfigError(f"recipe {name!r} ({path}) sets {clash} as a {_kind(top, clash)} where {parent!r}, which "
-                          f"it extends, has a {_kind(base, clash)}; OmegaConf merges a map only onto a map and a "
-                          "list only onto a list: make them the same kind")
+        key, kind = clash
+        other = "list" if kind == "map" else "map"
+        raise ConfigError(f"recipe {name!r} ({path}) sets {key} as a {kind} where {parent!r}, which it extends, has "
+                          f"a {other}; OmegaConf merges a map only onto a map and a list only onto a list: make "
+                          "them the same kind")
     return merge(base, top)
 
 
-def _map_meets_list(base: Mapping[str, Any], top: Mapping[str, Any], prefix: str = "") -> str | None:
-    """The first dotted key that is a map on one side and a list on the other (what OmegaConf cannot merge)."""
+def _map_meets_list(base: Mapping[str, Any], top: Mapping[str, Any], prefix: str = "") -> tuple[str, str] | None:
+    """The first dotted key that is a map on one side and a list on the other (what OmegaConf cannot merge),
+    with what ``top`` has there (``map`` or ``list``)."""
     for key, value in top.items():
         under = base.get(key)
         if isinstance(under, Mapping) and isinstance(value, Mapping):
@@ -232,15 +234,8 @@ def _map_meets_list(base: Mapping[str, Any], top: Mapping[str, Any], prefix: str
             if found:
                 return found
         elif {type(under), type(value)} == {dict, list}:
-            return f"{prefix}{key}"
+            return f"{prefix}{key}", "map" if isinstance(value, dict) else "list"
     return None
-
-
-def _kind(tree: Mapping[str, Any], dotted: str) -> str:
-    node: Any = tree
-    for part in dotted.split("."):
-        node = node[part]
-    return "map" if isinstance(node, Mapping) else "list"
 
 
 def validate(model: type[BaseModel], data: Mapping[str, Any], *, what: str, hint: str = "") -> Any:
