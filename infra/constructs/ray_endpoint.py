@@ -139,20 +139,25 @@ class RayEndpoint(Construct):
             validation=acm.CertificateValidation.from_dns(zone),
         )
         cert_manager = self._addon(CERT_MANAGER_ADDON)
-        ebs_role = pod_identity_role(self, "EbsCsiRole")
+        ebs_role = pod_identity_role(self, "EbsCsiRole", cluster_name=cluster.cluster_name,
+                                     namespace="kube-system", service_account=EBS_CSI_ACCOUNT)
         ebs_role.add_managed_policy(iam.ManagedPolicy.from_aws_managed_policy_name(EBS_CSI_POLICY))
         ebs = self._addon(EBS_CSI_ADDON, associations=[("kube-system", EBS_CSI_ACCOUNT, ebs_role)])
         zone_arn = f"arn:{stack.partition}:route53:::hostedzone/{hosted_zone_id}"
-        self.dns_role = pod_identity_role(self, "ExternalDnsRole", statements=[
+        self.dns_role = pod_identity_role(
+            self, "ExternalDnsRole", cluster_name=cluster.cluster_name, namespace=EXTERNAL_DNS_NAMESPACE,
+            service_account=EXTERNAL_DNS_ACCOUNT, statements=[
             iam.PolicyStatement(actions=["route53:ChangeResourceRecordSets"], resources=[zone_arn]),
             iam.PolicyStatement(actions=["route53:ListHostedZones", "route53:ListResourceRecordSets",
                                          "route53:ListTagsForResource"], resources=["*"]),
         ])
         external_dns = self._addon(EXTERNAL_DNS_ADDON,
                                    associations=[(EXTERNAL_DNS_NAMESPACE, EXTERNAL_DNS_ACCOUNT, self.dns_role)])
-        controller_role = pod_identity_role(self, "SpacesControllerRole")
+        controller_role = pod_identity_role(self, "SpacesControllerRole", cluster_name=cluster.cluster_name,
+                                            namespace=SPACES_NAMESPACE, service_account=SPACES_CONTROLLER_ACCOUNT)
         controller_role.add_managed_policy(iam.ManagedPolicy.from_aws_managed_policy_name(SPACES_CONTROLLER_POLICY))
-        router_role = pod_identity_role(self, "SpacesRouterRole")
+        router_role = pod_identity_role(self, "SpacesRouterRole", cluster_name=cluster.cluster_name,
+                                        namespace=SPACES_NAMESPACE, service_account=SPACES_ROUTER_ACCOUNT)
         router_role.add_managed_policy(iam.ManagedPolicy.from_aws_managed_policy_name(SPACES_ROUTER_POLICY))
         self.spaces = self._addon(
             SPACES_ADDON,
@@ -165,7 +170,9 @@ class RayEndpoint(Construct):
             addon.node.add_dependency(*after)  # their pods need nodes before the add-on reports Active
             self.spaces.node.add_dependency(addon)
         self.spaces.node.add_dependency(self.certificate)
-        self.jwt_role = pod_identity_role(self, "OperatorJwtRole", statements=[
+        self.jwt_role = pod_identity_role(
+            self, "OperatorJwtRole", cluster_name=cluster.cluster_name, namespace=OPERATOR_NAMESPACE,
+            service_account=OPERATOR_JWT_ACCOUNT, statements=[
             iam.PolicyStatement(actions=["kms:GenerateDataKey"], resources=[self.key.key_arn])])
         jwt_identity = eks.CfnPodIdentityAssociation(
             self, "OperatorJwtIdentity", cluster_name=cluster.cluster_name, namespace=OPERATOR_NAMESPACE,

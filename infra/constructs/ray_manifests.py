@@ -15,7 +15,22 @@ SHARED_MOUNT = "/shared"
 FSX_CLAIM = "fsx-claim"
 FSX_VOLUME = "fsx-pv"
 FSX_STORAGE_CLASS = "fsx-sc"
-SERVICE_ACCOUNT = "ray-sa"
+SERVICE_ACCOUNT = "ray-sa"  # the trainer's pods: S3 read and write under its prefixes (infra/stacks/ray.py)
+ENDPOINT_SERVICE_ACCOUNT = "ray-serve-sa"  # the endpoint's pods: S3 read only (infra/stacks/serving.py)
+# Ray's token auth, on every Ray the stacks start. KubeRay v1.7.0 turns it on only for `authOptions.mode:
+# token` (ray-operator/controllers/ray/utils/util.go IsAuthEnabled); without `secretName` the operator
+# draws a 32-byte random token into a Secret named after the RayCluster, owned by it, data key
+# `auth_token` (raycluster_controller.go reconcileAuthSecret/createAuthSecret), and sets RAY_AUTH_MODE
+# and RAY_AUTH_TOKEN (from that Secret) on every Ray container (common/pod.go
+# SetContainerTokenAuthEnvVars). So the token is never in a CloudFormation template. Not
+# `enableK8sTokenAuth`: KubeRay v1.7.0 refuses it on a RayService (utils/validation.go
+# ValidateRayServiceSpec) and it needs a `ray:write` RBAC verb for every caller.
+AUTH_OPTIONS = {"mode": "token"}
+AUTH_SECRET_KEY = "auth_token"  # ray-operator/controllers/ray/utils/constant.go RAY_AUTH_TOKEN_SECRET_KEY
+AUTH_MIN_RAY_VERSION = (2, 52, 0)  # KubeRay v1.7.0 refuses authOptions below it (utils/validation.go)
+# The Ray in each image (KubeRay requires spec.rayVersion with authOptions; tests hold them to the images):
+TRAINER_RAY_VERSION = "2.57.0"  # containers/trainer/requirements.lock
+SERVE_RAY_VERSION = "2.60.0"  # containers/serve/Dockerfile RAY_LLM_BASE
 INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
 HEALTH_LABEL = "sagemaker.amazonaws.com/node-health-status"
 GPU_RESOURCE = "nvidia.com/gpu"
@@ -57,9 +72,17 @@ def namespace(name: str) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
 
 
-def service_account(ns: str) -> dict[str, Any]:
-    """The service account every Ray pod runs as (Pod Identity maps it to the S3 role)."""
-    return {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": SERVICE_ACCOUNT, "namespace": ns}}
+def service_account(ns: str, name: str = SERVICE_ACCOUNT) -> dict[str, Any]:
+    """A service account of Ray pods (Pod Identity maps it to its S3 role)."""
+    return {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name, "namespace": ns}}
+
+
+def auth_secret_name(cluster: str) -> str:
+    """The Secret KubeRay creates for RayCluster ``cluster`` with :data:`AUTH_OPTIONS` (its name, checked by
+    ray-operator utils.CheckName: our names are short enough to pass unchanged)."""
+    if len(cluster) > 50:  # CheckName shortens longer names (ray-operator/controllers/ray/utils/util.go)
+        raise ValueError(f"RayCluster name {cluster!r} is over 50 characters; KubeRay would rename its Secret")
+    return cluster
 
 
 def fsx_volume(*, file_system_id: str, dns_name: str, mount_name: str, size_gib: int) -> list[dict[str, Any]]:
@@ -113,8 +136,9 @@ def shm_gib(size: PodSize) -> int:
     return min(SHM_GIB, max(size.memory_gib // 2, 1))
 
 
-def _pod(*, container: str, image: str, instance_type: str, size: PodSize, env: list | None = None,
-         ports: dict[str, int] | None = None, labels: dict[str, str] | None = None) -> dict[str, Any]:
+def _pod(*, container: str, image: str, instance_type: str, size: PodSize, service_account: str,
+         env: list | None = None, ports: dict[str, int] | None = None,
+         labels: dict[str, str] | None = None) -> dict[str, Any]:
     resources = _resources(size)
     mounts = [{"name": "shared", "mountPath": SHARED_MOUNT}, {"name": "dshm", "mountPath": "/dev/shm"}]
     body: dict[str, Any] = {
@@ -127,7 +151,7 @@ def _pod(*, container: str, image: str, instance_type: str, size: PodSize, env: 
         body["ports"] = [{"name": name, "containerPort": port} for name, port in ports.items()]
     template: dict[str, Any] = {"metadata": {"labels": dict(labels)}} if labels else {}
     return {**template, "spec": {
-        "serviceAccountName": SERVICE_ACCOUNT,
+        "serviceAccountName": service_account,
         "nodeSelector": {INSTANCE_TYPE_LABEL: instance_type, HEALTH_LABEL: "Schedulable"},
         "initContainers": [shared_owner_init(image)],
         "containers": [body],
@@ -137,19 +161,26 @@ def _pod(*, container: str, image: str, instance_type: str, size: PodSize, env: 
 
 
 def ray_cluster_spec(*, image: str, head_type: str, head: PodSize, worker_type: str, worker: PodSize,
-                     workers: int, env: list[dict] | None = None, name: str | None = None) -> dict[str, Any]:
+                     workers: int, ray_version: str, name: str, env: list[dict] | None = None,
+                     service_account: str = SERVICE_ACCOUNT) -> dict[str, Any]:
     """A RayCluster spec: CPU head (no GPU, no tasks) of size `head`, and one GPU+EFA worker pod
-    of size `worker` per GPU node (sizes from `Settings.pod_sizes()`, checked to fit at synth).
-    With `name` (the RayCluster's or RayService's), every pod carries it as CLUSTER_LABEL, which
-    :func:`metrics_services` select on."""
-    labels = {CLUSTER_LABEL: name} if name else None
+    of size `worker` per GPU node (sizes from `Settings.pod_sizes()`, checked to fit at synth),
+    with Ray's token auth on (:data:`AUTH_OPTIONS`; `ray_version` is the image's Ray).
+    Every pod carries `name` (the RayCluster's or RayService's) as CLUSTER_LABEL, which
+    :func:`metrics_services` and :func:`network_policies` select on."""
+    if tuple(int(part) for part in ray_version.split(".")) < AUTH_MIN_RAY_VERSION:
+        raise ValueError(f"ray_version {ray_version}: KubeRay's token auth needs Ray "
+                         f"{'.'.join(map(str, AUTH_MIN_RAY_VERSION))} or later")
+    labels = {CLUSTER_LABEL: name}
     worker_env = [{"name": "FI_PROVIDER", "value": "efa"}, {"name": "NCCL_SOCKET_IFNAME", "value": "^docker,lo,veth"},
                   *(env or [])]
     return {
+        "rayVersion": ray_version,
+        "authOptions": dict(AUTH_OPTIONS),
         "headGroupSpec": {
             "rayStartParams": {"dashboard-host": "0.0.0.0", "num-cpus": "0", "metrics-export-port": str(METRICS_PORT)},
-            "template": _pod(container="ray-head", image=image, instance_type=head_type,
-                             size=head, env=env, ports=HEAD_PORTS, labels=labels),
+            "template": _pod(container="ray-head", image=image, instance_type=head_type, size=head,
+                             service_account=service_account, env=env, ports=HEAD_PORTS, labels=labels),
         },
         "workerGroupSpecs": [{
             "groupName": RAY_GPU_GROUP,
@@ -158,7 +189,7 @@ def ray_cluster_spec(*, image: str, head_type: str, head: PodSize, worker_type: 
                                # bytes; Ray's default would take 95 % of /dev/shm (workload.deployment.fit)
                                "object-store-memory": str(min(WORKER_OBJECT_STORE_GIB, shm_gib(worker)) * 2**30)},
             "template": _pod(container="ray-worker", image=image, instance_type=worker_type,
-                             size=worker, env=worker_env,
+                             size=worker, service_account=service_account, env=worker_env,
                              ports={"metrics": METRICS_PORT}, labels=labels),
         }],
     }
@@ -199,3 +230,66 @@ def metrics_endpoints(*, cluster: str, ns: str, workers: int) -> list[str]:
     """The `host:port` of each of :func:`metrics_services` (cluster DNS), in the same order."""
     return [f"{_metrics_service_name(cluster, replica)}.{ns}.{CLUSTER_DOMAIN}:{METRICS_PORT}"
             for replica in (None, *range(workers))]
+
+
+# NetworkPolicy: ingress to every pod of the Ray namespace is denied unless a policy below allows it
+# (Kubernetes: a pod selected by any policy of type Ingress takes only what some policy allows;
+# https://kubernetes.io/docs/concepts/services-networking/network-policies/). `kubectl port-forward`
+# is not ingress to the pod: the kubelet's container runtime dials the port on the pod's own loopback
+# from inside its network namespace (containerd internal/cri/server/sandbox_portforward_linux.go), so the
+# port-forwards of README and docs keep working under these policies.
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"  # set on every namespace by Kubernetes >= 1.22
+DEFAULT_DENY = "default-deny-ingress"
+# A pod of the Ray namespace with this label may call the endpoint's serve port (no pod of the stacks
+# does: users reach it through a port-forward; an in-cluster client opts in with the label).
+ENDPOINT_CLIENT_LABEL = "skymaze.io/endpoint-client"
+
+
+def namespace_peer(name: str) -> dict[str, Any]:
+    """A NetworkPolicy peer: every pod of namespace ``name``."""
+    return {"namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: name}}}
+
+
+def pod_peer(labels: dict[str, str]) -> dict[str, Any]:
+    """A NetworkPolicy peer: the pods of the policy's own namespace with ``labels``."""
+    return {"podSelector": {"matchLabels": dict(labels)}}
+
+
+def _policy(*, name: str, ns: str, selector: dict[str, str], ingress: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+            "metadata": {"name": name, "namespace": ns},
+            "spec": {"podSelector": {"matchLabels": selector} if selector else {}, "policyTypes": ["Ingress"],
+                     "ingress": ingress}}
+
+
+def _ports(*ports: int) -> list[dict[str, Any]]:
+    return [{"protocol": "TCP", "port": port} for port in ports]
+
+
+def default_deny_ingress(ns: str) -> dict[str, Any]:
+    """Every pod of ``ns`` selected, nothing allowed: ingress only where another policy allows it."""
+    return _policy(name=DEFAULT_DENY, ns=ns, selector={}, ingress=[])
+
+
+def ray_cluster_policy(*, ns: str, cluster: str, scraper_namespace: str, dashboard_clients: list[dict[str, Any]],
+                       serve_clients: list[dict[str, Any]] = ()) -> dict[str, Any]:
+    """What the pods of one Ray cluster (CLUSTER_LABEL ``cluster``) accept: every port from each other
+    (GCS, raylets, object managers and workers use ports Ray draws at start), the metrics port from the
+    observability collector's namespace, the dashboard (Jobs API, Serve config) from ``dashboard_clients``
+    (KubeRay's operator, the supervisor), the serve port from ``serve_clients``. The dashboard and the
+    Jobs API ask for Ray's token besides (:data:`AUTH_OPTIONS`); Serve's HTTP proxy does not."""
+    ingress = [
+        {"from": [pod_peer({CLUSTER_LABEL: cluster})]},
+        {"from": [namespace_peer(scraper_namespace)], "ports": _ports(METRICS_PORT)},
+        {"from": list(dashboard_clients), "ports": _ports(HEAD_PORTS["dashboard"])},
+    ]
+    if serve_clients:
+        ingress.append({"from": list(serve_clients), "ports": _ports(HEAD_PORTS["serve"])})
+    return _policy(name=f"{cluster}-ingress", ns=ns, selector={CLUSTER_LABEL: cluster}, ingress=ingress)
+
+
+def metrics_only_policy(*, ns: str, name: str, selector: dict[str, str], scraper_namespace: str,
+                        port: int) -> dict[str, Any]:
+    """Pods with ``selector`` accept only the observability collector's scrape of ``port``."""
+    return _policy(name=f"{name}-ingress", ns=ns, selector=selector,
+                   ingress=[{"from": [namespace_peer(scraper_namespace)], "ports": _ports(port)}])

@@ -23,6 +23,11 @@ from workload.deployment.names import RAY_GPU_GROUP, SUPERVISOR_METRICS_PORT
 from workload.deployment.supervisor import SupervisorLimits, group_args, limit_args
 
 NAME = "skymaze-supervisor"
+SUPERVISOR_LABELS = {"app.kubernetes.io/name": NAME}
+# The Jobs API asks for Ray's token (ray_manifests.AUTH_OPTIONS): the supervisor gets the trainer's, from
+# the Secret KubeRay creates, as the environment variable `skymaze supervise` reads (workload/ray_auth.py).
+# The kubelet resolves the reference; the supervisor's service account needs no right on Secrets.
+TOKEN_ENV = "RAY_AUTH_TOKEN"
 METRICS_PORT = SUPERVISOR_METRICS_PORT
 HANDLED_FILE = f"{rm.SHARED_MOUNT}/supervisor/handled.txt"
 # Its requests, as the cluster fit counts them on the head node (workload/deployment/fit.py).
@@ -80,12 +85,20 @@ def rbac(config: SupervisorConfig) -> list[dict[str, Any]]:
     ]
 
 
+def token_env(config: SupervisorConfig) -> dict[str, Any]:
+    """RAY_AUTH_TOKEN from the trainer RayCluster's auth Secret."""
+    return {"name": TOKEN_ENV, "valueFrom": {"secretKeyRef": {
+        "name": rm.auth_secret_name(config.raycluster), "key": rm.AUTH_SECRET_KEY}}}
+
+
 def deployment(config: SupervisorConfig, *, image: str, node_instance_type: str, env: list[dict]) -> dict[str, Any]:
-    """One replica (two supervisors would both resubmit), restarted by Kubernetes if it dies."""
-    labels = {"app.kubernetes.io/name": NAME}
+    """One replica (two supervisors would both resubmit), restarted by Kubernetes if it dies. Until KubeRay
+    has created the trainer's auth Secret the kubelet holds the container back and retries."""
+    labels = SUPERVISOR_LABELS
     resources = {"requests": {"cpu": CPU, "memory": MEMORY}, "limits": {"memory": MEMORY}}
     container = {
-        "name": "supervisor", "image": image, "command": config.command(), "resources": resources, "env": env,
+        "name": "supervisor", "image": image, "command": config.command(), "resources": resources,
+        "env": [*env, token_env(config)],
         "ports": [{"name": "metrics", "containerPort": METRICS_PORT}],
         "volumeMounts": [{"name": "shared", "mountPath": rm.SHARED_MOUNT}, {"name": "tmp", "mountPath": "/tmp"}],
         "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
@@ -149,7 +162,9 @@ class RunSupervisor(Construct):
             self.manifest.node.add_dependency(dependency)
         self.role: iam.Role | None = None
         if config.limits.group_idle_s is not None and hyperpod_cluster_arn and execution_role_arn:
-            self.role = pod_identity_role(self, "Role", statements=hyperpod_statements(hyperpod_cluster_arn, execution_role_arn))
+            self.role = pod_identity_role(
+                self, "Role", cluster_name=cluster.cluster_name, namespace=config.namespace, service_account=NAME,
+                statements=hyperpod_statements(hyperpod_cluster_arn, execution_role_arn))
             identity = eks.CfnPodIdentityAssociation(self, "Identity", cluster_name=cluster.cluster_name,
                                                      namespace=config.namespace, service_account=NAME,
                                                      role_arn=self.role.role_arn)

@@ -34,6 +34,7 @@ from workload.deployment.settings import (
 )
 
 FSX_CSI_SERVICE_ACCOUNT = "fsx-csi-controller-sa"
+KUBE_SYSTEM = "kube-system"  # the FSx CSI add-on's controller runs there
 HEAD_GROUP = HYPERPOD_HEAD_GROUP
 WORKER_GROUP = HYPERPOD_GPU_GROUP
 # Deep health checks run on GPU nodes only (HyperPod docs); no custom taints on such groups.
@@ -130,7 +131,9 @@ class ClusterStack(Stack):
             advice=capacity_advice(settings, node_subnet.availability_zone),
         )
         # Static volumes only need the driver to describe the file system it mounts.
-        self.fsx_csi_role = pod_identity_role(self, "FsxCsiRole", statements=[
+        self.fsx_csi_role = pod_identity_role(
+            self, "FsxCsiRole", cluster_name=self.eks.cluster_name, namespace=KUBE_SYSTEM,
+            service_account=FSX_CSI_SERVICE_ACCOUNT, statements=[
             iam.PolicyStatement(actions=["fsx:DescribeFileSystems"], resources=["*"])])
         self.fsx_csi = self._addon(FSX_CSI_ADDON, service_account=FSX_CSI_SERVICE_ACCOUNT, role=self.fsx_csi_role)
         self.fsx_csi.node.add_dependency(self.node_waiter.resource)  # its controller pods need nodes

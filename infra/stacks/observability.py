@@ -157,7 +157,9 @@ class ObservabilityStack(Stack):
         return role
 
     def _addon(self, *, settings: Settings, cluster: eks.ICluster) -> eks.CfnAddon:
-        role = pod_identity_role(self, "ObservabilityRole", statements=[
+        role = pod_identity_role(
+            self, "ObservabilityRole", cluster_name=cluster.cluster_name, namespace=ADDON_NAMESPACE,
+            service_account=ADDON_SERVICE_ACCOUNT, statements=[
             iam.PolicyStatement(actions=["aps:RemoteWrite"], resources=[self.prometheus.attr_arn]),
             iam.PolicyStatement(
                 actions=["logs:CreateLogGroup", "logs:CreateLogStream", "logs:DescribeLogGroups",

@@ -12,15 +12,23 @@ from constructs import Construct, IDependable
 
 from infra.constructs import ray_manifests as rm
 from infra.constructs.nag import acknowledge
-from infra.constructs.pod_identity import pod_identity_role
-from infra.constructs.ray_endpoint import connection_rbac, endpoint_annotations
-from infra.constructs.supervisor import RunSupervisor, SupervisorConfig
-from workload.deployment.names import RAY_NAMESPACE, trainer_raycluster
+from infra.constructs.pod_identity import pod_identity_role, s3_prefix_statements
+from infra.constructs.ray_endpoint import OPERATOR_NAMESPACE as ENDPOINT_OPERATOR_NAMESPACE
+from infra.constructs.ray_endpoint import SPACES_NAMESPACE, connection_rbac, endpoint_annotations
+from infra.constructs.supervisor import NAME as SUPERVISOR_NAME
+from infra.constructs.supervisor import SUPERVISOR_LABELS, RunSupervisor, SupervisorConfig
+from workload.addons import OBSERVABILITY_NAMESPACE
+from workload.deployment.names import (
+    KUBERAY_NAMESPACE,
+    RAY_NAMESPACE,
+    SUPERVISOR_METRICS_PORT,
+    TRAINER_WRITE_PREFIXES,
+    trainer_raycluster,
+)
 from workload.deployment.settings import KUBERAY_CHART_VERSION, Settings
 
 KUBERAY_REPOSITORY = "https://ray-project.github.io/kuberay-helm/"
 KUBERAY_CHART = "kuberay-operator"
-KUBERAY_NAMESPACE = "kuberay"
 
 
 class RayStack(Stack):
@@ -56,11 +64,10 @@ class RayStack(Stack):
             mount_name=file_system.mount_name, size_gib=settings.fsx_storage_gib))
         claim = self._manifest(cluster, "FsxClaim", [rm.fsx_claim(ns=ns, size_gib=settings.fsx_storage_gib)],
                                after=[namespace, volume])
-        self.s3_role = pod_identity_role(self, "RayS3Role", statements=[
-            iam.PolicyStatement(actions=["s3:ListBucket"], resources=[self._bucket_arn(settings)]),
-            iam.PolicyStatement(actions=["s3:GetObject", "s3:PutObject", "s3:DeleteObject"],
-                                resources=[f"{self._bucket_arn(settings)}/*"]),
-        ])
+        # The trainer's pods publish adapters (`skymaze promote` on the head), under those prefixes only.
+        self.s3_role = pod_identity_role(
+            self, "RayS3Role", cluster_name=cluster.cluster_name, namespace=ns, service_account=rm.SERVICE_ACCOUNT,
+            statements=s3_prefix_statements(self._bucket_arn(settings), TRAINER_WRITE_PREFIXES, write=True))
         # Pod Identity hands credentials to a pod when it starts: the association must exist before any
         # Ray pod of the service account does, or that pod runs without them until it restarts.
         self.s3_identity = eks.CfnPodIdentityAssociation(
@@ -73,7 +80,7 @@ class RayStack(Stack):
         spec = rm.ray_cluster_spec(
             image=trainer_image.image_uri, head_type=settings.head_instance_type, head=sizes.trainer_head,
             worker_type=settings.worker_instance_type, worker=sizes.worker,
-            workers=settings.trainer_worker_count,
+            workers=settings.trainer_worker_count, ray_version=rm.TRAINER_RAY_VERSION,
             env=self.pod_env, name=self.trainer_cluster_name,
         )
         trainer = rm.ray_cluster(name=self.trainer_cluster_name, ns=ns, spec=spec)
@@ -84,6 +91,8 @@ class RayStack(Stack):
                                       after=[self.operator, account, claim, fsx_csi, self.s3_identity])
         self._manifest(cluster, "TrainerMetricsServices", rm.metrics_services(
             cluster=self.trainer_cluster_name, ns=ns, workers=settings.trainer_worker_count), after=[namespace])
+        self.network_policies = self._manifest(
+            cluster, "NetworkPolicies", self._network_policies(settings, ns), after=[namespace])
         if settings.supervisor:
             self.supervisor = RunSupervisor(
                 self, "Supervisor", cluster=cluster, image=trainer_image.image_uri,
@@ -96,7 +105,8 @@ class RayStack(Stack):
                     expected_workers=settings.trainer_worker_count,
                     hyperpod_cluster=hyperpod.cluster_name if hyperpod else None))
         # Prerequisites of any Ray object in the namespace (the serving stack's RayService too).
-        self.ready: list[IDependable] = [self.operator, account, claim, fsx_csi, self.s3_identity]
+        self.ready: list[IDependable] = [self.operator, account, claim, fsx_csi, self.s3_identity,
+                                         self.network_policies]
         CfnOutput(self, "RayNamespace", value=ns)
         CfnOutput(self, "TrainerRayClusterName", value=self.trainer_cluster_name)
         CfnOutput(self, "RayDashboardCommand",
@@ -104,9 +114,26 @@ class RayStack(Stack):
         if settings.ray_endpoint:
             CfnOutput(self, "RayEndpointAddress", value=f"sagemaker_ray://{self.trainer_cluster_name}/{ns}")
         acknowledge(self.s3_role, {
-            f"AwsSolutions-IAM5[Resource::{self._bucket_arn(settings)}/*]":
-                "Ray jobs read and write any run, export or adapter under the artifacts bucket",
+            f"AwsSolutions-IAM5[Resource::{self._bucket_arn(settings)}/{prefix}/*]":
+                f"`skymaze promote` publishes and replaces any adapter under {prefix}/ (its only S3 writes)"
+            for prefix in TRAINER_WRITE_PREFIXES
         })
+
+    def _network_policies(self, settings: Settings, ns: str) -> list[dict]:
+        """Default-deny ingress in the Ray namespace; the trainer's pods from each other, the collector's
+        scrape, KubeRay's operator and the supervisor (and the Ray endpoint's proxies) on the dashboard;
+        the supervisor's pod for the collector's scrape of its metrics only."""
+        dashboard_clients = [rm.namespace_peer(KUBERAY_NAMESPACE), rm.pod_peer(SUPERVISOR_LABELS)]
+        if settings.ray_endpoint:  # sagemaker_ray:// connections reach the head through the endpoint's proxies
+            dashboard_clients += [rm.namespace_peer(ENDPOINT_OPERATOR_NAMESPACE), rm.namespace_peer(SPACES_NAMESPACE)]
+        policies = [rm.default_deny_ingress(ns), rm.ray_cluster_policy(
+            ns=ns, cluster=self.trainer_cluster_name, scraper_namespace=OBSERVABILITY_NAMESPACE,
+            dashboard_clients=dashboard_clients)]
+        if settings.supervisor:
+            policies.append(rm.metrics_only_policy(ns=ns, name=SUPERVISOR_NAME, selector=SUPERVISOR_LABELS,
+                                                   scraper_namespace=OBSERVABILITY_NAMESPACE,
+                                                   port=SUPERVISOR_METRICS_PORT))
+        return policies
 
     def _bucket_arn(self, settings: Settings) -> str:
         return f"arn:{self.partition}:s3:::{settings.artifacts_bucket_name}"

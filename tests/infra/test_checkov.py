@@ -176,7 +176,8 @@ def test_the_ray_pod_templates_are_staged_for_checkov():
 
     sizes = load_settings({"profile": "blog"}).pod_sizes()
     spec = rm.ray_cluster_spec(image="img:1", head_type="ml.r5d.16xlarge", head=sizes.trainer_head,
-                               worker_type="ml.g7e.12xlarge", worker=sizes.worker, workers=3)
+                               worker_type="ml.g7e.12xlarge", worker=sizes.worker, workers=3,
+                               ray_version=rm.TRAINER_RAY_VERSION, name="t")
     pods = ray_pods(rm.ray_cluster(name="t", ns="ray", spec=spec))
     assert [p["metadata"]["name"] for p in pods] == ["t-headgroupspec", "t-workergroupspecs0"]
     assert all(p["spec"]["containers"][0]["name"].startswith("ray-") for p in pods)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import typer
 
@@ -38,16 +39,20 @@ def status(
     """
     import boto3
 
+    from workload.deployment.names import RAY_NAMESPACE, trainer_raycluster
     from workload.ops.cluster_status import hyperpod_status
     from workload.ops.identity import IdentityError, check_identity
     from workload.ops.plan import HYPERPOD_CLUSTER_SUFFIX
     from workload.skyrl import jobs
+    from workload.skyrl.ray_auth import SecretRef, find_token
 
     profile, context = resolve_size(profile, context)
     overrides, settings, target = deploy_target(profile, context)
     try:
         resolved = jobs.resolve_address(address, None)
-        rows, ray_error = jobs.list_jobs(jobs.connect(resolved)), ""
+        token, problem = find_token(resolved, os.environ,
+                                    secret=SecretRef(RAY_NAMESPACE, trainer_raycluster(settings.name)))
+        rows, ray_error = jobs.list_jobs(jobs.connect(resolved, token, token_problem=problem)), ""
     except (ValueError, jobs.JobsError) as err:
         resolved, rows, ray_error = address or jobs.DEFAULT_ADDRESS, [], str(err)
     session = boto3.Session(region_name=target.region)

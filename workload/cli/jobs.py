@@ -38,11 +38,16 @@ ADDRESS_OPTION = typer.Option(None, "--address", envvar="RAY_ADDRESS", help=ADDR
 
 
 def _client(address: str | None):
-    """``(address, JobSubmissionClient)``; a bad address exits 2, a dashboard that does not answer 1."""
+    """``(address, JobSubmissionClient)`` sending Ray's auth token (workload/skyrl/ray_auth.py says where it
+    is found; never printed); a bad address exits 2, a dashboard that does not answer or refuses 1."""
+    import os
+
     from workload.skyrl import jobs
+    from workload.skyrl.ray_auth import find_token
 
     resolved = jobs.resolve_address(address, None)
-    return resolved, jobs.connect(resolved)
+    token, problem = find_token(resolved, os.environ)
+    return resolved, jobs.connect(resolved, token, token_problem=problem)
 
 
 def load_run(recipe_name: str, sets: list[str], *, keep_run_name: bool = False):

@@ -9,6 +9,7 @@ RAY_GPU_GROUP = "gpu"  # the trainer RayCluster's GPU worker group
 HYPERPOD_GPU_GROUP = "workers"  # the HyperPod instance group of the GPU nodes
 HYPERPOD_HEAD_GROUP = "head"  # the HyperPod instance group of the CPU head node
 RAY_NAMESPACE = "ray"  # Settings.ray_namespace's default
+KUBERAY_NAMESPACE = "kuberay"  # the KubeRay operator's namespace (infra/stacks/ray.py installs it there)
 # A stack tag on every stack with the size (deploy profile) it was deployed as: both sizes deploy the same
 # stack names, and `skymaze deploy` refuses one size over the other's stacks unless told.
 SIZE_TAG = "skymaze:size"
@@ -16,6 +17,13 @@ SIZE_TAG = "skymaze:size"
 # teardown reads them to delete those images, which `cdk destroy` leaves in that shared repository.
 IMAGES = ("trainer", "serve")
 IMAGE_PARAMETER = "/{app}/images/{image}"
+# Key prefixes of the artifacts bucket, and who may touch them (infra/stacks/ray.py, serving.py): the
+# trainer's pods publish adapters (`skymaze promote` on the head: list, get, put, delete); the endpoint
+# reads them (Ray Serve LLM's dynamic_lora_loading_path); /shared/runs reaches runs/ through FSx's own
+# export, with FSx's role, not the pods'.
+ADAPTERS_PREFIX = "adapters"
+TRAINER_WRITE_PREFIXES = (ADAPTERS_PREFIX,)
+ENDPOINT_READ_PREFIXES = (ADAPTERS_PREFIX,)
 SUPERVISOR_METRICS_PORT = 9400  # outside Ray's 8265/8080/6379/10001 on the same pod network
 
 

@@ -21,6 +21,7 @@ from typing import Any
 from workload.errors import SkymazeError, UsageError
 from workload.skyrl.entrypoint import JobSpec
 from workload.skyrl.job_env import JobEnv, runtime_env_for
+from workload.skyrl.ray_auth import RayToken, refusal_hint
 
 DEFAULT_ADDRESS = "http://127.0.0.1:8265"
 """Ray's default dashboard port, where a local head or a port-forward listens."""
@@ -79,20 +80,27 @@ SAGEMAKER_HINT = (
 )
 
 
-def connect(address: str) -> Any:
-    """A ``JobSubmissionClient``; raises :class:`JobsError` when the dashboard does not answer.
+def connect(address: str, token: RayToken | None = None, *, token_problem: str = "") -> Any:
+    """A ``JobSubmissionClient`` sending ``token`` (Ray's token auth) on every request; raises
+    :class:`JobsError` when the dashboard does not answer or refuses the caller (``token_problem``: why
+    no token was found, said in that refusal).
 
     With a ``sagemaker_ray://`` address Ray calls the toolkit's hook here, which reads the
     kubeconfig, asks the endpoint operator for a token and exchanges it for a session; the
     toolkit's own errors derive from ``Exception`` only, so they are caught by the scheme.
     """
+    from ray.exceptions import AuthenticationError
     from ray.job_submission import JobSubmissionClient
 
     via_endpoint = address.startswith(f"{SAGEMAKER_SCHEME}://")
     hint = SAGEMAKER_HINT if via_endpoint else (
         "Check the port-forward (kubectl port-forward svc/<cluster>-head-svc 8265:8265) or the address.")
     try:
-        return JobSubmissionClient(address)
+        return JobSubmissionClient(address, headers=token.headers() if token else None)
+    except AuthenticationError as err:  # Ray answered 401 (no token) or 403 (a wrong one)
+        said = f"token from {token.source} refused" if token else (token_problem or "no token sent")
+        first = str(err).splitlines()[0] if str(err) else type(err).__name__
+        raise JobsError(f"Ray at {address} refused the call ({first}; {said}): {refusal_hint()}") from None
     except (ConnectionError, RuntimeError, ValueError) as err:
         raise JobsError(f"cannot reach the Ray dashboard at {address}: {err}. {hint}") from None
     except Exception as err:  # the toolkit's KubeconfigError, TokenAcquisitionError

@@ -23,7 +23,8 @@ from workload.skyrl.recipe import load_recipe
 def _spec(worker_type: str = "ml.g7e.12xlarge", workers: int = 3) -> dict:
     sizes = load_settings({"profile": "blog", "worker_instance_type": worker_type}).pod_sizes()
     return rm.ray_cluster_spec(image="img:1", head_type="ml.r5d.16xlarge", head=sizes.trainer_head,
-                               worker_type=worker_type, worker=sizes.worker, workers=workers)
+                               worker_type=worker_type, worker=sizes.worker, workers=workers,
+                               ray_version=rm.TRAINER_RAY_VERSION, name="t")
 
 
 def test_worker_requests_every_gpu_and_efa_interface_of_its_node():
@@ -34,7 +35,8 @@ def test_worker_requests_every_gpu_and_efa_interface_of_its_node():
 
 
 def test_shared_memory_stays_within_the_pods_memory():
-    small = rm._pod(container="c", image="i", instance_type="t", size=PodSize("p", 2, 16))
+    small = rm._pod(container="c", image="i", instance_type="t", size=PodSize("p", 2, 16),
+                    service_account=rm.SERVICE_ACCOUNT)
     (dshm,) = [v for v in small["spec"]["volumes"] if v["name"] == "dshm"]
     assert dshm["emptyDir"]["sizeLimit"] == "8Gi"
 
@@ -164,7 +166,8 @@ def test_every_pod_that_mounts_shared_runs_the_init_step_first():
 
 def test_a_metrics_service_per_ray_pod_selects_exactly_that_pod():
     spec = rm.ray_cluster_spec(image="img:1", head_type="h", head=PodSize("p", 2, 16), worker_type="w",
-                               worker=PodSize("p", 8, 64, gpus=2, efa=1), workers=3, name="t")
+                               worker=PodSize("p", 8, 64, gpus=2, efa=1), workers=3, name="t",
+                               ray_version=rm.TRAINER_RAY_VERSION)
     # The labels KubeRay >= 1.6 puts on the pods beside the template's (node type; worker replica index).
     head = {**spec["headGroupSpec"]["template"]["metadata"]["labels"], rm.NODE_TYPE_LABEL: "head"}
     template = spec["workerGroupSpecs"][0]["template"]["metadata"]["labels"]
@@ -187,7 +190,7 @@ def test_the_endpoints_name_the_services_in_cluster_dns():
 def test_labelled_raycluster_and_rayservice_validate_against_kuberay_1_7(shared_dir):
     sizes = load_settings({"profile": "blog"}).pod_sizes()
     spec = rm.ray_cluster_spec(image="img:1", head_type="h", head=sizes.trainer_head, worker_type="w",
-                               worker=sizes.worker, workers=3, name="t")
+                               worker=sizes.worker, workers=3, name="t", ray_version=rm.SERVE_RAY_VERSION)
     kuberay.validate(shared_dir, rm.ray_cluster(name="t", ns="ray", spec=spec))
     kuberay.validate(shared_dir, rm.ray_service(name="s", ns="ray", serve_config_yaml="applications: []\n",
                                                 cluster_spec=spec))

@@ -40,6 +40,15 @@ def test_the_deployment_runs_one_supervisor_in_watch_mode_on_the_cpu_node():
     assert container["securityContext"]["allowPrivilegeEscalation"] is False
 
 
+def test_the_supervisor_gets_the_trainers_ray_token_from_kuberays_secret_and_no_secret_rights():
+    (container,) = sv.deployment(CONFIG, image="img:1", node_instance_type="t", env=[])["spec"]["template"]["spec"][
+        "containers"]
+    assert {"name": "RAY_AUTH_TOKEN", "valueFrom": {"secretKeyRef": {"name": "skymaze-train", "key": "auth_token"}}} in (
+        container["env"])
+    rules = next(o for o in sv.rbac(CONFIG) if o["kind"] == "Role")["rules"]
+    assert not [r for r in rules if "secrets" in r["resources"]]  # the kubelet resolves the reference
+
+
 def test_the_deployment_command_is_one_the_cli_accepts():
     """Every flag the Deployment passes exists on `skymaze supervise` (parsed by the real CLI)."""
     from workload.cli.main import app

@@ -34,17 +34,120 @@ def test_static_fsx_volume_and_rwx_claim(ray):
     assert (pvc["metadata"]["namespace"], pvc["spec"]["volumeName"]) == ("ray", pv["metadata"]["name"])
 
 
-def test_ray_service_account_gets_s3_read_write_on_the_artifacts_bucket_only(ray):
+BUCKET = "arn:aws:s3:::skymaze-artifacts-111111111111-us-west-2"
+
+
+def _granted(template: dict, role_id: str) -> dict[str, list]:
+    """Action -> (resources, conditions) of a role's inline policy."""
+    (policy,) = [p for p in resources(template, "AWS::IAM::Policy").values()
+                 if p["Properties"]["Roles"] == [{"Ref": role_id}]]
+    granted = {}
+    for statement in policy["Properties"]["PolicyDocument"]["Statement"]:
+        assert statement["Effect"] == "Allow"
+        for action in _listed(statement["Action"]):
+            granted[action] = (statement["Resource"], statement.get("Condition"))
+    return granted
+
+
+def _association_role(template: dict, service_account: str) -> str:
+    (association,) = [r["Properties"] for r in resources(template, "AWS::EKS::PodIdentityAssociation").values()
+                      if r["Properties"]["ServiceAccount"] == service_account]
+    return association["RoleArn"]["Fn::GetAtt"][0]
+
+
+def test_trainer_service_account_writes_the_adapters_prefix_only(ray):
     _, association = one(ray, "AWS::EKS::PodIdentityAssociation")
     props = association["Properties"]
     assert (props["Namespace"], props["ServiceAccount"]) == ("ray", "ray-sa")
-    role_id = props["RoleArn"]["Fn::GetAtt"][0]
-    (policy,) = [p for p in resources(ray, "AWS::IAM::Policy").values() if p["Properties"]["Roles"] == [{"Ref": role_id}]]
-    statements = policy["Properties"]["PolicyDocument"]["Statement"]
-    granted = {a: s["Resource"] for s in statements for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])}
-    bucket = "arn:aws:s3:::skymaze-artifacts-111111111111-us-west-2"
-    assert granted == {"s3:ListBucket": bucket, "s3:GetObject": f"{bucket}/*", "s3:PutObject": f"{bucket}/*",
-                       "s3:DeleteObject": f"{bucket}/*"}
+    granted = _granted(ray, props["RoleArn"]["Fn::GetAtt"][0])
+    keys = f"{BUCKET}/adapters/*"
+    assert granted == {
+        "s3:ListBucket": (BUCKET, {"StringLike": {"s3:prefix": ["adapters/*", "adapters/"]}}),
+        "s3:GetObject": (keys, None), "s3:PutObject": (keys, None), "s3:DeleteObject": (keys, None)}
+
+
+def test_every_pod_identity_role_trusts_one_service_account_of_this_cluster_only(synth):
+    """AWS's EKS user guide (pod-id-role.html): the session tags EKS Pod Identity sets, required in the trust."""
+    checked = 0
+    for stack, template in synth.templates.items():
+        for role_id, role in resources(template, "AWS::IAM::Role").items():
+            statements = role["Properties"]["AssumeRolePolicyDocument"]["Statement"]
+            if not any(s.get("Principal", {}).get("Service") == "pods.eks.amazonaws.com" for s in statements):
+                continue
+            (statement,) = statements
+            assert sorted(statement["Action"]) == ["sts:AssumeRole", "sts:TagSession"], (stack, role_id)
+            condition = statement["Condition"]["StringEquals"]
+            assert set(condition) == {"aws:SourceAccount", "aws:RequestTag/eks-cluster-name",
+                                      "aws:RequestTag/kubernetes-namespace",
+                                      "aws:RequestTag/kubernetes-service-account"}, (stack, role_id)
+            assert condition["aws:SourceAccount"] == "111111111111"
+            checked += 1
+    assert checked >= 4  # FSx CSI, observability collector, trainer, endpoint
+
+
+def test_each_association_is_the_one_its_roles_trust_names(synth):
+    for template in synth.templates.values():
+        roles = resources(template, "AWS::IAM::Role")
+        for association in resources(template, "AWS::EKS::PodIdentityAssociation").values():
+            props = association["Properties"]
+            trust = roles[props["RoleArn"]["Fn::GetAtt"][0]]["Properties"]["AssumeRolePolicyDocument"]
+            condition = trust["Statement"][0]["Condition"]["StringEquals"]
+            assert condition["aws:RequestTag/kubernetes-namespace"] == props["Namespace"]
+            assert condition["aws:RequestTag/kubernetes-service-account"] == props["ServiceAccount"]
+            assert condition["aws:RequestTag/eks-cluster-name"] == props["ClusterName"]
+
+
+def test_both_rays_ask_for_a_token_from_the_secret_kuberay_creates(ray, synth):
+    trainer = manifest_of_kind(ray, "RayCluster")["spec"]
+    endpoint = manifest_of_kind(synth.templates["serving"], "RayService")["spec"]["rayClusterConfig"]
+    for spec, version in ((trainer, "2.57.0"), (endpoint, "2.60.0")):
+        assert spec["authOptions"] == {"mode": "token"}  # no secretName: KubeRay draws the token, not CloudFormation
+        assert spec["rayVersion"] == version
+        for template in (synth.templates["ray"], synth.templates["serving"]):
+            assert "auth_token" not in json.dumps(template["Resources"].get("Secret", {}))
+    assert not [m for t in synth.templates.values() for m in k8s_manifests(t) if m["kind"] == "Secret"]
+
+
+def test_the_ray_versions_are_the_images_rays():
+    from infra.constructs import ray_manifests as rm
+    from tests.conftest import ROOT
+
+    lock = (ROOT / "containers" / "trainer" / "requirements.lock").read_text()
+    assert f"\nray=={rm.TRAINER_RAY_VERSION} " in lock
+    serve = (ROOT / "containers" / "serve" / "Dockerfile").read_text()
+    assert f"ARG RAY_LLM_BASE=rayproject/ray-llm:{rm.SERVE_RAY_VERSION}-" in serve
+
+
+def test_the_ray_namespace_denies_ingress_but_what_the_system_needs(ray):
+    policies = {m["metadata"]["name"]: m for m in k8s_manifests(ray) if m["kind"] == "NetworkPolicy"}
+    assert set(policies) == {"default-deny-ingress", "skymaze-train-ingress", "skymaze-supervisor-ingress"}
+    deny = policies["default-deny-ingress"]
+    assert deny["spec"] == {"podSelector": {}, "policyTypes": ["Ingress"], "ingress": []}
+    assert all(p["metadata"]["namespace"] == "ray" for p in policies.values())
+    trainer = policies["skymaze-train-ingress"]["spec"]
+    assert trainer["podSelector"] == {"matchLabels": {"skymaze.io/ray-cluster": "skymaze-train"}}
+    rules = {json.dumps(r.get("ports"), sort_keys=True): r["from"] for r in trainer["ingress"]}
+    assert rules["null"] == [{"podSelector": {"matchLabels": {"skymaze.io/ray-cluster": "skymaze-train"}}}]
+    observability = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "hyperpod-observability"}}}
+    assert rules[json.dumps([{"port": 8080, "protocol": "TCP"}])] == [observability]
+    kuberay_ns = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kuberay"}}}
+    supervisor = {"podSelector": {"matchLabels": {"app.kubernetes.io/name": "skymaze-supervisor"}}}
+    assert rules[json.dumps([{"port": 8265, "protocol": "TCP"}])] == [kuberay_ns, supervisor]
+    assert policies["skymaze-supervisor-ingress"]["spec"]["ingress"] == [
+        {"from": [observability], "ports": [{"protocol": "TCP", "port": 9400}]}]
+
+
+def test_every_ray_pod_label_is_selected_by_a_policy_that_admits_its_own_cluster(synth):
+    """Ray's processes talk over ports drawn at start: a pod of a Ray cluster must accept its peers on any port."""
+    for role, kind in (("ray", "RayCluster"), ("serving", "RayService")):
+        obj = manifest_of_kind(synth.templates[role], kind)
+        spec = obj["spec"] if kind == "RayCluster" else obj["spec"]["rayClusterConfig"]
+        labels = spec["headGroupSpec"]["template"]["metadata"]["labels"]
+        policies = [m for t in synth.templates.values() for m in k8s_manifests(t) if m["kind"] == "NetworkPolicy"]
+        mine = [p for p in policies if p["spec"]["podSelector"].get("matchLabels", {}).items() <= labels.items()
+                and p["spec"]["podSelector"]]
+        assert any({"from": [{"podSelector": {"matchLabels": p["spec"]["podSelector"]["matchLabels"]}}]}
+                   in p["spec"]["ingress"] for p in mine), role
 
 
 def test_trainer_head_is_on_the_cpu_group_without_gpus(ray):
@@ -143,5 +246,5 @@ def test_pods_start_after_the_pod_identity_association_of_their_service_account(
             for association, account in associations.items():
                 if account in accounts:
                     assert association in _depends_on(template, name), f"{name} may start before {association}"
-        if role == "serving":  # its RayService runs as the ray stack's ray-sa: the stacks are ordered
+        if role == "serving":  # its RayService needs the ray stack's operator, claim and policies: ordered
             assert synth.stacks["ray"] in synth.stacks["serving"].dependencies

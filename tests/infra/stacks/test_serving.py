@@ -6,7 +6,8 @@ import pytest
 import yaml
 
 from tests.infra import kuberay
-from tests.infra.conftest import manifest_of_kind
+from tests.infra.conftest import k8s_manifests, manifest_of_kind, resources
+from tests.infra.stacks.test_ray import BUCKET, _association_role, _granted
 
 pytestmark = pytest.mark.slow
 
@@ -64,3 +65,28 @@ def test_serving_is_off_in_the_small_profile():
     from workload.deployment.settings import load_settings
 
     assert not load_settings({"profile": "small"}).serving
+
+
+def test_the_endpoint_runs_as_its_own_account_and_only_reads_adapters(service, synth):
+    template = synth.templates["serving"]
+    spec = service["spec"]["rayClusterConfig"]
+    templates = [spec["headGroupSpec"]["template"], *(g["template"] for g in spec["workerGroupSpecs"])]
+    assert {t["spec"]["serviceAccountName"] for t in templates} == {"ray-serve-sa"}
+    assert [(m["metadata"]["name"], m["metadata"]["namespace"]) for m in k8s_manifests(template)
+            if m["kind"] == "ServiceAccount"] == [("ray-serve-sa", "ray")]
+    granted = _granted(template, _association_role(template, "ray-serve-sa"))
+    assert granted == {
+        "s3:ListBucket": (BUCKET, {"StringLike": {"s3:prefix": ["adapters/*", "adapters/"]}}),
+        "s3:GetObject": (f"{BUCKET}/adapters/*", None)}
+    assert not any(a.startswith(("s3:Put", "s3:Delete")) for a in granted)
+
+
+def test_the_endpoint_accepts_its_peers_the_scrape_kuberay_and_labelled_clients_only(synth):
+    (policy,) = [m for m in k8s_manifests(synth.templates["serving"]) if m["kind"] == "NetworkPolicy"]
+    spec = policy["spec"]
+    assert spec["podSelector"] == {"matchLabels": {"skymaze.io/ray-cluster": "skymaze-serve"}}
+    by_port = {(r.get("ports") or [{}])[0].get("port"): r["from"] for r in spec["ingress"]}
+    assert by_port[8265] == [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kuberay"}}}]
+    assert by_port[8000] == [{"podSelector": {"matchLabels": {"skymaze.io/endpoint-client": "true"}}}]
+    assert set(by_port) == {None, 8080, 8265, 8000}
+    assert len(resources(synth.templates["serving"], "AWS::EKS::PodIdentityAssociation")) == 1

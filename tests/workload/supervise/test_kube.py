@@ -27,7 +27,8 @@ def _raycluster() -> dict:
     sizes = settings.pod_sizes()
     spec = rm.ray_cluster_spec(image="img:1", head_type=settings.head_instance_type, head=sizes.trainer_head,
                                worker_type=settings.worker_instance_type, worker=sizes.worker,
-                               workers=settings.trainer_worker_count)
+                               workers=settings.trainer_worker_count, ray_version=rm.TRAINER_RAY_VERSION,
+                               name=NAME)
     return rm.ray_cluster(name=NAME, ns=NS, spec=spec)
 
 
