@@ -6,9 +6,10 @@ found wins:
 
 1. ``RAY_AUTH_TOKEN`` (Ray's own variable; the supervisor's pod gets it from the Secret),
 2. ``RAY_AUTH_TOKEN_PATH``, a file holding it (Ray's own variable),
-3. for a port-forward (an ``http://`` address on this machine), the trainer's Secret read through
-   ``kubectl get secret`` with the caller's kubeconfig (EKS access entry: cluster admin, or the Ray
-   namespace's edit policy), as ``aws eks update-kubeconfig`` set it up,
+3. for a port-forward (an ``http://`` address on this machine), the trainer's Secret, read with
+   ``kubectl get --raw /api/v1/namespaces/ray/secrets/NAME`` and the caller's kubeconfig (as
+   ``aws eks update-kubeconfig`` wrote it; the EKS access entry's cluster admin or Ray-namespace edit
+   policy may read Secrets there),
 
 and sends it as ``Authorization: Bearer`` on every request (Ray 2.57 and 2.60 check that header:
 ray/_private/authentication/http_token_authentication.py). The token is never printed; only where
@@ -53,12 +54,15 @@ class SecretRef:
     namespace: str = RAY_NAMESPACE
     name: str = TRAINER_RAYCLUSTER
 
+    def api_path(self) -> str:
+        return f"/api/v1/namespaces/{self.namespace}/secrets/{self.name}"
+
     def __str__(self) -> str:
         return f"{self.namespace}/{self.name}"
 
 
 def token_from_secret_json(text: str) -> str:
-    """The token in a Kubernetes Secret (``kubectl get secret -o json``): base64 ``data.auth_token``."""
+    """The token in a Kubernetes Secret object (JSON, as the API server returns it): base64 ``data.auth_token``."""
     try:
         encoded = json.loads(text)["data"][SECRET_KEY]
         return base64.b64decode(encoded, validate=True).decode().strip()
@@ -72,8 +76,8 @@ def _kubectl_secret(ref: SecretRef) -> tuple[str | None, str]:
     if kubectl is None:
         return None, "kubectl is not installed"
     try:
-        done = subprocess.run([kubectl, "get", "secret", ref.name, "-n", ref.namespace, "-o", "json",
-                               f"--request-timeout={KUBECTL_TIMEOUT_S}s"],
+        # --raw: the Secret object as the API server returns it, without kubectl's discovery round trips
+        done = subprocess.run([kubectl, "get", "--raw", ref.api_path(), f"--request-timeout={KUBECTL_TIMEOUT_S}s"],
                               capture_output=True, text=True, timeout=KUBECTL_TIMEOUT_S + 5, check=False)
     except subprocess.TimeoutExpired:
         return None, f"kubectl did not answer within {KUBECTL_TIMEOUT_S} s"

@@ -1,0 +1,211 @@
+"""The synthesized trainer head, started for real: Ray refuses a caller without the token and serves its holder.
+
+A real `ray start --head` runs with exactly the start parameters of the synthesized RayCluster's head
+(pod addresses and ports swapped for loopback ones) and the environment its container gets: the
+container's own env from the synth, plus what KubeRay v1.7.0 adds for `authOptions.mode: token`
+(ray-operator/controllers/ray/common/pod.go SetContainerTokenAuthEnvVars: RAY_AUTH_MODE=token and
+RAY_AUTH_TOKEN from the Secret that raycluster_controller.go createAuthSecret fills with 32 random bytes,
+base64). `skymaze` then reads that Secret the way it does on a laptop, with the real `kubectl` and a
+kubeconfig, from a loopback HTTP server that answers as the Kubernetes API server would.
+"""
+
+from __future__ import annotations
+
+import base64
+import http.server
+import json
+import os
+import secrets
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from infra.constructs import ray_manifests as rm
+from tests.conftest import ROOT
+from tests.infra.conftest import manifest_of_kind
+from tests.loopback_http import serve_in_thread
+from tests.workload.skyrl.ray_head import _stop, _wait_http, free_ports
+
+pytestmark = pytest.mark.slow
+
+START_TIMEOUT_S = 120
+CLI_TIMEOUT_S = 300
+SECRET_VALUE = "hf_not_for_other_eyes"  # a job's secret env var, which the Jobs API returns with the job
+# rayStartParams that name a pod address or a fixed port: loopback and free ports here.
+LOOPBACK_PARAMS = {"dashboard-host": "127.0.0.1"}
+PORT_PARAMS = ("metrics-export-port",)
+
+
+def kuberay_token() -> str:
+    """A token as KubeRay v1.7.0 draws it (generateRandomToken(32): base64 of 32 random bytes)."""
+    return base64.b64encode(secrets.token_bytes(32)).decode()
+
+
+def kuberay_auth_env(spec: dict, secret: dict) -> dict[str, str]:
+    """What KubeRay v1.7.0 sets on the Ray container for the spec's authOptions (pod.go), resolved as the
+    kubelet resolves the secretKeyRef."""
+    if spec.get("authOptions", {}).get("mode") != "token":
+        return {}
+    return {"RAY_AUTH_MODE": "token",
+            "RAY_AUTH_TOKEN": base64.b64decode(secret["data"][rm.AUTH_SECRET_KEY]).decode()}
+
+
+def kuberay_secret(cluster: str, token: str) -> dict:
+    """The Secret KubeRay creates for RayCluster ``cluster`` as the API server returns it."""
+    return {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+            "metadata": {"name": rm.auth_secret_name(cluster), "namespace": "ray",
+                         "labels": {"ray.io/cluster": cluster}},
+            "data": {rm.AUTH_SECRET_KEY: base64.b64encode(token.encode()).decode()}}
+
+
+@contextmanager
+def api_server(objects: dict[str, dict]) -> Iterator[str]:
+    """A loopback HTTP server answering GET ``path`` with ``objects[path]`` (else 404); yields its URL."""
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            found = objects.get(self.path.split("?")[0])
+            body = json.dumps(found or {"kind": "Status", "code": 404}).encode()
+            self.send_response(200 if found else 404)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    serve_in_thread(server)
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def write_kubeconfig(folder: Path, server: str) -> Path:
+    path = folder / "kubeconfig"
+    path.write_text(json.dumps({
+        "apiVersion": "v1", "kind": "Config", "current-context": "eks",
+        "clusters": [{"name": "eks", "cluster": {"server": server}}],
+        "users": [{"name": "me", "user": {"token": "kube-token"}}],
+        "contexts": [{"name": "eks", "context": {"cluster": "eks", "user": "me"}}]}))
+    return path
+
+
+def head_start(spec: dict) -> tuple[dict[str, str], dict[str, str]]:
+    """(rayStartParams, container env) of the synthesized head."""
+    head = spec["headGroupSpec"]
+    (container,) = head["template"]["spec"]["containers"]
+    env = {item["name"]: item["value"] for item in container.get("env", []) if "value" in item}
+    return dict(head["rayStartParams"]), env
+
+
+@contextmanager
+def synthesized_head(spec: dict, env: dict[str, str]) -> Iterator[str]:
+    """`ray start --head --block` with the synth's params (loopback, free ports) and ``env``; yields the dashboard URL."""
+    params, container_env = head_start(spec)
+    params.update(LOOPBACK_PARAMS)
+    names = ["port", "dashboard-port", "ray-client-server-port", "dashboard-agent-listen-port",
+             "dashboard-agent-grpc-port", "node-manager-port", "object-manager-port", "runtime-env-agent-port",
+             *PORT_PARAMS]
+    params.update({name: str(port) for name, port in zip(names, free_ports(len(names)), strict=True)})
+    temp_dir = Path(tempfile.mkdtemp(prefix="smz-auth-", dir="/tmp"))
+    ray_bin = Path(sys.executable).with_name("ray")
+    command = [str(ray_bin), "start", "--head", "--block", "--node-ip-address", "127.0.0.1",
+               "--temp-dir", str(temp_dir), "--disable-usage-stats",
+               *(f"--{key}={value}" for key, value in params.items())]
+    full_env = {**os.environ, **container_env, **env, "RAY_USAGE_STATS_ENABLED": "0", "PYTHONUNBUFFERED": "1",
+                "PATH": f"{ray_bin.parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    log = temp_dir / "ray-start.log"
+    with log.open("wb") as out:
+        process = subprocess.Popen(command, env=full_env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    url = f"http://127.0.0.1:{params['dashboard-port']}"
+    try:
+        _wait_http(f"{url}/api/version", time.monotonic() + START_TIMEOUT_S, process, log, env.get("RAY_AUTH_TOKEN"),
+                   START_TIMEOUT_S)
+        yield url
+    finally:
+        _stop(process, temp_dir)
+        shutil.rmtree(temp_dir, ignore_errors=True)
+
+
+def http_status(url: str, *, method: str = "GET", body: dict | None = None, token: str | None = None) -> tuple[int, str]:
+    headers = {"Content-Type": "application/json"}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    data = json.dumps(body).encode() if body is not None else None
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, data=data, headers=headers, method=method),
+                                    timeout=30) as response:
+            return response.status, response.read().decode(errors="replace")
+    except urllib.error.HTTPError as err:
+        return err.code, err.read().decode(errors="replace")
+
+
+def skymaze(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([str(Path(sys.executable).with_name("skymaze")), *args], env=env, cwd=cwd,
+                          capture_output=True, text=True, timeout=CLI_TIMEOUT_S, check=False)
+
+
+@pytest.fixture(scope="module")
+def trainer_spec(synth) -> dict:
+    return manifest_of_kind(synth.templates["ray"], "RayCluster")["spec"]
+
+
+def test_the_head_refuses_callers_without_the_token_and_skymaze_reads_it_from_the_secret(trainer_spec, tmp_path):
+    cluster = "skymaze-train"
+    token = kuberay_token()
+    secret = kuberay_secret(cluster, token)
+    auth_env = kuberay_auth_env(trainer_spec, secret)
+    assert auth_env, "the synthesized RayCluster does not turn Ray's token auth on"
+    params, _ = head_start(trainer_spec)
+    assert params["dashboard-host"] == "0.0.0.0"  # reachable from other pods: only the token and the policies guard it
+    home = tmp_path / "home"
+    home.mkdir()
+    with synthesized_head(trainer_spec, auth_env) as url, \
+            api_server({f"/api/v1/namespaces/ray/secrets/{cluster}": secret}) as api:
+        env = {key: value for key, value in os.environ.items() if not key.startswith(("RAY_", "AWS_", "KUBECONFIG"))}
+        env.update(HOME=str(home), PYTHONPATH=str(ROOT), KUBECONFIG=str(write_kubeconfig(tmp_path, api)),
+                   RAY_ADDRESS=url, HF_TOKEN=SECRET_VALUE)
+        job = {"entrypoint": "echo hi", "runtime_env": {"env_vars": {"HF_TOKEN": SECRET_VALUE}}}
+
+        # skymaze with the token from the Secret: submit (the secret env var goes to the job), list, status, stop.
+        submitted = skymaze(["submit", "--size", "blog", "--preflight", "--env-from-shell", "HF_TOKEN",
+                             "--set", f"shared_root={tmp_path / 'shared'}"], env, tmp_path)
+        assert submitted.returncode == 0, submitted.stderr
+        job_id = submitted.stdout.split()[1]
+        assert job_id.startswith("raysubmit_")
+        for args in (["jobs", "list"], ["status", job_id], ["stop", job_id]):
+            done = skymaze(args, env, tmp_path)
+            assert done.returncode in (0, 1) and "refused" not in done.stderr, (args, done.stderr)
+            assert job_id in done.stdout, (args, done.stdout)
+        everything = submitted.stdout + submitted.stderr
+        assert token not in everything and secret["data"]["auth_token"] not in everything
+
+        # Anyone else: no token, a wrong token.
+        for caller in (None, kuberay_token()):
+            expected = 401 if caller is None else 403
+            assert http_status(f"{url}/api/jobs/", method="POST", body=job, token=caller)[0] == expected
+            assert http_status(f"{url}/api/jobs/", token=caller)[0] == expected
+            status, body = http_status(f"{url}/api/jobs/{job_id}", token=caller)
+            assert status == expected and SECRET_VALUE not in body
+        # The holder sees the job (the check above is not vacuous).
+        status, body = http_status(f"{url}/api/jobs/{job_id}", token=token)
+        assert status == 200 and job_id in body
+
+        # skymaze without a readable Secret: refused in one line that says how to get the token.
+        env["KUBECONFIG"] = str(tmp_path / "absent")
+        refused = skymaze(["jobs", "list"], env, tmp_path)
+        assert refused.returncode == 1
+        assert "refused the call" in refused.stderr and "RAY_AUTH_TOKEN" in refused.stderr
+        assert token not in refused.stderr + refused.stdout
