@@ -11,7 +11,19 @@ from typing import Any
 
 # Core add-ons HyperPod needs before nodes join (versions: EKS default for the cluster version).
 POD_IDENTITY_AGENT_ADDON = "eks-pod-identity-agent"
-CORE_ADDONS = ("vpc-cni", "kube-proxy", "coredns", POD_IDENTITY_AGENT_ADDON)
+VPC_CNI_ADDON = "vpc-cni"
+CORE_ADDONS = (VPC_CNI_ADDON, "kube-proxy", "coredns", POD_IDENTITY_AGENT_ADDON)
+# The VPC CNI enforces Kubernetes NetworkPolicy (the Ray namespace's default deny, infra/constructs/
+# ray_manifests.py) only with its network policy agent on: the add-on's configuration value
+# `enableNetworkPolicy`, a string "true"/"false" in its schema (Amazon EKS User Guide,
+# cni-network-policy-configure.html, "Enable the network policy parameter for the add-on").
+# `skymaze preflight` validates it against the add-on's own schema (DescribeAddonConfiguration).
+VPC_CNI_CONFIGURATION = {"enableNetworkPolicy": "true"}
+
+
+def core_addon_configuration(name: str) -> dict[str, Any] | None:
+    """The configuration values the cluster stack gives core add-on ``name`` (None: EKS's defaults)."""
+    return dict(VPC_CNI_CONFIGURATION) if name == VPC_CNI_ADDON else None
 FSX_CSI_ADDON = "aws-fsx-csi-driver"
 OBSERVABILITY_ADDON = "amazon-sagemaker-hyperpod-observability"
 # The Ray endpoint's add-ons (infra/constructs/ray_endpoint.py has the sources).

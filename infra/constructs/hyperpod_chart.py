@@ -16,6 +16,13 @@ from constructs import Construct, IDependable
 from infra.constructs.lambdas import handler_function
 
 INSTALL_TIMEOUT = Duration.minutes(15)  # Lambda maximum; the install takes 2-5 min
+DEPENDENCY_CHART_PATH = "helm_chart/HyperPodHelmChart"  # handlers/hyperpod_chart CHART_PATH
+# Releases of aws/sagemaker-hyperpod-cli held by commit, and each chart's files by sha256 (the handler's
+# chart_digest), as recorded from the publisher's repository at that commit
+# (tests/infra/artifact_reference/hyperpod_chart.json; tests hold these to it). A release not listed
+# (the Ray endpoint operator's 3.10.0: not in the recorded snapshot) installs from its tag, unverified.
+CHART_COMMITS = {"3.7.1": "7974959268e7be115b7dee0ff075b358bb9a9014"}
+CHART_SHA256 = {("3.7.1", DEPENDENCY_CHART_PATH): "488291524d2bc2950d3652a6a02e932808c81b59e2074a37e49bf96eb1dcd096"}
 INSTALLER_MEMORY_MIB = 1024
 
 
@@ -23,6 +30,13 @@ def dependency_chart_values(region: str) -> dict:
     """Our values for the HyperPod dependency chart: the chart's defaults but the agent's region (as AWS's
     Terraform module sets it). tests/infra/test_aws_reference.py compares them with AWS's."""
     return {"health-monitoring-agent": {"region": region}}
+
+
+def pinned(version: str, chart_path: str) -> dict[str, str]:
+    """The custom resource's ChartCommit/ChartSha256 for a recorded release and chart (else nothing)."""
+    if (version, chart_path) not in CHART_SHA256:
+        return {}
+    return {"ChartCommit": CHART_COMMITS[version], "ChartSha256": CHART_SHA256[(version, chart_path)]}
 
 
 class HyperPodDependencyChart(Construct):
@@ -82,6 +96,7 @@ class HyperPodDependencyChart(Construct):
             properties={
                 "ClusterName": cluster.cluster_name,
                 "ChartVersion": version,
+                **pinned(version, chart[0] if chart else DEPENDENCY_CHART_PATH),
                 "Values": json.dumps(values, sort_keys=True),
                 **(dict(zip(("ChartPath", "Release", "Namespace"), chart, strict=True)) if chart else {}),
             },

@@ -25,9 +25,13 @@ from workload.deployment.supervisor import SupervisorLimits, group_args, limit_a
 NAME = "skymaze-supervisor"
 SUPERVISOR_LABELS = {"app.kubernetes.io/name": NAME}
 # The Jobs API asks for Ray's token (ray_manifests.AUTH_OPTIONS): the supervisor gets the trainer's, from
-# the Secret KubeRay creates, as the environment variable `skymaze supervise` reads (workload/ray_auth.py).
-# The kubelet resolves the reference; the supervisor's service account needs no right on Secrets.
-TOKEN_ENV = "RAY_AUTH_TOKEN"
+# the Secret KubeRay creates, mounted as a file (not an env var, which shows in `kubectl describe` and in
+# every child's environment) named by Ray's own RAY_AUTH_TOKEN_PATH, which `skymaze supervise` reads
+# (workload/skyrl/ray_auth.py). The kubelet mounts it; the service account needs no right on Secrets, and
+# the pod waits in ContainerCreating until KubeRay has created the Secret.
+TOKEN_PATH_ENV = "RAY_AUTH_TOKEN_PATH"
+TOKEN_VOLUME = "ray-token"
+TOKEN_DIR = "/var/run/secrets/ray"
 METRICS_PORT = SUPERVISOR_METRICS_PORT
 HANDLED_FILE = f"{rm.SHARED_MOUNT}/supervisor/handled.txt"
 # Its requests, as the cluster fit counts them on the head node (workload/deployment/fit.py).
@@ -85,10 +89,10 @@ def rbac(config: SupervisorConfig) -> list[dict[str, Any]]:
     ]
 
 
-def token_env(config: SupervisorConfig) -> dict[str, Any]:
-    """RAY_AUTH_TOKEN from the trainer RayCluster's auth Secret."""
-    return {"name": TOKEN_ENV, "valueFrom": {"secretKeyRef": {
-        "name": rm.auth_secret_name(config.raycluster), "key": rm.AUTH_SECRET_KEY}}}
+def token_volume(config: SupervisorConfig) -> dict[str, Any]:
+    """The trainer RayCluster's auth Secret, its token key only, as a volume."""
+    return {"name": TOKEN_VOLUME, "secret": {"secretName": rm.auth_secret_name(config.raycluster),
+                                             "items": [{"key": rm.AUTH_SECRET_KEY, "path": rm.AUTH_SECRET_KEY}]}}
 
 
 def deployment(config: SupervisorConfig, *, image: str, node_instance_type: str, env: list[dict]) -> dict[str, Any]:
@@ -98,9 +102,10 @@ def deployment(config: SupervisorConfig, *, image: str, node_instance_type: str,
     resources = {"requests": {"cpu": CPU, "memory": MEMORY}, "limits": {"memory": MEMORY}}
     container = {
         "name": "supervisor", "image": image, "command": config.command(), "resources": resources,
-        "env": [*env, token_env(config)],
+        "env": [*env, {"name": TOKEN_PATH_ENV, "value": f"{TOKEN_DIR}/{rm.AUTH_SECRET_KEY}"}],
         "ports": [{"name": "metrics", "containerPort": METRICS_PORT}],
-        "volumeMounts": [{"name": "shared", "mountPath": rm.SHARED_MOUNT}, {"name": "tmp", "mountPath": "/tmp"}],
+        "volumeMounts": [{"name": "shared", "mountPath": rm.SHARED_MOUNT}, {"name": "tmp", "mountPath": "/tmp"},
+                         {"name": TOKEN_VOLUME, "mountPath": TOKEN_DIR, "readOnly": True}],
         "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
                             "capabilities": {"drop": ["ALL"]}},
     }
@@ -119,7 +124,7 @@ def deployment(config: SupervisorConfig, *, image: str, node_instance_type: str,
                     "containers": [container],
                     # /tmp: a resubmission stages job.json in a temporary working dir.
                     "volumes": [{"name": "shared", "persistentVolumeClaim": {"claimName": rm.FSX_CLAIM}},
-                                {"name": "tmp", "emptyDir": {"sizeLimit": "1Gi"}}],
+                                {"name": "tmp", "emptyDir": {"sizeLimit": "1Gi"}}, token_volume(config)],
                 },
             },
         },

@@ -23,12 +23,13 @@ from infra.constructs.nag import acknowledge, acknowledge_handlers
 from infra.constructs.node_waiter import CapacityAdvice, HyperPodNodeWaiter
 from infra.constructs.pod_identity import pod_identity_role
 from infra.constructs.ray_endpoint import RayEndpoint, join_users_group
-from workload.addons import CORE_ADDONS, FSX_CSI_ADDON
+from workload.addons import CORE_ADDONS, FSX_CSI_ADDON, core_addon_configuration
 from workload.deployment.names import HYPERPOD_GPU_GROUP, HYPERPOD_HEAD_GROUP, RAY_NAMESPACE
 from workload.deployment.settings import (
     HEAD_COUNT,
     HYPERPOD_CHART_VERSION,
     NODE_VOLUME_GIB,
+    OPEN_CIDR,
     RAY_ENDPOINT_CHART_VERSION,
     Settings,
 )
@@ -75,6 +76,16 @@ def _short_hash(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:8]
 
 
+def endpoint_access(public_cidrs: tuple[str, ...]) -> eks.EndpointAccess:
+    """The EKS API endpoint for setting eks_public_access_cidrs: private only when empty, else public from those
+    CIDRs (and private inside the VPC, where the nodes and the deploy-time Lambdas reach it)."""
+    if not public_cidrs:
+        return eks.EndpointAccess.PRIVATE
+    if public_cidrs == (OPEN_CIDR,):
+        return eks.EndpointAccess.PUBLIC_AND_PRIVATE
+    return eks.EndpointAccess.PUBLIC_AND_PRIVATE.only_from(*public_cidrs)
+
+
 class ClusterStack(Stack):
     """The EKS control plane and the HyperPod cluster that supplies its nodes."""
 
@@ -99,7 +110,8 @@ class ClusterStack(Stack):
         control_plane_sgs: list[ec2.ISecurityGroup] = []
         if settings.creates_eks:
             self.eks: eks.ICluster = self._eks(vpc=vpc, security_group=security_group, kubectl_layer=kubectl_layer)
-            core: list[eks.CfnAddon] = [self._addon(name) for name in CORE_ADDONS]
+            core: list[eks.CfnAddon] = [self._addon(name, configuration=core_addon_configuration(name))
+                                        for name in CORE_ADDONS]
             installer_sg = security_group
         else:
             self.eks = self._existing_eks(vpc=vpc, kubectl_layer=kubectl_layer)
@@ -174,7 +186,7 @@ class ClusterStack(Stack):
             # HyperPod supplies every node: no Auto Mode capacity, no managed node group.
             default_capacity_type=eks.DefaultCapacityType.NODEGROUP,
             default_capacity=0,
-            endpoint_access=eks.EndpointAccess.PUBLIC_AND_PRIVATE,
+            endpoint_access=endpoint_access(settings.eks_public_access_cidrs),
             cluster_logging=[eks.ClusterLoggingTypes.API, eks.ClusterLoggingTypes.AUDIT,
                              eks.ClusterLoggingTypes.AUTHENTICATOR],
             kubectl_provider_options=eks.KubectlProviderOptions(kubectl_layer=kubectl_layer),
@@ -229,7 +241,8 @@ class ClusterStack(Stack):
             else:
                 eks.AccessEntry(self, construct_id, cluster=self.eks, principal=arn, access_policies=policies)
 
-    def _addon(self, name: str, *, service_account: str | None = None, role: iam.IRole | None = None) -> eks.CfnAddon:
+    def _addon(self, name: str, *, service_account: str | None = None, role: iam.IRole | None = None,
+               configuration: dict | None = None) -> eks.CfnAddon:
         associations = None
         if service_account and role:
             associations = [eks.CfnAddon.PodIdentityAssociationProperty(
@@ -241,6 +254,7 @@ class ClusterStack(Stack):
             cluster_name=self.eks.cluster_name,
             resolve_conflicts="OVERWRITE",
             pod_identity_associations=associations,
+            configuration_values=json.dumps(configuration, sort_keys=True) if configuration else None,
         )
 
     def _execution_role(self) -> iam.Role:

@@ -26,7 +26,7 @@ TIMEOUT_S = 600
 SKIPPED: dict[str, str] = {
     "CKV_AWS_18": "the access-log bucket is the access-log destination; logging it would log itself",
     "CKV_AWS_21": "versioning: the access-log bucket holds logs, the lifecycle bucket deploy-time copies of scripts in git",
-    "CKV_AWS_58": "EKS 1.28+ envelope-encrypts all Kubernetes API data by default; no Secret holds credentials (Pod Identity)",
+    "CKV_AWS_58": "EKS 1.28+ envelope-encrypts all Kubernetes API data by default, the Ray token Secrets KubeRay creates included",
     "CKV_AWS_109": "HyperPod's execution role: AWS's documented ENI/ECR actions have no resource scoping (held to AWS's template)",
     "CKV_AWS_111": "HyperPod's execution role: AWS's documented ENI/ECR actions have no resource scoping (held to AWS's template)",
     "CKV_AWS_115": "custom-resource handlers run only when CloudFormation calls them; a reserved concurrency adds nothing",
@@ -45,7 +45,6 @@ SKIPPED: dict[str, str] = {
     "CKV_K8S_38": "the supervisor talks to the Kubernetes API with its service account token",
     "CKV_K8S_8": "the supervisor has no health endpoint; one replica, restarted by Kubernetes when it exits",
     "CKV_K8S_9": "the supervisor receives no traffic but metrics scrapes; readiness gates nothing",
-    "CKV2_K8S_6": "the VPC CNI enforces NetworkPolicy only with its policy agent, which the stacks do not enable",
 }
 
 
@@ -73,7 +72,7 @@ def ray_pods(obj: dict) -> list[dict]:
                          for number, (check, reason) in enumerate(sorted(RAY_POD_SKIPPED.items()), start=1)}
                 found.append({"apiVersion": "v1", "kind": "Pod", "spec": template["spec"], "metadata": {
                     "name": f"{obj['metadata']['name']}-{path}".lower(), "namespace": obj["metadata"]["namespace"],
-                    "annotations": skips}})
+                    "labels": dict(template.get("metadata", {}).get("labels", {})), "annotations": skips}})
             for key, value in node.items():
                 walk(value, f"{path}-{key}".strip("-") if key in ("headGroupSpec", "workerGroupSpecs") else path)
         elif isinstance(node, list):

@@ -6,6 +6,7 @@ receives the frozen `Settings` object (or parts of it) as keyword arguments.
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -89,6 +90,8 @@ SUBNET_ID = r"^subnet-([0-9a-f]{8}|[0-9a-f]{17})$"
 SECURITY_GROUP_ID = r"^sg-([0-9a-f]{8}|[0-9a-f]{17})$"
 # EKS CreateCluster: 1-100 characters, a letter or digit first, then letters, digits, '-' and '_'.
 EKS_CLUSTER_NAME = r"^[0-9A-Za-z][A-Za-z0-9_-]{0,99}$"
+OPEN_CIDR = "0.0.0.0/0"  # EKS's default public access CIDR (CreateCluster resourcesVpcConfig.publicAccessCidrs)
+PRIVATE_ENDPOINT = "private"  # eks_public_access_cidrs value: no public endpoint
 # S3 bucket names: 3-63 characters, and not starting with a reserved prefix (S3 user guide, "General
 # purpose bucket naming rules"); the artifacts bucket's name starts with the app's name.
 S3_BUCKET_NAME_MAX = 63
@@ -212,6 +215,14 @@ class Settings(ConfigModel):
                                     f"{', '.join(KUBECTL_SERVER_VERSIONS)}; unset, deploy takes the newest the "
                                     "account's EKS and HyperPod support (standard support first), or the running "
                                     "cluster's.")
+    # Who may reach the EKS API's public endpoint (kubectl, port-forwards, the skymaze commands that use them).
+    # Narrower is safer; `private` leaves only the endpoint inside the VPC, so those commands must run there
+    # (VPN, a bastion, a CloudShell VPC environment); CDK then runs its kubectl handler in the VPC's private
+    # subnets (aws_eks_v2.Cluster). docs/deploy.md has the trade-off.
+    eks_public_access_cidrs: tuple[str, ...] = Field(
+        (OPEN_CIDR,), description="IPv4 CIDRs (comma-separated) that may reach the EKS API's public endpoint, or "
+        "`private`: no public endpoint (kubectl and port-forwards then run from inside the VPC). Not with "
+        "eks_cluster_name.")
     eks_cluster_name: str | None = Field(None, pattern=EKS_CLUSTER_NAME, description="An existing EKS cluster "
                                          "in vpc_id to attach HyperPod to instead of creating one (API or "
                                          "API_AND_CONFIG_MAP authentication, Kubernetes 1.34-1.36, core "
@@ -229,6 +240,24 @@ class Settings(ConfigModel):
         if isinstance(value, str):
             value = value.split(",")
         return tuple(dict.fromkeys(v.strip() for v in value if v.strip()))
+
+    @field_validator("eks_public_access_cidrs", mode="before")
+    @classmethod
+    def _public_cidrs(cls, value: Any) -> tuple[str, ...]:
+        if isinstance(value, str):
+            value = value.split(",")
+        cidrs = tuple(dict.fromkeys(v.strip() for v in value if v.strip()))
+        if cidrs == (PRIVATE_ENDPOINT,):
+            return ()
+        if not cidrs:
+            raise ValueError(f"give IPv4 CIDRs like 203.0.113.0/24, or `{PRIVATE_ENDPOINT}` for no public endpoint")
+        for cidr in cidrs:
+            try:
+                ipaddress.IPv4Network(cidr, strict=True)
+            except ValueError as err:
+                raise ValueError(f"{cidr!r} is not an IPv4 CIDR ({err}); write it like 203.0.113.0/24, or "
+                                 f"`{PRIVATE_ENDPOINT}` for no public endpoint") from None
+        return cidrs
 
     @field_validator("admin_principal_arns", "user_principal_arns")
     @classmethod
@@ -421,6 +450,11 @@ class Settings(ConfigModel):
                              "HyperPod nodes and the deploy-time Lambdas join the cluster security group to reach "
                              "the control plane; `aws eks describe-cluster --name NAME --query "
                              "cluster.resourcesVpcConfig.clusterSecurityGroupId` prints it")
+        if self.eks_public_access_cidrs != (OPEN_CIDR,):
+            raise ValueError(f"eks_public_access_cidrs is set but eks_cluster_name={self.eks_cluster_name} names a "
+                             "cluster this app does not create: its owner sets its endpoint access "
+                             "(aws eks update-cluster-config --resources-vpc-config publicAccessCidrs=...); unset "
+                             "eks_public_access_cidrs")
         if self.ray_endpoint:
             raise ValueError("ray_endpoint=true is not supported with eks_cluster_name: the endpoint operator needs "
                              "the SageMaker Spaces add-on, cert-manager and a users group that this app sets up only "

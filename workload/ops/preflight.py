@@ -27,6 +27,8 @@ from workload.addons import (
     OBSERVABILITY_ADDON,
     RAY_ENDPOINT_ADDONS,
     SPACES_ADDON,
+    VPC_CNI_ADDON,
+    core_addon_configuration,
     observability_configuration,
     spaces_configuration,
 )
@@ -334,7 +336,8 @@ def planned_addons(settings, caller: Caller) -> dict[str, dict | None]:
     """
     arn = f"arn:{caller.partition}"
     region, account = settings.region, caller.account
-    addons: dict[str, dict | None] = {name: None for name in CORE_ADDONS} if settings.creates_eks else {}
+    addons: dict[str, dict | None] = (
+        {name: core_addon_configuration(name) for name in CORE_ADDONS} if settings.creates_eks else {})
     addons[FSX_CSI_ADDON] = None
     addons[OBSERVABILITY_ADDON] = observability_configuration(
         region=region, prometheus_workspace_id=PLACEHOLDER_PROMETHEUS_ID,
@@ -392,6 +395,7 @@ def addon_findings(settings, name: str, versions: Sequence[dict], configuration:
     problem = schema_problem(schema_text or "{}", configuration)
     if problem:
         owner = ("ray_endpoint_domain, or the Spaces configuration in workload/addons.py" if name == SPACES_ADDON
+                 else "VPC_CNI_CONFIGURATION in workload/addons.py" if name == VPC_CNI_ADDON
                  else "the observability configuration in workload/addons.py (METRIC_LEVELS)")
         return [Finding("addon", "fail", f"{name} {version} rejects the configuration the deploy gives it {problem}; "
                         f"change {owner}")]

@@ -21,7 +21,7 @@ from typing import Any
 from workload.errors import SkymazeError, UsageError
 from workload.skyrl.entrypoint import JobSpec
 from workload.skyrl.job_env import JobEnv, runtime_env_for
-from workload.skyrl.ray_auth import RayToken, refusal_hint
+from workload.skyrl.ray_auth import RayToken, SecretRef, endpoint_secret, refusal_hint
 
 DEFAULT_ADDRESS = "http://127.0.0.1:8265"
 """Ray's default dashboard port, where a local head or a port-forward listens."""
@@ -96,11 +96,12 @@ def connect(address: str, token: RayToken | None = None, *, token_problem: str =
     hint = SAGEMAKER_HINT if via_endpoint else (
         "Check the port-forward (kubectl port-forward svc/<cluster>-head-svc 8265:8265) or the address.")
     try:
-        return JobSubmissionClient(address, headers=token.headers() if token else None)
+        return JobSubmissionClient(address, headers=token.headers(address) if token else None)
     except AuthenticationError as err:  # Ray answered 401 (no token) or 403 (a wrong one)
         said = f"token from {token.source} refused" if token else (token_problem or "no token sent")
         first = str(err).splitlines()[0] if str(err) else type(err).__name__
-        raise JobsError(f"Ray at {address} refused the call ({first}; {said}): {refusal_hint()}") from None
+        raise JobsError(f"Ray at {address} refused the call ({first}; {said}): "
+                       f"{refusal_hint(endpoint_secret(address) or SecretRef())}") from None
     except (ConnectionError, RuntimeError, ValueError) as err:
         raise JobsError(f"cannot reach the Ray dashboard at {address}: {err}. {hint}") from None
     except Exception as err:  # the toolkit's KubeconfigError, TokenAcquisitionError

@@ -6,8 +6,9 @@ found wins:
 
 1. ``RAY_AUTH_TOKEN`` (Ray's own variable; the supervisor's pod gets it from the Secret),
 2. ``RAY_AUTH_TOKEN_PATH``, a file holding it (Ray's own variable),
-3. for a port-forward (an ``http://`` address on this machine), the trainer's Secret, read with
-   ``kubectl get --raw /api/v1/namespaces/ray/secrets/NAME`` and the caller's kubeconfig (as
+3. for a port-forward (an ``http://`` address on this machine) the trainer's Secret, for a
+   ``sagemaker_ray://CLUSTER/NAMESPACE`` address that RayCluster's, read with
+   ``kubectl get --raw /api/v1/namespaces/NAMESPACE/secrets/NAME`` and the caller's kubeconfig (as
    ``aws eks update-kubeconfig`` wrote it; the EKS access entry's cluster admin or Ray-namespace edit
    policy may read Secrets there),
 
@@ -36,6 +37,8 @@ TOKEN_PATH_ENV = "RAY_AUTH_TOKEN_PATH"
 SECRET_KEY = "auth_token"  # KubeRay v1.7.0 utils/constant.go RAY_AUTH_TOKEN_SECRET_KEY
 LOCAL_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})  # where `kubectl port-forward` listens
 KUBECTL_TIMEOUT_S = 20
+SAGEMAKER_SCHEME = "sagemaker_ray"  # sagemaker_ray://CLUSTER/NAMESPACE (toolkit-for-ray-on-sagemaker-ai)
+PROXY_HEADER = "X-Ray-Authorization"  # ray/_private/authentication/authentication_constants.py
 
 
 @dataclass(frozen=True)
@@ -45,8 +48,12 @@ class RayToken:
     value: str = field(repr=False)
     source: str
 
-    def headers(self) -> dict[str, str]:
-        return {"Authorization": f"Bearer {self.value}"}
+    def headers(self, address: str = "") -> dict[str, str]:
+        """The header Ray checks: ``Authorization``, or through the HyperPod Ray endpoint (whose proxy
+        authenticates the caller by its own session cookie) Ray's proxy header ``X-Ray-Authorization``
+        (Ray 2.57 and 2.60 read it when no Authorization header came: http_token_authentication.py)."""
+        name = PROXY_HEADER if address.startswith(f"{SAGEMAKER_SCHEME}://") else "Authorization"
+        return {name: f"Bearer {self.value}"}
 
 
 @dataclass(frozen=True)
@@ -93,6 +100,16 @@ def is_port_forward(address: str) -> bool:
     return parsed.scheme in {"http", "https"} and (parsed.hostname or "") in LOCAL_HOSTS
 
 
+def endpoint_secret(address: str) -> SecretRef | None:
+    """The auth Secret of the RayCluster a ``sagemaker_ray://CLUSTER/NAMESPACE`` address names (the toolkit
+    reads the same kubeconfig); None for other addresses."""
+    prefix = f"{SAGEMAKER_SCHEME}://"
+    if not address.startswith(prefix):
+        return None
+    cluster, _, namespace = address[len(prefix):].strip("/").partition("/")
+    return SecretRef(namespace or RAY_NAMESPACE, cluster) if cluster and "/" not in namespace else None
+
+
 def find_token(address: str, environ: Mapping[str, str], *, secret: SecretRef = SecretRef(),
                read_secret: Callable[[SecretRef], tuple[str | None, str]] = _kubectl_secret,
                ) -> tuple[RayToken | None, str]:
@@ -105,7 +122,10 @@ def find_token(address: str, environ: Mapping[str, str], *, secret: SecretRef = 
             return RayToken(path.read_text().strip(), f"{TOKEN_PATH_ENV} ({path})"), ""
         except OSError as err:
             return None, f"{TOKEN_PATH_ENV}={path} cannot be read: {err.strerror}"
-    if not is_port_forward(address):
+    via_endpoint = endpoint_secret(address)
+    if via_endpoint is not None:
+        secret = via_endpoint
+    elif not is_port_forward(address):
         return None, f"{TOKEN_ENV} is not set"
     text, why = read_secret(secret)
     if text is None:

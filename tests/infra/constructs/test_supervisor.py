@@ -41,10 +41,14 @@ def test_the_deployment_runs_one_supervisor_in_watch_mode_on_the_cpu_node():
 
 
 def test_the_supervisor_gets_the_trainers_ray_token_from_kuberays_secret_and_no_secret_rights():
-    (container,) = sv.deployment(CONFIG, image="img:1", node_instance_type="t", env=[])["spec"]["template"]["spec"][
-        "containers"]
-    assert {"name": "RAY_AUTH_TOKEN", "valueFrom": {"secretKeyRef": {"name": "skymaze-train", "key": "auth_token"}}} in (
-        container["env"])
+    pod = sv.deployment(CONFIG, image="img:1", node_instance_type="t", env=[])["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    (volume,) = [v for v in pod["volumes"] if "secret" in v]
+    assert volume["secret"] == {"secretName": "skymaze-train", "items": [{"key": "auth_token", "path": "auth_token"}]}
+    (mount,) = [m for m in container["volumeMounts"] if m["name"] == volume["name"]]
+    assert mount["readOnly"] is True
+    assert {"name": "RAY_AUTH_TOKEN_PATH", "value": f"{mount['mountPath']}/auth_token"} in container["env"]
+    assert not [e for e in container["env"] if "valueFrom" in e]  # not in the environment (checkov CKV_K8S_35)
     rules = next(o for o in sv.rbac(CONFIG) if o["kind"] == "Role")["rules"]
     assert not [r for r in rules if "secrets" in r["resources"]]  # the kubelet resolves the reference
 

@@ -44,11 +44,21 @@ def test_core_and_fsx_addons_with_pod_identity_for_the_csi_controller(cluster):
     assert principals == {"pods.eks.amazonaws.com"}
 
 
+def test_the_vpc_cni_enforces_network_policy_and_no_other_core_addon_is_configured(cluster):
+    """Without the policy agent the Ray namespace's NetworkPolicies would be accepted and do nothing."""
+    addons = _addons(cluster)
+    assert json.loads(addons["vpc-cni"]["Properties"]["ConfigurationValues"]) == {"enableNetworkPolicy": "true"}
+    assert [n for n, a in addons.items() if "ConfigurationValues" in a["Properties"]] == ["vpc-cni"]
+
+
 def test_dependency_chart_is_pinned_to_a_release_with_g7e_support(cluster):
     _, chart = one(cluster, "Custom::HyperPodDependencyChart")
     major, minor, patch = (int(x) for x in chart["Properties"]["ChartVersion"].split("."))
     assert (major, minor, patch) >= (3, 7, 1)
     assert json.loads(chart["Properties"]["Values"]) == {"health-monitoring-agent": {"region": "us-west-2"}}
+    # held to the publisher's commit and files (tests/infra/artifact_reference/hyperpod_chart.json)
+    assert re.fullmatch(r"[0-9a-f]{40}", chart["Properties"]["ChartCommit"])
+    assert re.fullmatch(r"[0-9a-f]{64}", chart["Properties"]["ChartSha256"])
 
 
 def test_hyperpod_instance_groups_follow_the_settings(cluster, synth):
@@ -117,7 +127,7 @@ def test_outputs_name_the_clusters(cluster):
 
 @pytest.fixture(scope="module")
 def small_with_people():
-    """`small` with people configured: admins, users, Grafana admins, a kept artifacts bucket."""
+    """`small` with people configured: admins, users, Grafana admins, a kept artifacts bucket, a narrowed API endpoint."""
     import aws_cdk as cdk
     from aws_cdk.assertions import Template
 
@@ -126,7 +136,8 @@ def small_with_people():
     from workload.deployment.settings import load_settings
 
     context = cli_context(profile="small", admin_principal_arns=ADMIN, user_principal_arns=USER,
-                          grafana_admin_group_ids=GRAFANA_GROUP, reuse_artifacts_bucket="true")
+                          grafana_admin_group_ids=GRAFANA_GROUP, reuse_artifacts_bucket="true",
+                          eks_public_access_cidrs=OFFICE_CIDR)
     stacks = cdk_app.compose(cdk.App(context=context), load_settings(context))
     return {role: Template.from_stack(stack).to_json() for role, stack in stacks.items()}
 
@@ -134,6 +145,21 @@ def small_with_people():
 ADMIN = "arn:aws:iam::111111111111:role/aws-reserved/sso.amazonaws.com/AWSReservedSSO_Admin_0123"
 USER = "arn:aws:iam::111111111111:role/ml-scientist"
 GRAFANA_GROUP = "9067c7b8a1-1b2c3d4e-aaaa-bbbb-cccc-0123456789ab"
+OFFICE_CIDR = "203.0.113.0/24"
+
+
+def _vpc_config(template) -> dict:
+    (cluster,) = [r["Properties"] for r in template["Resources"].values() if r["Type"] == "AWS::EKS::Cluster"]
+    return cluster["ResourcesVpcConfig"]
+
+
+def test_the_eks_api_is_public_to_everyone_only_unless_narrowed(cluster, small_with_people):
+    default = _vpc_config(cluster)
+    assert (default["EndpointPublicAccess"], default["EndpointPrivateAccess"]) == (True, True)
+    assert default.get("PublicAccessCidrs", ["0.0.0.0/0"]) == ["0.0.0.0/0"]
+    narrowed = _vpc_config(small_with_people["cluster"])
+    assert (narrowed["EndpointPublicAccess"], narrowed["PublicAccessCidrs"]) == (True, [OFFICE_CIDR])
+    assert narrowed["EndpointPrivateAccess"] is True  # nodes and the VPC's Lambdas reach it from inside
 
 
 def _entries(template) -> dict[str, dict]:

@@ -175,6 +175,26 @@ def test_one_principal_cannot_be_admin_and_user():
         load_settings({"profile": "blog", "admin_principal_arns": arn, "user_principal_arns": arn})
 
 
+def test_the_eks_public_endpoint_narrows_to_cidrs_or_closes():
+    assert load_settings({"profile": "blog"}).eks_public_access_cidrs == ("0.0.0.0/0",)
+    narrowed = load_settings({"profile": "blog", "eks_public_access_cidrs": "203.0.113.0/24, 198.51.100.7/32"})
+    assert narrowed.eks_public_access_cidrs == ("203.0.113.0/24", "198.51.100.7/32")
+    assert load_settings({"profile": "small", "eks_public_access_cidrs": "private"}).eks_public_access_cidrs == ()
+
+
+def test_a_public_endpoint_cidr_must_be_an_ipv4_network():
+    with pytest.raises(SettingsError, match=r"eks_public_access_cidrs: .*'10\.0\.0\.1/8' is not an IPv4 CIDR .*203\.0"):
+        load_settings({"profile": "blog", "eks_public_access_cidrs": "10.0.0.1/8"})
+
+
+def test_an_existing_clusters_endpoint_is_its_owners():
+    byo = {"profile": "blog", "eks_cluster_name": "theirs", "eks_cluster_security_group_id": "sg-0123456789abcdef0",
+           "vpc_id": "vpc-0123456789abcdef0", "private_subnet_ids": "subnet-0123456789abcdef0",
+           "private_subnet_azs": "us-west-2a", "eks_public_access_cidrs": "private"}
+    with pytest.raises(SettingsError, match=r"eks_public_access_cidrs is set but eks_cluster_name=theirs .*unset"):
+        load_settings(byo)
+
+
 def test_grafana_admins_are_identity_center_ids():
     with pytest.raises(SettingsError, match=r"grafana_admin_user_ids: .*Identity Center"):
         load_settings({"profile": "blog", "grafana_admin_user_ids": "alice"})

@@ -19,7 +19,7 @@ import boto3
 from botocore.stub import Stubber
 
 from tests.service_shapes import filled, service_model
-from workload.addons import OBSERVABILITY_ADDON, SPACES_ADDON
+from workload.addons import OBSERVABILITY_ADDON, SPACES_ADDON, VPC_CNI_ADDON
 from workload.ops import preflight
 
 ACCOUNT = "123456789012"
@@ -64,6 +64,15 @@ def schema_without(metric: str) -> dict:
 
 
 SPACES_SCHEMA = {"$schema": "http://json-schema.org/draft-06/schema#", "type": "object"}
+# The vpc-cni add-on's key for its network policy agent, as its schema declares it: a string-typed boolean
+# (Amazon EKS User Guide cni-network-policy-configure.html passes "true"; `aws eks
+# describe-addon-configuration --addon-name vpc-cni` lists `{"format": "boolean", "type": "string"}`).
+VPC_CNI_SCHEMA = {
+    "$schema": "http://json-schema.org/draft-06/schema#", "$ref": "#/definitions/VpcCni",
+    "definitions": {"VpcCni": {"additionalProperties": False, "type": "object", "properties": {
+        "enableNetworkPolicy": {"format": "boolean", "type": "string", "enum": ["true", "false"]},
+        "env": {"type": "object", "additionalProperties": {"type": "string"}}}}},
+}
 
 
 _model = functools.cache(service_model)  # each service model parsed once per test run
@@ -166,6 +175,7 @@ class Answers:
     version_status: str = "STANDARD_SUPPORT"
     addon_kubernetes_version: str | None = None  # None: the settings' version
     observability_schema: dict = field(default_factory=lambda: copy.deepcopy(OBSERVABILITY_SCHEMA))
+    vpc_cni_schema: dict = field(default_factory=lambda: copy.deepcopy(VPC_CNI_SCHEMA))
     identity_center: bool = True
     bootstrapped: bool = True
     denied: tuple[str, ...] = ()
@@ -222,8 +232,8 @@ def _eks_answers(account: StubbedAccount, settings, a: Answers) -> None:
         account.add("eks", "describe_addon_versions", addon_versions(name, a.addon_kubernetes_version or k8s),
                     {"addonName": name, "kubernetesVersion": k8s})
         if configuration is not None and a.addon_kubernetes_version in (None, k8s):
-            schema = a.observability_schema if name == OBSERVABILITY_ADDON else SPACES_SCHEMA
-            assert name in (OBSERVABILITY_ADDON, SPACES_ADDON)
+            schema = {OBSERVABILITY_ADDON: a.observability_schema, SPACES_ADDON: SPACES_SCHEMA,
+                      VPC_CNI_ADDON: a.vpc_cni_schema}[name]
             account.add("eks", "describe_addon_configuration",
                         answer("eks", "DescribeAddonConfiguration", addonName=name, addonVersion=ADDON_VERSION,
                                configurationSchema=json.dumps(schema)),

@@ -105,6 +105,18 @@ def test_the_former_network_metrics_level_is_refused_by_a_schema_without_it(monk
                                     "configuration in workload/addons.py (METRIC_LEVELS)")
 
 
+def test_the_vpc_cni_is_told_to_enforce_network_policy_in_the_form_its_schema_takes(monkeypatch):
+    from workload import addons
+
+    assert preflight.planned_addons(settings_for("blog"), preflight.Caller("1", "arn"))["vpc-cni"] == {
+        "enableNetworkPolicy": "true"}
+    monkeypatch.setitem(addons.VPC_CNI_CONFIGURATION, "enableNetworkPolicy", True)  # a JSON boolean: EKS refuses it
+    (failure,) = failed(_run(settings_for("small"))[0])
+    assert failure.message.endswith("rejects the configuration the deploy gives it at enableNetworkPolicy: True is "
+                                    "not of type 'string' (and 1 more); change VPC_CNI_CONFIGURATION in "
+                                    "workload/addons.py")
+
+
 def test_an_addon_without_a_version_for_the_kubernetes_version_fails_hyperpod_and_the_addons():
     findings, _ = _run(settings_for("small"), Answers(addon_kubernetes_version="1.29"))
     lines = [f.message for f in failed(findings)]

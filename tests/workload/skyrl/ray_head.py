@@ -166,6 +166,8 @@ def local_ray_head(*, num_cpus: int = 2, extra_env: dict[str, str] | None = None
 @pytest.fixture(scope="session")
 def skyrl_ray_head() -> Iterator[RayHead]:
     """A Ray head on 127.0.0.1 (free ports, own --temp-dir), stopped by process id afterwards; one a session
-    (imported by tests/conftest.py: the trainer, cluster-status and README tests share it)."""
-    with local_ray_head() as head:
+    (imported by tests/conftest.py: the trainer, cluster-status and README tests share it). It asks for
+    Ray's token, as the deployed heads do: the session's (tests/conftest.py prepare_loopback_ray), which
+    this process and the commands it starts send."""
+    with local_ray_head(token=os.environ["RAY_AUTH_TOKEN"]) as head:
         yield head

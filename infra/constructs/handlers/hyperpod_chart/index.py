@@ -12,6 +12,7 @@ sees the version string, which keeps it offline and deterministic.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -22,6 +23,7 @@ import urllib.request
 from pathlib import Path
 
 ARCHIVE_URL = "https://github.com/aws/sagemaker-hyperpod-cli/archive/refs/tags/v{version}.tar.gz"
+COMMIT_ARCHIVE_URL = "https://github.com/aws/sagemaker-hyperpod-cli/archive/{commit}.tar.gz"
 CHART_PATH = "helm_chart/HyperPodHelmChart"
 RELEASE = "hyperpod-dependencies"
 NAMESPACE = "kube-system"  # where the AWS install guide puts the release
@@ -33,9 +35,26 @@ DOWNLOAD_TIMEOUT_S = 120
 LAYER_PATH = "/opt/helm:/opt/kubectl:/opt/awscli"
 
 
-def archive_url(version: str) -> str:
-    """The GitHub source archive of one sagemaker-hyperpod-cli release tag."""
-    return ARCHIVE_URL.format(version=version)
+def archive_url(version: str, commit: str | None = None) -> str:
+    """The GitHub source archive of one sagemaker-hyperpod-cli release: its commit's when pinned (a tag can
+    move; a commit cannot), else the tag's."""
+    return COMMIT_ARCHIVE_URL.format(commit=commit) if commit else ARCHIVE_URL.format(version=version)
+
+
+def chart_digest(chart_dir: Path) -> str:
+    """sha256 of a chart directory's files: one line `relative/path NUL sha256(content)` per file, sorted.
+    GitHub's archives are generated on request, so the archive's own bytes are not held; its files are."""
+    lines = sorted(f"{path.relative_to(chart_dir).as_posix()}\0{hashlib.sha256(path.read_bytes()).hexdigest()}\n"
+                   for path in chart_dir.rglob("*") if path.is_file())
+    return hashlib.sha256("".join(lines).encode()).hexdigest()
+
+
+def verify_chart(chart_dir: Path, expected: str) -> None:
+    """Refuse a chart whose files are not the ones recorded from the publisher's commit."""
+    found = chart_digest(chart_dir)
+    if found != expected:
+        raise RuntimeError(f"the downloaded chart {chart_dir.name} has sha256 {found}, not the recorded {expected} "
+                           "(tests/infra/artifact_reference/hyperpod_chart.json): refusing to install it")
 
 
 def extract_chart(archive: Path, dest: Path, chart_path: str = CHART_PATH) -> Path:
@@ -120,8 +139,10 @@ def on_event(event: dict, _context: object = None) -> dict:
         print(f"helm uninstall exited {code}", flush=True)
         return physical_id
     _run(update_kubeconfig, env)
-    chart_dir = extract_chart(download(archive_url(props["ChartVersion"]), workdir / "cli.tar.gz"), workdir,
-                              props.get("ChartPath", CHART_PATH))
+    archive = download(archive_url(props["ChartVersion"], props.get("ChartCommit")), workdir / "cli.tar.gz")
+    chart_dir = extract_chart(archive, workdir, props.get("ChartPath", CHART_PATH))
+    if props.get("ChartSha256"):
+        verify_chart(chart_dir, props["ChartSha256"])
     values_file = workdir / "values.json"
     values_file.write_text(props.get("Values", "{}"))
     json.loads(values_file.read_text())  # fail here, not inside helm, on bad JSON

@@ -50,6 +50,33 @@ def test_archive_url_is_the_pinned_release_tag():
         "https://github.com/aws/sagemaker-hyperpod-cli/archive/refs/tags/v3.7.1.tar.gz")
 
 
+def test_a_pinned_release_downloads_its_commit():
+    assert installer.archive_url("3.7.1", "7974959268e7be115b7dee0ff075b358bb9a9014") == (
+        "https://github.com/aws/sagemaker-hyperpod-cli/archive/7974959268e7be115b7dee0ff075b358bb9a9014.tar.gz")
+
+
+def test_a_chart_whose_files_differ_from_the_recorded_ones_is_refused(tmp_path):
+    chart = installer.extract_chart(_release_archive(tmp_path / "r.tar.gz"), tmp_path)
+    recorded = installer.chart_digest(chart)
+    installer.verify_chart(chart, recorded)  # the same files pass
+    (chart / "values.yaml").write_text("image: attacker/agent\n")
+    with pytest.raises(RuntimeError, match=r"has sha256 [0-9a-f]{64}, not the recorded .*refusing to install"):
+        installer.verify_chart(chart, recorded)
+
+
+def test_the_pinned_charts_are_the_recorded_publishers():
+    from infra.constructs import hyperpod_chart
+    from tests.infra.test_image_artifacts import check
+
+    facts = check.reference("hyperpod_chart")["releases"]
+    commits, digests = hyperpod_chart.CHART_COMMITS, hyperpod_chart.CHART_SHA256
+    assert commits == {version: release["commit"] for version, release in facts.items()}
+    assert digests == {(version, path): digest for version, release in facts.items()
+                       for path, digest in release["charts"].items()}
+    assert hyperpod_chart.pinned("3.7.1", hyperpod_chart.DEPENDENCY_CHART_PATH) == {
+        "ChartCommit": facts["3.7.1"]["commit"], "ChartSha256": facts["3.7.1"]["charts"]["helm_chart/HyperPodHelmChart"]}
+
+
 def test_downloads_the_release_and_extracts_only_the_chart(http_dir, tmp_path_factory):
     served, url = http_dir
     _release_archive(served / "v3.7.1.tar.gz")
