@@ -111,8 +111,9 @@ def head_start(spec: dict) -> tuple[dict[str, str], dict[str, str]]:
 
 
 @contextmanager
-def synthesized_head(spec: dict, env: dict[str, str]) -> Iterator[str]:
-    """`ray start --head --block` with the synth's params (loopback, free ports) and ``env``; yields the dashboard URL."""
+def synthesized_head(spec: dict, env: dict[str, str]) -> Iterator[tuple[str, dict[str, str]]]:
+    """`ray start --head --block` with the synth's params (loopback, free ports) and ``env``; yields the dashboard
+    URL and the start parameters used."""
     params, container_env = head_start(spec)
     params.update(LOOPBACK_PARAMS)
     names = ["port", "dashboard-port", "ray-client-server-port", "dashboard-agent-listen-port",
@@ -133,7 +134,7 @@ def synthesized_head(spec: dict, env: dict[str, str]) -> Iterator[str]:
     try:
         _wait_http(f"{url}/api/version", time.monotonic() + START_TIMEOUT_S, process, log, env.get("RAY_AUTH_TOKEN"),
                    START_TIMEOUT_S)
-        yield url
+        yield url, params
     finally:
         _stop(process, temp_dir)
         shutil.rmtree(temp_dir, ignore_errors=True)
@@ -172,7 +173,7 @@ def test_the_head_refuses_callers_without_the_token_and_skymaze_reads_it_from_th
     assert params["dashboard-host"] == "0.0.0.0"  # reachable from other pods: only the token and the policies guard it
     home = tmp_path / "home"
     home.mkdir()
-    with synthesized_head(trainer_spec, auth_env) as url, \
+    with synthesized_head(trainer_spec, auth_env) as (url, started), \
             api_server({f"/api/v1/namespaces/ray/secrets/{cluster}": secret}) as api:
         env = {key: value for key, value in os.environ.items() if not key.startswith(("RAY_", "AWS_", "KUBECONFIG"))}
         env.update(HOME=str(home), PYTHONPATH=str(ROOT), KUBECONFIG=str(write_kubeconfig(tmp_path, api)),
@@ -199,6 +200,10 @@ def test_the_head_refuses_callers_without_the_token_and_skymaze_reads_it_from_th
             assert http_status(f"{url}/api/jobs/", token=caller)[0] == expected
             status, body = http_status(f"{url}/api/jobs/{job_id}", token=caller)
             assert status == expected and SECRET_VALUE not in body
+        # The kubelet's probes carry no token: KubeRay v1.7.0 probes Ray >= 2.53 by HTTP GET /api/healthz on the
+        # dashboard agent's port (common/pod.go initLivenessAndReadinessProbe), which Ray leaves open.
+        agent = f"http://127.0.0.1:{started['dashboard-agent-listen-port']}"
+        assert http_status(f"{agent}/api/healthz")[0] == 200
         # The holder sees the job (the check above is not vacuous).
         status, body = http_status(f"{url}/api/jobs/{job_id}", token=token)
         assert status == 200 and job_id in body
