@@ -6,7 +6,8 @@ container's own env from the synth, plus what KubeRay v1.7.0 adds for `authOptio
 (ray-operator/controllers/ray/common/pod.go SetContainerTokenAuthEnvVars: RAY_AUTH_MODE=token and
 RAY_AUTH_TOKEN from the Secret that raycluster_controller.go createAuthSecret fills with 32 random bytes,
 base64). `skymaze` then reads that Secret the way it does on a laptop, with the real `kubectl` and a
-kubeconfig, from a loopback HTTP server that answers as the Kubernetes API server would.
+kubeconfig, from a loopback HTTP server that answers as the Kubernetes API server would; and the way the
+synthesized supervisor Deployment does, from the Secret volume its pod mounts.
 """
 
 from __future__ import annotations
@@ -163,7 +164,31 @@ def trainer_spec(synth) -> dict:
     return manifest_of_kind(synth.templates["ray"], "RayCluster")["spec"]
 
 
-def test_the_head_refuses_callers_without_the_token_and_skymaze_reads_it_from_the_secret(trainer_spec, tmp_path):
+@pytest.fixture(scope="module")
+def supervisor_pod(synth) -> dict:
+    return manifest_of_kind(synth.templates["ray"], "Deployment")["spec"]["template"]["spec"]
+
+
+def mount_secret_like_the_kubelet(pod: dict, secret: dict, root: Path) -> dict[str, str]:
+    """The supervisor container's RAY_AUTH_TOKEN_PATH, with its Secret volume's mount path moved under ``root``
+    and the Secret's items written there as the kubelet writes them (one file per item, decoded)."""
+    (container,) = pod["containers"]
+    env = {item["name"]: item["value"] for item in container["env"] if "value" in item}
+    for volume in pod["volumes"]:
+        if "secret" not in volume:
+            continue
+        assert volume["secret"]["secretName"] == secret["metadata"]["name"]
+        (mount,) = [m for m in container["volumeMounts"] if m["name"] == volume["name"]]
+        folder = root / mount["mountPath"].lstrip("/")
+        folder.mkdir(parents=True)
+        for item in volume["secret"]["items"]:
+            (folder / item["path"]).write_bytes(base64.b64decode(secret["data"][item["key"]]))
+        env["RAY_AUTH_TOKEN_PATH"] = str(root / env["RAY_AUTH_TOKEN_PATH"].lstrip("/"))
+    return {"RAY_AUTH_TOKEN_PATH": env["RAY_AUTH_TOKEN_PATH"]}
+
+
+def test_the_head_refuses_callers_without_the_token_and_skymaze_reads_it_from_the_secret(trainer_spec, supervisor_pod,
+                                                                                       tmp_path):
     cluster = "skymaze-train"
     token = kuberay_token()
     secret = kuberay_secret(cluster, token)
@@ -207,6 +232,13 @@ def test_the_head_refuses_callers_without_the_token_and_skymaze_reads_it_from_th
         # The holder sees the job (the check above is not vacuous).
         status, body = http_status(f"{url}/api/jobs/{job_id}", token=token)
         assert status == 200 and job_id in body
+
+        # The supervisor as the synthesized Deployment runs it: the token from the Secret volume, no kubeconfig.
+        supervisor_env = {**env, "KUBECONFIG": str(tmp_path / "absent"),
+                          **mount_secret_like_the_kubelet(supervisor_pod, secret, tmp_path / "pod")}
+        watched = skymaze(["supervise", "--watch", "--once", "--handled-file", str(tmp_path / "handled.txt"),
+                           "--metrics-port", "0", "--poll-s", "1", "--address", url], supervisor_env, tmp_path)
+        assert watched.returncode == 0 and "supervised 0 run(s)" in watched.stdout, watched.stderr
 
         # skymaze without a readable Secret: refused in one line that says how to get the token.
         env["KUBECONFIG"] = str(tmp_path / "absent")
