@@ -29,6 +29,10 @@ VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
 # larger ranks unless told otherwise. One home: what serves locally also serves on the cluster.
 DEFAULT_MAX_LORA_RANK = 64
 
+# Images the cluster endpoint accepts in one prompt (vLLM's limit_mm_per_prompt, workload/serve/cluster_config.py):
+# a maze prompt holds one frame per turn so far, so the published 15-turn cap fits with one to spare.
+MAX_IMAGES_PER_PROMPT = 16
+
 # Adapter names become the ADAPTER of model id BASE:ADAPTER, an S3 key segment and a folder name.
 ADAPTER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 # Base model ids: ':' is excluded because it separates base and adapter in model ids.

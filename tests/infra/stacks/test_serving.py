@@ -28,8 +28,9 @@ def test_serve_config_is_the_workload_builders_for_these_settings(service, synth
     # one replica per GPU of the g7e.12xlarge: a 96 GB GPU holds the 8B model, TP=2 would only add PCIe traffic
     assert llm["engine_kwargs"]["tensor_parallel_size"] == 1
     assert llm["deployment_config"]["num_replicas"] == 2
-    # each replica worker checks its node's NVIDIA driver before vLLM starts
-    assert llm["runtime_env"]["worker_process_setup_hook"] == "workload.deployment.gpu_driver.require_in_worker"
+    # each replica checks its node's NVIDIA driver and waits for the staged model before the model or vLLM start
+    assert llm["callback_config"] == {"callback_class": "workload.serve.node_init:NodeInit",
+                                      "raise_error_on_callback": True, "callback_kwargs": {"model_wait_s": 3000.0}}
 
 
 @pytest.mark.parametrize("recipe", ["blog", "small"])
