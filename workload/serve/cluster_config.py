@@ -38,8 +38,10 @@ GENERATION_CONFIG = "vllm"
 # tensor parallelism would only add an all-reduce per layer per token over PCIe (`skymaze plan`, endpoint);
 # a node's GPUs serve as that many independent replicas instead.
 SERVE_TENSOR_PARALLEL = 1
-# An 8B LoRA adapter (rank 32, language model only) is ~350 MB of fp32 tensors (87.3 M parameters, `skymaze
-# plan`); S3 in-region takes seconds.
+# Ray Serve LLM's lora_config.download_timeout_s is how long a replica waits for the file lock of an adapter's
+# cache folder (lora_utils.sync_files_with_lock: FileLock(timeout=...)), i.e. for another download of the same
+# adapter on that node to finish; the download itself has no time limit. An 8B LoRA adapter (rank 32, language
+# model only) is ~350 MB of fp32 tensors (87.3 M parameters, `skymaze plan`): seconds from S3 in-region.
 DEFAULT_ADAPTER_DOWNLOAD_TIMEOUT_S = 120.0
 _S3_URI = re.compile(r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/[^\s]*)?$")
 

@@ -46,7 +46,7 @@ def test_the_endpoint_serves_the_base_model_its_recipe_trains_from_fsx(recipe):
     trained = load_recipe(recipe)
     assert llm["model_loading_config"] == {"model_id": trained.model.base_model_id,
                                            "model_source": trained.resolved()["trainer.policy.model.path"]}
-    assert llm["model_loading_config"] == {"model_id": "Qwen/Qwen3-VL-8B-Instruct",  # the values before serve_recipe
+    assert llm["model_loading_config"] == {"model_id": "VisGym/visgym_model/mixed_qwen3vl",  # the values before serve_recipe
                                            "model_source": "/shared/models/visgym_model/mixed_qwen3vl"}
 
 
