@@ -40,6 +40,8 @@ def _app_args(model: Path, driver_bin: Path, *, model_wait_s: float | None = Non
                                  max_lora_rank=8, max_loras=1)
     (app,) = doc["applications"]
     (llm,) = app["args"]["llm_configs"]
+    # One start a case: Serve would retry a failing constructor 3 times a replica (ray/serve/_private/constants.py).
+    llm["deployment_config"]["max_constructor_retry_count"] = 1
     if model_wait_s is not None:
         llm["callback_config"]["callback_kwargs"]["model_wait_s"] = model_wait_s
     llm["runtime_env"] = {"env_vars": {"PATH": f"{driver_bin}:{os.environ['PATH']}", "PYTHONPATH": str(ROOT)}}
