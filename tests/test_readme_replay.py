@@ -35,6 +35,7 @@ from pathlib import Path
 import pytest
 
 from tests import docs
+from tests.staged_model import stage_model
 from tests.test_readme_commands import readme_commands
 from tests.workload.local.fixtures import SMOKE_OVERRIDES
 
@@ -372,6 +373,7 @@ def walk(rehearsal_smoke, skyrl_ray_head, moto_url, tmp_path_factory) -> Walk:
     root, home, shared = base / "user", base / "home", base / "shared"
     for folder in (root, home, shared, base / "heldout"):
         folder.mkdir()
+    stage_model(shared)  # README step 4's preflight downloads the SFT checkpoint; the replay has no network
     (root / "runs").symlink_to(runs_dir)  # the rehearsal's own folder: adapters name their base by its path
     values = {"run_root": str(run_root), "step": str(report["best_step"]), "port": str(free_port()),
               "cluster_port": str(free_port()), "shared": str(shared), "heldout_dir": str(base / "heldout"),
