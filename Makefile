@@ -42,13 +42,14 @@ export TOKENIZERS_PARALLELISM := false
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
 
-$(STAMP): requirements.txt constraints.txt pyproject.toml package.json package-lock.json
+$(STAMP): requirements.txt requirements-vllm.txt constraints.txt pyproject.toml package.json package-lock.json
 	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found; install Python 3.11 (the CPU torch wheel is cp311) or set PYTHON=" >&2; exit 2; }
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	@echo "install: pinned Python environment into $(VENV) (first time: ~2 min)"
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q $(if $(TORCH_INDEX),--no-deps --retries 1 --timeout 15 --index-url $(TORCH_INDEX) )$(TORCH_SPEC)
 	$(PY) -m pip install -q -r requirements.txt -c constraints.txt
+	$(PY) -m pip install -q --no-deps -r requirements-vllm.txt
 	$(PY) -m pip install -q --no-deps --no-build-isolation -e .
 	@echo "install: aws-cdk CLI (npm ci)"
 	npm ci --silent --no-audit --no-fund

@@ -129,7 +129,7 @@ def test_every_documented_command_pastes_as_written():
     ("skymaze promote --run runs/latest --step 40 --to adapters/step-40", ["--step 40"]),
     ("skymaze rehearse --set KEY=VALUE", ["KEY", "VALUE"]),
     ("skymaze evaluate --model maze-sft:global_step_40 --endpoint http://127.0.0.1:8000", ["global_step_40"]),
-    ("skymaze evaluate --endpoint http://127.0.0.1:8000 --model Qwen/Qwen3-VL-8B-Instruct:maze-grpo", []),
+    ("skymaze evaluate --endpoint http://127.0.0.1:8000 --model VisGym/visgym_model/mixed_qwen3vl:maze-grpo", []),
     ("skymaze promote --run /shared/runs/maze-blog --name maze-grpo", []),
 ])
 def test_the_paste_check_sees_placeholders_and_nothing_else(command, parts):

@@ -35,6 +35,7 @@ from pathlib import Path
 import pytest
 
 from tests import docs
+from tests.staged_model import stage_model
 from tests.test_readme_commands import readme_commands
 from tests.workload.local.fixtures import SMOKE_OVERRIDES
 
@@ -49,7 +50,7 @@ ARTIFACTS_BUCKET = f"skymaze-artifacts-{MOTO_ACCOUNT}-{REGION}"  # workload/depl
 HYPERPOD_CLUSTER = "skymaze-hyperpod"  # infra/stacks/cluster.py: f"{settings.name}-hyperpod"
 CREDENTIALS_REFUSAL = ("error: no AWS credentials found; configure credentials (aws configure, aws sso login, or "
                        "AWS_PROFILE=NAME) and check them with `aws sts get-caller-identity`")
-STANDIN_MODEL_ID = "Qwen/Qwen3-VL-8B-Instruct"  # the cluster endpoint's base model id (recipe blog's model.base_model_id)
+STANDIN_MODEL_ID = "VisGym/visgym_model/mixed_qwen3vl"  # the cluster endpoint's base model id (recipe blog's model.base_model_id)
 
 # README text -> what the replay runs instead, and why. Applied in order, to every command (a
 # `when` restricts an entry to commands containing it); values in braces come from the walk.
@@ -372,6 +373,7 @@ def walk(rehearsal_smoke, skyrl_ray_head, moto_url, tmp_path_factory) -> Walk:
     root, home, shared = base / "user", base / "home", base / "shared"
     for folder in (root, home, shared, base / "heldout"):
         folder.mkdir()
+    stage_model(shared)  # README step 4's preflight downloads the SFT checkpoint; the replay has no network
     (root / "runs").symlink_to(runs_dir)  # the rehearsal's own folder: adapters name their base by its path
     values = {"run_root": str(run_root), "step": str(report["best_step"]), "port": str(free_port()),
               "cluster_port": str(free_port()), "shared": str(shared), "heldout_dir": str(base / "heldout"),
@@ -773,7 +775,7 @@ CHECKS: dict[str, Callable[[Walk, Ran], None]] = {
     "skymaze serve --model runs/latest/models/sft --model-id maze-sft --adapters runs/latest/served --port 8000": _served,
     "skymaze evaluate --endpoint http://127.0.0.1:8000 --model maze-sft:selected --wait-s 300 --out evals/selected":
     _evaluated_as_in_process,
-    "skymaze evaluate --endpoint http://127.0.0.1:8000 --model Qwen/Qwen3-VL-8B-Instruct:maze-grpo "
+    "skymaze evaluate --endpoint http://127.0.0.1:8000 --model VisGym/visgym_model/mixed_qwen3vl:maze-grpo "
     "--heldout easy-64 --out evals/maze-grpo": _cluster_evaluate_refused,
     "skymaze use": _nothing_recorded,
     "skymaze use blog": _use_recorded,
@@ -838,8 +840,8 @@ def test_every_readme_command_is_replayed_or_excused():
 
 def test_the_replay_changes_only_the_fsx_path_and_the_port():
     values = {"run_root": "/r", "port": "1", "cluster_port": "2", "shared": "/s", "heldout_dir": "/h"}
-    assert as_run("skymaze evaluate --endpoint http://127.0.0.1:8000 --model Qwen/Qwen3-VL-8B-Instruct:maze-grpo",
-                  values) == "skymaze evaluate --endpoint http://127.0.0.1:2 --model Qwen/Qwen3-VL-8B-Instruct:maze-grpo"
+    assert as_run("skymaze evaluate --endpoint http://127.0.0.1:8000 --model VisGym/visgym_model/mixed_qwen3vl:maze-grpo",
+                  values) == "skymaze evaluate --endpoint http://127.0.0.1:2 --model VisGym/visgym_model/mixed_qwen3vl:maze-grpo"
     for command in CHECKS:
         replayed = as_run(command, values)
         for start, flags, _why in ADDED:

@@ -1,9 +1,9 @@
 """The rules every served adapter and model id obey, stated once for the server and `promote`.
 
-Pure standard library (no torch, peft, Ray or boto3), so the local endpoint, the cluster
-config and ``skymaze promote`` apply the same checks: a LoRA folder is inspected from its
-``adapter_config.json`` and the header of ``adapter_model.safetensors`` alone, before any of
-it touches a model. `inspect_adapter` raises `AdapterRuleError` naming the field at fault.
+The standard library and safetensors' header parser (no torch, peft, Ray or boto3), so the local
+endpoint, the cluster config and ``skymaze promote`` apply the same checks: a LoRA folder is
+inspected from its ``adapter_config.json`` and the header of ``adapter_model.safetensors`` alone,
+before any of it touches a model. `inspect_adapter` raises `AdapterRuleError` naming the field at fault.
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ import binascii
 import json
 import math
 import re
-import struct
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +27,10 @@ VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
 # and the local server's cap (`skymaze serve`, the rehearsal); `skymaze promote` and the recipe check refuse
 # larger ranks unless told otherwise. One home: what serves locally also serves on the cluster.
 DEFAULT_MAX_LORA_RANK = 64
+
+# Images the cluster endpoint accepts in one prompt (vLLM's limit_mm_per_prompt, workload/serve/cluster_config.py):
+# a maze prompt holds one frame per turn so far, so the published 15-turn cap fits with one to spare.
+MAX_IMAGES_PER_PROMPT = 16
 
 # Adapter names become the ADAPTER of model id BASE:ADAPTER, an S3 key segment and a folder name.
 ADAPTER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
@@ -67,10 +70,9 @@ PLAIN_MODULE_NAME = re.compile(r"^[A-Za-z0-9_]+(\.[A-Za-z0-9_]+)*$", re.ASCII)
 # peft's keyword for "every linear layer"; not a regular expression.
 ALL_LINEAR = "all-linear"
 MAX_MODULE_NAME_CHARS = 512
-# safetensors refuses headers above 100 MB (safetensors' MAX_HEADER_SIZE); an adapter's is KBs.
-MAX_SAFETENSORS_HEADER_BYTES = 100_000_000
 MAX_ADAPTER_CONFIG_BYTES = 1 << 20
-SAFETENSORS_DTYPE_BYTES = {"F32": 4, "F16": 2, "BF16": 2}
+# The safetensors dtypes a LoRA adapter is saved in (peft saves the trained dtype).
+SERVED_DTYPES = frozenset({"F32", "F16", "BF16"})
 
 
 class AdapterRuleError(ValueError):
@@ -166,62 +168,25 @@ def data_uri_bytes(uri: Any) -> bytes:
 
 
 def read_safetensors_header(path: Path) -> dict[str, Any]:
-    """The JSON header of a safetensors file, checked against the file's size (no tensor is read)."""
-    size = path.stat().st_size
-    with path.open("rb") as handle:
-        prefix = handle.read(8)
-        if len(prefix) < 8:
-            raise AdapterRuleError(ADAPTER_WEIGHTS, "file is shorter than a safetensors header")
-        (length,) = struct.unpack("<Q", prefix)
-        if length > min(size - 8, MAX_SAFETENSORS_HEADER_BYTES):
-            raise AdapterRuleError(
-                ADAPTER_WEIGHTS, f"header length {length} exceeds the file; it is truncated"
-            )
-        try:
-            header = json.loads(handle.read(length))
-        except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
-            raise AdapterRuleError(ADAPTER_WEIGHTS, f"header is not JSON ({exc.__class__.__name__})") from exc
-    if not isinstance(header, dict):
-        raise AdapterRuleError(ADAPTER_WEIGHTS, "header is not a JSON object")
-    data_bytes = size - 8 - length
-    spans = []
+    """Each tensor's ``{"dtype", "shape"}``, from safetensors' own parser (no tensor is read).
+
+    safetensors refuses what it cannot load: a header over 100 MB, offsets that overlap, leave a gap or run
+    past the file, a shape and dtype that do not fill their bytes, a tail after the last tensor
+    (safetensors' ``Metadata::validate``); its message is passed on. Only LoRA's float dtypes are served.
+    """
+    from safetensors import SafetensorError, safe_open
+
+    try:
+        with safe_open(str(path), framework="numpy") as handle:
+            header = {name: {"dtype": handle.get_slice(name).get_dtype(), "shape": handle.get_slice(name).get_shape()}
+                      for name in handle.keys()}  # noqa: SIM118 - safe_open is not a mapping
+    except SafetensorError as exc:
+        raise AdapterRuleError(ADAPTER_WEIGHTS, f"safetensors cannot read it ({exc}); re-save the adapter with "
+                                                "safetensors") from None
     for name, entry in header.items():
-        if name == "__metadata__":
-            continue
-        _check_tensor_entry(name, entry, data_bytes)
-        spans.append((entry["data_offsets"][0], entry["data_offsets"][1], name))
-    # safetensors reads a file only when its tensors tile the data exactly: no overlap, no gap, no tail.
-    end = 0
-    for start, stop, name in sorted(spans):
-        if start != end:
-            why = "overlaps the tensor before it" if start < end else f"leaves {start - end} unused bytes before it"
-            raise AdapterRuleError(name, f"data_offsets {[start, stop]} {why}; re-save the adapter with safetensors")
-        end = stop
-    if end != data_bytes:
-        raise AdapterRuleError(
-            ADAPTER_WEIGHTS,
-            f"holds {data_bytes - end} bytes after its last tensor; re-save the adapter with safetensors",
-        )
+        if entry["dtype"] not in SERVED_DTYPES:
+            raise AdapterRuleError(name, f"dtype {entry['dtype']!r} is not one of {sorted(SERVED_DTYPES)}")
     return header
-
-
-def _check_tensor_entry(name: str, entry: Any, data_bytes: int) -> None:
-    if not isinstance(entry, dict):
-        raise AdapterRuleError(name, "tensor entry is not an object")
-    dtype, shape, offsets = entry.get("dtype"), entry.get("shape"), entry.get("data_offsets")
-    if dtype not in SAFETENSORS_DTYPE_BYTES:
-        raise AdapterRuleError(name, f"dtype {dtype!r} is not one of {sorted(SAFETENSORS_DTYPE_BYTES)}")
-    if not isinstance(shape, list) or not all(isinstance(d, int) and d >= 0 for d in shape):
-        raise AdapterRuleError(name, f"shape {shape!r} is not a list of sizes")
-    if (
-        not isinstance(offsets, list)
-        or len(offsets) != 2
-        or not all(isinstance(o, int) for o in offsets)
-        or not 0 <= offsets[0] <= offsets[1] <= data_bytes
-    ):
-        raise AdapterRuleError(name, f"data_offsets {offsets!r} fall outside the file; it is truncated")
-    if offsets[1] - offsets[0] != math.prod(shape) * SAFETENSORS_DTYPE_BYTES[dtype]:
-        raise AdapterRuleError(name, f"data_offsets {offsets!r} do not match shape {shape} of {dtype}")
 
 
 def _check_config(config: Any, *, max_lora_rank: int) -> dict[str, Any]:

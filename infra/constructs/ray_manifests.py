@@ -200,10 +200,20 @@ def ray_cluster(*, name: str, ns: str, spec: dict[str, Any]) -> dict[str, Any]:
     return {"apiVersion": RAY_API, "kind": "RayCluster", "metadata": {"name": name, "namespace": ns}, "spec": spec}
 
 
+# KubeRay v1.7.0 upgrades a RayService whose rayClusterConfig changed (every new image digest) by starting a second
+# RayCluster beside the serving one unless spec.upgradeStrategy.type says otherwise (rayservice_controller.go,
+# isZeroDowntimeUpgradeEnabled: on when unset); on a cluster whose GPU nodes are all held, that second cluster's GPU
+# worker stays Pending. "None": no second cluster; serveConfigV2 changes still apply in place, and a new image
+# reaches the endpoint when its RayCluster is deleted (shouldPrepareNewCluster: no active and no pending cluster ->
+# KubeRay creates one from the current spec), the step docs/serve.md names.
+UPGRADE_STRATEGY = "None"
+
+
 def ray_service(*, name: str, ns: str, serve_config_yaml: str, cluster_spec: dict[str, Any]) -> dict[str, Any]:
-    """A RayService serving `serve_config_yaml` (serveConfigV2) on its own RayCluster."""
+    """A RayService serving `serve_config_yaml` (serveConfigV2) on its own RayCluster, upgraded in place."""
     return {"apiVersion": RAY_API, "kind": "RayService", "metadata": {"name": name, "namespace": ns},
-            "spec": {"serveConfigV2": serve_config_yaml, "rayClusterConfig": cluster_spec}}
+            "spec": {"serveConfigV2": serve_config_yaml, "rayClusterConfig": cluster_spec,
+                     "upgradeStrategy": {"type": UPGRADE_STRATEGY}}}
 
 
 def _metrics_service_name(cluster: str, replica: int | None) -> str:

@@ -8,6 +8,7 @@ import socket
 import pytest
 from typer.testing import CliRunner
 
+from tests.staged_model import stage_model
 from workload.cli.main import app
 
 runner = CliRunner()
@@ -112,6 +113,7 @@ def ray_head():
 @pytest.mark.slow
 @pytest.mark.e2e
 def test_a_supervised_preflight_is_watched_to_the_end_once(ray_head, tmp_path):
+    stage_model(tmp_path)  # the model a preflight would download (no network here)
     address = ["--address", ray_head.dashboard_url]
     # No supervised job yet (no test of this module submits one before): one error line, not a second one
     # from the supervision loop's own failure handler.
@@ -144,6 +146,7 @@ def test_a_supervised_preflight_is_watched_to_the_end_once(ray_head, tmp_path):
 @pytest.mark.slow
 @pytest.mark.e2e
 def test_a_job_submitted_without_supervise_cannot_be_supervised(ray_head, tmp_path):
+    stage_model(tmp_path)  # the model a preflight would download (no network here)
     address = ["--address", ray_head.dashboard_url]
     submitted = runner.invoke(app, ["submit", "--recipe", "blog", "--size", "blog", "--set", f"shared_root={tmp_path}", "--preflight", *address])
     job_id = submitted.stdout.split()[1]

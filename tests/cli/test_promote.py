@@ -37,7 +37,7 @@ def test_promote_to_s3_prints_the_model_id_suffix(run_dir):
     assert result.exit_code == 0, result.output
     assert "promoted maze-grpo (rank 8" in result.stdout
     assert "strict pass@1 at step 20: n/a" in result.stdout
-    assert "--model Qwen/Qwen3-VL-8B-Instruct:maze-grpo" in result.stdout  # the profile's endpoint base id
+    assert "--model VisGym/visgym_model/mixed_qwen3vl:maze-grpo" in result.stdout  # the profile's endpoint base id
     assert manifest["rank"] == 8
 
 
@@ -82,7 +82,7 @@ def test_after_a_promotion_to_s3_the_hints_reach_the_profiles_endpoint_and_run_a
                                        _cluster_endpoint("blog"))
     assert forward == "kubectl -n ray port-forward svc/skymaze-serve-serve-svc 8000:8000 &"
     assert evaluate == (f"skymaze evaluate --endpoint http://127.0.0.1:8000 --model "
-                        f"Qwen/Qwen3-VL-8B-Instruct:maze-grpo --adapter {tmp_path / 'export'} --wait-s 300 --out evals/maze-grpo")
+                        f"VisGym/visgym_model/mixed_qwen3vl:maze-grpo --adapter {tmp_path / 'export'} --wait-s 300 --out evals/maze-grpo")
     assert not any(c in evaluate for c in "<>|;")
     check(evaluate, complete=True)  # parses against the CLI
     assert shlex.split(forward)[:3] == ["kubectl", "-n", "ray"]

@@ -25,9 +25,11 @@ def promote(
     max_lora_rank: int = typer.Option(DEFAULT_MAX_LORA_RANK, "--max-lora-rank",
                                       help="Endpoint's max_lora_rank (default: the cluster endpoint's)."),
     profile: str | None = PROFILE_OPTION,
-    overwrite: bool = typer.Option(False, "--overwrite", help="Replace an adapter already promoted under NAME."),
+    overwrite: bool = typer.Option(
+        False, "--overwrite",
+        help="Replace an adapter already promoted in a folder (on S3 a served name is promoted once)."),
 ) -> None:
-    """Copy exports/global_step_N/policy (adapter files, then manifest.json) to S3 or a folder.
+    """Copy exports/global_step_N/policy (weights, manifest.json, then adapter_config.json) to S3 or a folder.
 
     Refuses adapters with LoRA on the vision tower or a rank above the endpoint's max_lora_rank.
 

@@ -88,12 +88,6 @@ def check_this_node() -> str:
             f"(needs {MIN_DRIVER_BRANCH[IMAGE_CUDA[0]]}+)")
 
 
-def require_in_worker() -> None:
-    """Ray's ``worker_process_setup_hook`` for the serve replica: a worker on a node whose driver cannot run
-    the image's CUDA fails at start-up with the one-line reason instead of at vLLM's first CUDA call."""
-    print(check_this_node(), flush=True)
-
-
 def main() -> int:
     try:
         print(check_this_node())

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, PositiveInt, field_validator
+from pydantic import Field, PositiveInt, field_validator, model_validator
 
 from workload.config import ConfigModel
 from workload.maze.conversation import DEFAULT_MAX_TURNS
 from workload.maze.heldout import SPECS
 from workload.maze.prompts import STYLES
 from workload.maze.render import DEFAULT_CELL_PX
+from workload.serving_rules import MAX_IMAGES_PER_PROMPT
 
 # The cluster recipe's eval max_generate_length (the SFT model reasons in tags before its action).
 DEFAULT_MAX_TOKENS = 1024
@@ -50,3 +51,14 @@ class EvaluateSettings(ConfigModel):
         if value not in SPECS:
             raise ValueError(f"unknown held-out set {value!r}; known sets: {sorted(SPECS)}")
         return value
+
+    @model_validator(mode="after")
+    def _frames_fit_the_endpoint(self) -> EvaluateSettings:
+        # The prompt of turn t holds t frames (one a user turn), or image_history of them.
+        shown = min(self.max_turns, self.image_history or self.max_turns)
+        if shown > MAX_IMAGES_PER_PROMPT:
+            raise ValueError(
+                f"max_turns {self.max_turns} puts {shown} frames in the last prompt, but the cluster endpoint accepts "
+                f"{MAX_IMAGES_PER_PROMPT} images a prompt (vLLM's limit_mm_per_prompt); lower max_turns or keep "
+                f"image_history at {MAX_IMAGES_PER_PROMPT} or fewer")
+        return self

@@ -14,26 +14,34 @@ from typing import Any
 
 import yaml
 
-from workload.serving_rules import validate_base_model_id, validate_max_lora_rank
+from workload.serving_rules import MAX_IMAGES_PER_PROMPT, validate_base_model_id, validate_max_lora_rank
 
 # Import path of the Ray Serve LLM OpenAI application builder (Ray docs, "Multi-LoRA deployment").
 OPENAI_APP_IMPORT_PATH = "ray.serve.llm:build_openai_app"
 DEFAULT_APP_NAME = "skymaze-llm"
 # Ray Serve's HTTP port inside the RayService (KubeRay exposes it as the "serve" port).
 SERVE_HTTP_PORT = 8000
-# Named as text: Ray imports it in each replica worker (workload.deployment.gpu_driver.require_in_worker).
-DRIVER_CHECK_HOOK = "workload.deployment.gpu_driver.require_in_worker"
-# One image per turn plus the first frame: the published run capped episodes at 15 turns.
-DEFAULT_MAX_IMAGES_PER_PROMPT = 16
+# Named as text: Ray Serve LLM imports it in the replica (`LLMConfig.callback_config`, ray.llm's `load_class`) and
+# awaits its `on_before_node_init` before the model and vLLM start (workload/serve/node_init.py).
+NODE_INIT_CALLBACK = "workload.serve.node_init:NodeInit"
+# How long a replica waits for the preflight job to stage the base model on FSx (~10 min for the 17.5 GB SFT
+# checkpoint): inside Ray Serve LLM's engine start limit, ENGINE_START_TIMEOUT_S = 3,600 s
+# (ray/llm/_internal/serve/constants.py), so the refusal names the model, not a timeout.
+MODEL_WAIT_S = 3000.0
+DEFAULT_MAX_IMAGES_PER_PROMPT = MAX_IMAGES_PER_PROMPT
 # Long enough for 15 turns of prompt + image tokens + answers at Qwen3-VL's default image size.
 DEFAULT_MAX_MODEL_LEN = 32768
 DEFAULT_GPU_MEMORY_UTILIZATION = 0.9
+# vLLM's ModelConfig.generation_config: "vllm" = its own defaults, no generation_config.json (vllm/config/model.py).
+GENERATION_CONFIG = "vllm"
 # One GPU a replica: a 96 GB GPU holds the 8B model's 17.5 GB of bf16 weights with ~69 GB of KV cache, so
 # tensor parallelism would only add an all-reduce per layer per token over PCIe (`skymaze plan`, endpoint);
 # a node's GPUs serve as that many independent replicas instead.
 SERVE_TENSOR_PARALLEL = 1
-# An 8B LoRA adapter (rank 32, language model only) is ~350 MB of fp32 tensors (87.3 M parameters, `skymaze
-# plan`); S3 in-region takes seconds.
+# Ray Serve LLM's lora_config.download_timeout_s is how long a replica waits for the file lock of an adapter's
+# cache folder (lora_utils.sync_files_with_lock: FileLock(timeout=...)), i.e. for another download of the same
+# adapter on that node to finish; the download itself has no time limit. An 8B LoRA adapter (rank 32, language
+# model only) is ~350 MB of fp32 tensors (87.3 M parameters, `skymaze plan`): seconds from S3 in-region.
 DEFAULT_ADAPTER_DOWNLOAD_TIMEOUT_S = 120.0
 _S3_URI = re.compile(r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/[^\s]*)?$")
 
@@ -142,11 +150,12 @@ def build_llm_serve_config(
     }
     if accelerator_type is not None:
         llm_config["accelerator_type"] = accelerator_type
-    # Every worker process of the replica reads the node's NVIDIA driver first (Ray runs the hook at worker
-    # start-up): a driver older than the image's CUDA 13.0 needs is refused in one line naming both.
-    llm_config["runtime_env"] = {"worker_process_setup_hook": DRIVER_CHECK_HOOK}
+    # Before the model or vLLM start, the replica reads its node's NVIDIA driver (one older than the image's CUDA
+    # 13.0 needs fails the replica's start, naming both) and waits for the staged base model.
+    llm_config["callback_config"] = {"callback_class": NODE_INIT_CALLBACK, "raise_error_on_callback": True,
+                                     "callback_kwargs": {"model_wait_s": MODEL_WAIT_S}}
     if aws_region is not None:
-        llm_config["runtime_env"]["env_vars"] = {"AWS_REGION": aws_region, "AWS_DEFAULT_REGION": aws_region}
+        llm_config["runtime_env"] = {"env_vars": {"AWS_REGION": aws_region, "AWS_DEFAULT_REGION": aws_region}}
     return _serve_document(llm_config, app_name)
 
 
@@ -182,6 +191,11 @@ def _engine_kwargs(
         # Multi-turn maze episodes carry the whole image history in one prompt.
         "limit_mm_per_prompt": {"image": max_images_per_prompt},
         "trust_remote_code": False,
+        # vLLM's neutral sampling defaults, not the model folder's generation_config.json (a default temperature,
+        # top-p, repetition penalty): what SkyRL's own vLLM servers use for rollouts and evaluation
+        # (skyrl/backends/skyrl_train/inference_servers/utils.py, generation_config="vllm"), so a request
+        # scores as evaluation during training did.
+        "generation_config": GENERATION_CONFIG,
     }
 
 

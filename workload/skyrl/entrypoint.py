@@ -7,7 +7,8 @@ Run by ``skymaze submit`` on the Ray head inside the trainer image::
 ``job.json`` (written by :func:`job_spec`) is the resolved recipe: the overrides passed
 to SkyRL verbatim, the ticket settings and the fixes. SkyRL is imported only here, at
 run time: it needs Python 3.12, CUDA and the image's pinned stack. ``--preflight`` stops
-after the preparation and prints what would run (used to check a cluster cheaply).
+after the preparation (the tickets and the SFT checkpoint on /shared, where the endpoint's replicas
+wait for it) and prints what would run.
 """
 
 from __future__ import annotations
@@ -357,14 +358,16 @@ def main(argv: list[str] | None = None) -> int:
     """Parse the flags, prepare /shared, then train (or stop after the preparation)."""
     parser = argparse.ArgumentParser(prog="python -m workload.skyrl.entrypoint", description=__doc__.splitlines()[0])
     parser.add_argument("--job-spec", type=Path, required=True, help="job.json written by skymaze submit")
-    parser.add_argument("--preflight", action="store_true", help="prepare data, report, do not train")
+    parser.add_argument("--preflight", action="store_true",
+                        help="stage the tickets and the model on /shared, report, do not train")
     args = parser.parse_args(argv)
     spec = JobSpec.from_json(args.job_spec.read_text())
     print(f"run {spec.run_id} (recipe {spec.recipe}) in {spec.run_dir}", flush=True)
     if not args.preflight:
         require_skyrl()
     print(prepare_data(spec), flush=True)
-    print(prepare_model(spec, download=not args.preflight), flush=True)
+    # The preflight stages the model too: the endpoint's replicas wait for it there (workload/serve/node_init.py).
+    print(prepare_model(spec, download=True), flush=True)
     print("skyrl overrides:", flush=True)
     for line in spec.overrides:
         print(f"  {line}", flush=True)

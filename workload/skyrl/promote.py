@@ -3,9 +3,16 @@
 Source: ``<run>/exports/global_step_N/policy/`` (SkyRL's ``hf_save_interval`` export and the
 rehearsal's export share the layout). Destination: ``s3://bucket/adapters/NAME`` or a folder;
 Ray Serve LLM's ``dynamic_lora_loading_path`` is the parent (``s3://bucket/adapters``) and the
-adapter is requested as model ``<base id>:NAME``. The adapter files are copied first and
-``manifest.json`` (base model, rank, target modules, sha256s, eval metrics at that step) last,
-so a reader that sees the manifest sees a complete adapter.
+adapter is requested as model ``<base id>:NAME``. The weights are copied first, then
+``manifest.json`` (base model, rank, target modules, sha256s, eval metrics at that step), and
+``adapter_config.json`` last: Ray Serve LLM lists and loads only sub-folders that hold an
+``adapter_config.json`` (ray/llm/_internal/serve/utils/lora_serve_utils.py,
+``get_lora_finetuned_context_length`` answers 404 without it), so no replica sees a half copy.
+
+On S3 a name is promoted once: a replica keeps each adapter it has served cached under its name
+until it restarts (``LoraModelLoader.disk_cache``, ``VLLMEngine.resolve_lora``), so other weights
+under a served name would never reach it. A name whose ``adapter_config.json`` is absent was never
+served and is (re)written; one that holds other weights is refused with a new name to use.
 
 Refused: adapters with LoRA tensors on the vision tower (vLLM applies LoRA to the language model
 only) and adapters whose rank exceeds the endpoint's ``max_lora_rank``.
@@ -219,18 +226,29 @@ def _publish_dir(files: list[Path], manifest: bytes, target: Path, *, overwrite:
     write_bytes_atomic(target / MANIFEST, manifest)
 
 
-def _publish_s3(files: list[Path], manifest: bytes, bucket: str, prefix: str, *, client: Any, overwrite: bool) -> None:
-    key = f"{prefix}/{MANIFEST}"
-    existing = client.list_objects_v2(Bucket=bucket, Prefix=key).get("KeyCount", 0)
-    if existing and not overwrite:
-        raise PromoteError(
-            f"s3://{bucket}/{key} exists: an adapter is already promoted there; pass --overwrite to replace it"
-        )
-    if existing:
-        client.delete_object(Bucket=bucket, Key=key)
-    for path in files:
+def _publish_s3(files: list[Path], manifest: bytes, bucket: str, prefix: str, *, client: Any) -> None:
+    """Weights, then the manifest, then ``adapter_config.json``: the object that makes the name servable."""
+    config = [p for p in files if p.name == ADAPTER_CONFIG]
+    for path in [p for p in files if p.name != ADAPTER_CONFIG]:
         client.upload_file(str(path), bucket, f"{prefix}/{path.name}")
-    client.put_object(Bucket=bucket, Key=key, Body=manifest, ContentType="application/json")
+    client.put_object(Bucket=bucket, Key=f"{prefix}/{MANIFEST}", Body=manifest, ContentType="application/json")
+    for path in config:
+        client.upload_file(str(path), bucket, f"{prefix}/{path.name}")
+
+
+def _s3_servable(client: Any, bucket: str, prefix: str) -> bool:
+    """Whether ``prefix`` holds an ``adapter_config.json``: what Ray Serve LLM needs to serve the name."""
+    key = f"{prefix}/{ADAPTER_CONFIG}"
+    return any(o["Key"] == key for o in client.list_objects_v2(Bucket=bucket, Prefix=key).get("Contents", []))
+
+
+def _refuse_served_name(bucket: str, prefix: str, step: int) -> PromoteError:
+    name = prefix.rsplit("/", 1)[-1]
+    return PromoteError(
+        f"s3://{bucket}/{prefix} already serves other weights: a replica that loaded {name} keeps them cached "
+        f"under that name until it restarts, so a name is promoted once. Promote under a new name, e.g. "
+        f"--to s3://{bucket}/{prefix}-step{step}, and evaluate that one"
+    )
 
 
 def _existing_manifest(kind: str, location: str, prefix: str, client: Any) -> bytes | None:
@@ -251,7 +269,7 @@ def _existing_manifest(kind: str, location: str, prefix: str, client: Any) -> by
 def promote(
     run_dir: Path, step: int, to: str, *, max_lora_rank: int, s3_client: Any = None, overwrite: bool = False
 ) -> dict[str, Any]:
-    """Check the step's adapter, copy its files, then write the manifest; returns the manifest."""
+    """Check the step's adapter, copy its weights, the manifest, then its config; returns the manifest."""
     destination = parse_destination(to)
     kind, location, prefix = destination
     adapter = load_adapter(run_dir, step)
@@ -260,16 +278,26 @@ def promote(
     digests = {p.name: {"sha256": sha256_of(p), "size_bytes": p.stat().st_size} for p in files}
     manifest = build_manifest(adapter, name=adapter_name(destination), run_dir=run_dir, step=step, files=digests)
     body = (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode()
-    if kind == "s3" and s3_client is None:
-        import boto3
+    if kind == "s3":
+        if overwrite:
+            raise PromoteError(
+                "--overwrite applies to folders only: on S3 a served name keeps its weights cached on every replica "
+                f"that loaded it; promote under a new name, e.g. {to.rstrip('/')}-step{step}"
+            )
+        if s3_client is None:
+            import boto3
 
-        s3_client = boto3.client("s3")
+            s3_client = boto3.client("s3")
+        if _s3_servable(s3_client, location, prefix):
+            same = _already_there(_existing_manifest(kind, location, prefix, s3_client), digests)
+            if same is None:
+                raise _refuse_served_name(location, prefix, step)
+            return {**same, "already_promoted": True}
+        _publish_s3(files, body, location, prefix, client=s3_client)
+        return manifest
     if not overwrite:
         same = _already_there(_existing_manifest(kind, location, prefix, s3_client), digests)
         if same is not None:
             return {**same, "already_promoted": True}
-    if kind == "s3":
-        _publish_s3(files, body, location, prefix, client=s3_client, overwrite=overwrite)
-    else:
-        _publish_dir(files, body, Path(location), overwrite=overwrite)
+    _publish_dir(files, body, Path(location), overwrite=overwrite)
     return manifest

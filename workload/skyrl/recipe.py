@@ -78,7 +78,8 @@ class ModelSource(config.ConfigModel):
 
     hub_id: str = Field(description="Hugging Face repository of the starting checkpoint.")
     subfolder: str = Field("", description="Folder of that repository holding the checkpoint (empty: its root).")
-    base_model_id: str = Field(description="The base model the checkpoint is a fine-tune of; adapters name it.")
+    base_model_id: str = Field(description="Model id the endpoint serves the checkpoint under (BASE of BASE:ADAPTER); "
+                               "it names the checkpoint itself, not the model it was fine-tuned from.")
 
 
 class DatasetSpec(config.ConfigModel):

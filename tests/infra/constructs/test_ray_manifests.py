@@ -60,6 +60,14 @@ def test_raycluster_and_rayservice_validate_against_kuberay_1_7(shared_dir):
                                                 cluster_spec=_spec(workers=1)))
 
 
+def test_the_rayservice_upgrades_in_place_instead_of_starting_a_second_gpu_cluster():
+    # KubeRay v1.7.0 starts a second RayCluster on every rayClusterConfig change unless upgradeStrategy.type is set
+    # (rayservice_controller.go, isZeroDowntimeUpgradeEnabled); "None" is one of the three values its validation
+    # accepts (utils/validation.go, ValidateRayServiceSpec: NewClusterWithIncrementalUpgrade, NewCluster, None).
+    service = rm.ray_service(name="s", ns="ray", serve_config_yaml="applications: []\n", cluster_spec=_spec(workers=1))
+    assert service["spec"]["upgradeStrategy"] == {"type": "None"}
+
+
 def test_the_crd_check_can_fail(shared_dir):
     broken = rm.ray_cluster(name="t", ns="ray", spec=_spec())
     broken["spec"]["workerGroupSpecs"][0]["replicas"] = "three"

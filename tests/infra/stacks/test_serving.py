@@ -29,8 +29,9 @@ def test_serve_config_is_the_workload_builders_for_these_settings(service, synth
     # one replica per GPU of the g7e.12xlarge: a 96 GB GPU holds the 8B model, TP=2 would only add PCIe traffic
     assert llm["engine_kwargs"]["tensor_parallel_size"] == 1
     assert llm["deployment_config"]["num_replicas"] == 2
-    # each replica worker checks its node's NVIDIA driver before vLLM starts
-    assert llm["runtime_env"]["worker_process_setup_hook"] == "workload.deployment.gpu_driver.require_in_worker"
+    # each replica checks its node's NVIDIA driver and waits for the staged model before the model or vLLM start
+    assert llm["callback_config"] == {"callback_class": "workload.serve.node_init:NodeInit",
+                                      "raise_error_on_callback": True, "callback_kwargs": {"model_wait_s": 3000.0}}
 
 
 @pytest.mark.parametrize("recipe", ["blog", "small"])
@@ -46,7 +47,7 @@ def test_the_endpoint_serves_the_base_model_its_recipe_trains_from_fsx(recipe):
     trained = load_recipe(recipe)
     assert llm["model_loading_config"] == {"model_id": trained.model.base_model_id,
                                            "model_source": trained.resolved()["trainer.policy.model.path"]}
-    assert llm["model_loading_config"] == {"model_id": "Qwen/Qwen3-VL-8B-Instruct",  # the values before serve_recipe
+    assert llm["model_loading_config"] == {"model_id": "VisGym/visgym_model/mixed_qwen3vl",  # the values before serve_recipe
                                            "model_source": "/shared/models/visgym_model/mixed_qwen3vl"}
 
 

@@ -15,7 +15,6 @@ from workload.deployment.gpu_driver import (
     read_driver_version,
     require_driver,
 )
-from workload.serve.cluster_config import DRIVER_CHECK_HOOK
 
 # The kernel module's banner as the R580 driver writes it (/proc/driver/nvidia/version).
 PROC_BANNER = ("NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.65.06  Release Build  "
@@ -62,7 +61,3 @@ def test_the_command_exits_1_with_the_reason_on_stderr_on_a_machine_without_a_dr
     assert done.returncode == 1 and done.stdout == ""
     assert done.stderr.startswith("error: no NVIDIA driver found")
 
-
-def test_the_serve_hook_names_a_function_that_exists():
-    module, _, name = DRIVER_CHECK_HOOK.rpartition(".")
-    assert callable(getattr(__import__(module, fromlist=[name]), name))

@@ -50,12 +50,21 @@ def test_window_keeps_the_last_user_turns_and_replies_between():
         ({"concurrency": 0}, r"concurrency=0: Input should be greater than 0"),
         ({"limit": 0}, r"limit=0: Input should be greater than 0"),
         ({"set_name": "hard-99"}, r"heldout: unknown held-out set 'hard-99'; known sets: \['easy-64'"),
+        ({"max_turns": 17}, r"max_turns 17 puts 17 frames in the last prompt, but the cluster endpoint accepts 16 "
+                            r"images a prompt"),
     ],
 )
 def test_bad_settings_are_refused_before_anything_is_played(kwargs, match):
     # Port 9 (discard) answers nothing: reaching the endpoint would fail differently.
     with pytest.raises(ConfigError, match=match):
         evaluate_endpoint(endpoint="http://127.0.0.1:9", model="tiny", **{"set_name": "easy-64", **kwargs})
+
+
+def test_a_longer_episode_fits_the_endpoint_with_a_shorter_image_history():
+    from workload.evaluate.settings import EvaluateSettings
+
+    settings = EvaluateSettings(endpoint="http://127.0.0.1:9", model="tiny", max_turns=30, image_history=16)
+    assert (settings.max_turns, settings.image_history) == (30, 16)
 
 
 def test_the_settings_defaults_are_the_published_runs():

@@ -56,6 +56,44 @@ def test_document_validates_against_ray_serve_schemas():
     assert parsed.model_id == "visgym-qwen3vl"
 
 
+def _vllm_engine(doc: dict):
+    """The document through Ray Serve LLM's and vLLM's own parsers, as a replica reads it (vllm_engine.py,
+    `_prepare_engine_config`): ServeDeploySchema, LLMConfig (its LoraConfig), VLLMEngineConfig.from_llm_config
+    (refuses an engine argument vLLM does not define), then vLLM's AsyncEngineArgs and FrontendArgs."""
+    pytest.importorskip("vllm", reason="needs vLLM 0.29.0 (requirements-vllm.txt, installed by make install)")
+    from ray.llm._internal.serve.engines.vllm.vllm_models import VLLMEngineConfig
+    from ray.serve.llm import LLMConfig
+    from ray.serve.schema import ServeDeploySchema
+    from vllm.engine.arg_utils import AsyncEngineArgs
+    from vllm.entrypoints.launchers.cli_args import FrontendArgs
+
+    ServeDeploySchema.model_validate(doc)
+    engine = VLLMEngineConfig.from_llm_config(LLMConfig.model_validate(_llm_config(doc)))
+    FrontendArgs(**engine.frontend_kwargs)
+    return AsyncEngineArgs(**engine.get_initialization_kwargs())
+
+
+def test_the_document_is_what_ray_serve_llm_and_vllm_read(tiny_model_dir):
+    from ray.llm._internal.common.callbacks.base import CallbackBase
+    from ray.llm._internal.common.utils.import_utils import load_class
+
+    # vLLM's engine arguments look the model up: a real model folder stands in for the one on FSx.
+    doc = build_llm_serve_config(**{**GOOD, "model_source": str(tiny_model_dir)}, aws_region="us-west-2")
+    args = _vllm_engine(doc)
+    assert (args.model, args.served_model_name) == (str(tiny_model_dir), ["visgym-qwen3vl"])
+    assert (args.enable_lora, args.max_lora_rank, args.max_loras, args.max_cpu_loras) == (True, 32, 4, 8)
+    assert args.limit_mm_per_prompt == {"image": 16}
+    assert args.generation_config == "vllm"  # vLLM's neutral defaults, as SkyRL's own servers
+    assert issubclass(load_class(_llm_config(doc)["callback_config"]["callback_class"]), CallbackBase)
+
+
+def test_an_engine_argument_vllm_does_not_define_is_refused(tiny_model_dir):
+    doc = build_llm_serve_config(**{**GOOD, "model_source": str(tiny_model_dir)})
+    _llm_config(doc)["engine_kwargs"]["max_lora_ranks"] = 32
+    with pytest.raises(ValueError, match="Unknown engine argument: max_lora_ranks"):
+        _vllm_engine(doc)
+
+
 def test_yaml_round_trip_is_the_same_document():
     doc = build_llm_serve_config(**GOOD)
     assert yaml.safe_load(serve_config_v2_yaml(doc)) == doc

@@ -23,10 +23,12 @@ def spec_file(tmp_path):
 
 def test_preflight_builds_the_tickets_and_prints_the_overrides(spec_file, capsys):
     spec, path = spec_file
+    Path(spec.model_path).mkdir(parents=True)
+    (Path(spec.model_path) / "config.json").write_text("{}")  # staged by an earlier preflight
     assert main(["--job-spec", str(path), "--preflight"]) == 0
     out = capsys.readouterr().out
     assert "preflight: ok" in out
-    assert f"model: {spec.model_path} missing; the job downloads VisGym/visgym_model/mixed_qwen3vl there" in out
+    assert f"model: reusing {spec.model_path}" in out
     assert all(f"  {line}" in out for line in spec.overrides)
     assert pq.read_metadata(spec.data_dir / "train.parquet").num_rows == 600
 
@@ -38,6 +40,13 @@ def test_data_is_reused_only_for_the_same_ticket_settings(spec_file, tmp_path):
     other = job_spec(load_recipe("blog", sets=[f"shared_root={tmp_path}", "run_id=unit", "fixes.seeded_groups=false"]))
     assert prepare_data(other).startswith("data: wrote")
     assert json.loads((spec.data_dir / "tickets.json").read_text())["seeded_groups"] is False
+
+
+def test_preflight_downloads_the_model_the_endpoint_waits_for(spec_file):
+    # The suite runs with HF_HUB_OFFLINE=1: the Hub client refuses, which shows the preflight asked it for the model.
+    _spec, path = spec_file
+    with pytest.raises(OSError, match="outgoing traffic has been disabled"):
+        main(["--job-spec", str(path), "--preflight"])
 
 
 def test_model_already_on_shared_storage_is_reused(spec_file, tmp_path):

@@ -8,6 +8,7 @@ import pytest
 from ray.job_submission import JobSubmissionClient
 from typer.testing import CliRunner
 
+from tests.staged_model import stage_model
 from workload.cli.main import app
 from workload.skyrl.job_env import JobEnvError, build_job_env, parse_env, runtime_env_for
 
@@ -69,6 +70,7 @@ def test_tracker_without_its_key_is_a_usage_error_before_any_connection(monkeypa
 @pytest.mark.e2e
 def test_env_secrets_runtime_env_and_tracker_reach_the_ray_job_and_jobs_list_shows_it(
         skyrl_ray_head, tmp_path, monkeypatch):
+    stage_model(tmp_path)  # the model a preflight would download (no network here)
     monkeypatch.setenv("WANDB_API_KEY", SECRET)
     address = ["--address", skyrl_ray_head.dashboard_url]
     runner = CliRunner()
@@ -105,6 +107,7 @@ def test_env_secrets_runtime_env_and_tracker_reach_the_ray_job_and_jobs_list_sho
 @pytest.mark.slow
 @pytest.mark.e2e
 def test_submit_and_status_json(skyrl_ray_head, tmp_path):
+    stage_model(tmp_path)  # the model a preflight would download (no network here)
     address = ["--address", skyrl_ray_head.dashboard_url]
     runner = CliRunner()
     result = runner.invoke(app, ["submit", "--recipe", "blog", "--size", "blog", "--set", f"shared_root={tmp_path}", "--preflight",
@@ -119,6 +122,7 @@ def test_submit_and_status_json(skyrl_ray_head, tmp_path):
 @pytest.mark.slow
 @pytest.mark.e2e
 def test_a_supervised_resubmission_keeps_the_jobs_env_secrets_and_runtime_env(skyrl_ray_head, tmp_path, monkeypatch):
+    stage_model(tmp_path)  # the model a preflight would download (no network here)
     from workload.skyrl import jobs
     from workload.supervise.service import job_env_of, job_spec_of
 

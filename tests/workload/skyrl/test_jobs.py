@@ -8,6 +8,7 @@ import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
 
+from tests.staged_model import stage_model
 from workload.cli.main import app
 from workload.skyrl import jobs
 from workload.skyrl.entrypoint import JobSpec, job_spec
@@ -46,6 +47,7 @@ def test_entrypoint_command_is_the_module_with_the_spec_file():
 @pytest.mark.slow
 @pytest.mark.e2e
 def test_preflight_job_prepares_the_run_on_shared_storage(skyrl_ray_head, tmp_path):
+    stage_model(tmp_path)  # the model a preflight would download (no network here)
     address = ["--address", skyrl_ray_head.dashboard_url]
     runner = CliRunner()
     result = runner.invoke(app, ["submit", "--recipe", "blog", "--size", "blog", "--set", f"shared_root={tmp_path}", "--preflight", "--wait-s", "120", *address])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 
@@ -108,6 +109,48 @@ def test_failed_copy_leaves_no_manifest(runs, tmp_path):
     assert not (target / MANIFEST).exists()
 
 
+def _s3(client_factory=boto3.client):
+    client = client_factory("s3", region_name="us-west-2")
+    client.create_bucket(Bucket=BUCKET, CreateBucketConfiguration={"LocationConstraint": "us-west-2"})
+    return client
+
+
+def test_a_served_s3_name_is_not_given_other_weights(runs, tmp_path):
+    other = tmp_path / "other-run"
+    policy = other / "exports" / "global_step_40" / "policy"
+    policy.mkdir(parents=True)
+    for path in (runs["good"] / "exports" / "global_step_20" / "policy").iterdir():
+        (policy / path.name).write_bytes(path.read_bytes())
+    weights = policy / "adapter_model.safetensors"
+    data = bytearray(weights.read_bytes())
+    data[-1] ^= 0x01  # other weights, same header
+    weights.write_bytes(bytes(data))
+    with mock_aws():
+        client = _s3()
+        promote(runs["good"], 20, f"s3://{BUCKET}/adapters/maze-grpo", max_lora_rank=32, s3_client=client)
+        with pytest.raises(PromoteError, match=r"already serves other weights.*--to s3://skymaze-artifacts/adapters/"
+                                               r"maze-grpo-step40, and evaluate that one"):
+            promote(other, 40, f"s3://{BUCKET}/adapters/maze-grpo", max_lora_rank=32, s3_client=client)
+        stored = client.get_object(Bucket=BUCKET, Key="adapters/maze-grpo/adapter_model.safetensors")["Body"].read()
+        with pytest.raises(PromoteError, match=r"--overwrite applies to folders only"):
+            promote(other, 40, f"s3://{BUCKET}/adapters/maze-grpo", max_lora_rank=32, s3_client=client,
+                    overwrite=True)
+        promote(other, 40, f"s3://{BUCKET}/adapters/maze-grpo-step40", max_lora_rank=32, s3_client=client)
+    assert stored != bytes(data)
+
+
+def test_a_promote_killed_before_the_config_is_completed_by_running_it_again(runs):
+    with mock_aws():
+        client = _s3()
+        with pytest.raises(ConnectionError):
+            promote(runs["good"], 20, f"s3://{BUCKET}/adapters/maze-grpo", max_lora_rank=32,
+                    s3_client=_CrashBeforeConfig(client))
+        manifest = promote(runs["good"], 20, f"s3://{BUCKET}/adapters/maze-grpo", max_lora_rank=32, s3_client=client)
+        keys = {o["Key"] for o in client.list_objects_v2(Bucket=BUCKET)["Contents"]}
+    assert not manifest.get("already_promoted")
+    assert keys == {f"adapters/maze-grpo/{name}" for name in [*manifest["files"], MANIFEST]}
+
+
 @pytest.mark.parametrize(
     ("to", "message"),
     [
@@ -120,7 +163,7 @@ def test_bad_destinations_are_rejected(to, message):
         parse_destination(to)
 
 
-def test_promote_to_s3_uploads_files_then_the_manifest_last(runs):
+def test_promote_to_s3_uploads_the_weights_then_the_manifest_then_the_config(runs):
     with mock_aws():
         client = boto3.client("s3", region_name="us-west-2")
         client.create_bucket(Bucket=BUCKET, CreateBucketConfiguration={"LocationConstraint": "us-west-2"})
@@ -139,6 +182,110 @@ def test_promote_to_s3_uploads_files_then_the_manifest_last(runs):
             "Body"
         ].read()
     assert keys == {f"adapters/maze-grpo/{name}" for name in [*manifest["files"], MANIFEST]}
-    assert put_order[-1] == "adapters/maze-grpo/manifest.json"
+    assert put_order[-2:] == ["adapters/maze-grpo/manifest.json", "adapters/maze-grpo/adapter_config.json"]
     assert stored == manifest
     assert hashlib.sha256(weights).hexdigest() == manifest["files"]["adapter_model.safetensors"]["sha256"]
+
+
+# What Ray Serve LLM 2.60's own LoRA code sees of a promote to S3 (a moto server on loopback): the listing is the
+# ingress's (`OpenAiIngress.models`: `get_lora_model_ids` names every sub-folder, then `model()` keeps those whose
+# `get_lora_model_metadata` answers, i.e. whose adapter_config.json is there) and the download is
+# `LoraModelLoader.load_model_from_config`, the replica's multiplexed loader.
+BASE_ID = "visgym-sft"
+REGION = "us-west-2"
+
+
+@pytest.fixture(scope="module")
+def moto_s3(tmp_path_factory):
+    """moto's server on 127.0.0.1 and the environment every boto3 client (Ray's included) reads it from."""
+    from tests.moto_server import start_moto_server
+    from workload.localhost import free_port
+
+    port = free_port()
+    server = start_moto_server(port)
+    env = {"AWS_ENDPOINT_URL_S3": f"http://127.0.0.1:{port}", "AWS_ACCESS_KEY_ID": "testing",
+           "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": REGION, "AWS_REGION": REGION}
+    patch = pytest.MonkeyPatch()
+    for key, value in env.items():
+        patch.setenv(key, value)
+    try:
+        client = boto3.client("s3", region_name=REGION)
+        client.create_bucket(Bucket=BUCKET, CreateBucketConfiguration={"LocationConstraint": REGION})
+        yield client
+    finally:
+        patch.undo()
+        server.terminate()
+        server.wait(timeout=60)
+
+
+class _CrashBeforeConfig:
+    """An S3 client that dies (like a killed promote) when the adapter's config is about to go up."""
+
+    def __init__(self, client):
+        self._client = client
+
+    def __getattr__(self, name):
+        return getattr(self._client, name)
+
+    def upload_file(self, filename, bucket, key, *args, **kwargs):
+        if key.endswith("/adapter_config.json"):
+            raise ConnectionError("promote killed mid-upload")
+        return self._client.upload_file(filename, bucket, key, *args, **kwargs)
+
+
+def _llm_config():
+    from ray.llm._internal.serve.core.configs.llm_config import LLMConfig
+
+    return LLMConfig.model_validate({
+        "model_loading_config": {"model_id": BASE_ID, "model_source": "/shared/models/visgym-sft"},
+        "lora_config": {"dynamic_lora_loading_path": f"s3://{BUCKET}/adapters"},
+    })
+
+
+async def _listed(llm_config) -> list[str]:
+    """The adapters OpenAiIngress.models lists (ray/llm/_internal/serve/core/ingress/ingress.py, ``models``)."""
+    from fastapi import HTTPException
+    from ray.llm._internal.common.utils.lora_utils import get_lora_model_ids
+    from ray.llm._internal.serve.utils.lora_serve_utils import get_lora_model_metadata
+
+    listed = []
+    path = llm_config.lora_config.dynamic_lora_loading_path
+    for model_id in get_lora_model_ids(dynamic_lora_loading_path=path, base_model_id=BASE_ID):
+        try:
+            await get_lora_model_metadata(model_id, path)
+        except HTTPException:
+            continue
+        listed.append(model_id)
+    return listed
+
+
+def test_ray_serve_llm_lists_and_loads_only_a_complete_promote(runs, moto_s3, tmp_path, tiny_model_dir):
+    from fastapi import HTTPException
+    from peft import PeftModel
+    from ray.llm._internal.serve.utils.lora_serve_utils import LoraModelLoader
+
+    from workload.model.tiny import load_tiny
+
+    with pytest.raises(ConnectionError):
+        promote(runs["good"], 20, f"s3://{BUCKET}/adapters/half", max_lora_rank=32,
+                s3_client=_CrashBeforeConfig(moto_s3))
+    keys = {o["Key"] for o in moto_s3.list_objects_v2(Bucket=BUCKET, Prefix="adapters/half/")["Contents"]}
+    assert "adapters/half/adapter_model.safetensors" in keys  # the weights did go up
+    manifest = promote(runs["good"], 20, f"s3://{BUCKET}/adapters/whole", max_lora_rank=32, s3_client=moto_s3)
+
+    llm_config = _llm_config()
+    assert asyncio.run(_listed(llm_config)) == [f"{BASE_ID}:whole"]
+
+    loader = LoraModelLoader(lora_root=str(tmp_path / "cache"), download_timeout_s=60)
+    with pytest.raises(HTTPException) as missing:
+        asyncio.run(loader.load_model_from_config(f"{BASE_ID}:half", llm_config))
+    assert missing.value.status_code == 404
+    loaded = asyncio.run(loader.load_model_from_config(f"{BASE_ID}:whole", llm_config))
+    local = tmp_path / "cache" / "whole"
+    assert loaded.local_path == str(local)
+    for name, facts in manifest["files"].items():
+        assert hashlib.sha256((local / name).read_bytes()).hexdigest() == facts["sha256"]
+    assert json.loads((local / MANIFEST).read_text())["files"] == manifest["files"]
+    model, _ = load_tiny(tiny_model_dir)
+    served = PeftModel.from_pretrained(model, loaded.local_path)
+    assert served.peft_config["default"].r == 8
