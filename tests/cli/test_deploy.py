@@ -65,7 +65,7 @@ def test_deploy_runs_cdk_and_prints_next_steps_from_the_outputs(tmp_path, monkey
                                  "--skip-preflight"])
     assert result.exit_code == 0, result.output
     (call,) = tools.calls()
-    assert re.fullmatch(rf"cdk deploy --all --require-approval broadening -c profile=blog -c kubernetes_version=1.35 "
+    assert re.fullmatch(rf"cdk deploy --all --require-approval broadening -c profile=blog -c kubernetes_version=1.34 "
                         rf"-c dashboards_revision=(\d{{8}}T\d{{6}}Z) -c deployed_at=\1 --outputs-file {re.escape(str(outputs))} "
                         rf"-c account=123456789012 -c admin_principal_arns={re.escape(DEPLOYER)}", call), call
     assert deployer == DEPLOYER
@@ -86,7 +86,7 @@ def test_deploy_records_what_it_deployed_and_later_commands_follow_it(tmp_path, 
     assert result.exit_code == 0, result.output
     recorded = read_context()
     assert (recorded.size, recorded.region, recorded.deploy_sets, recorded.eks_cluster, recorded.source) == (
-        "blog", "us-west-2", ("worker_count=4", "kubernetes_version=1.35"), "skymaze-eks", "deploy")
+        "blog", "us-west-2", ("worker_count=4", "kubernetes_version=1.34"), "skymaze-eks", "deploy")
     assert "later commands default to size 'blog'" in result.output
     plan = runner.invoke(app, ["teardown", "--dry-run"])
     assert plan.exit_code == 0, plan.output
@@ -121,8 +121,8 @@ def test_bootstrap_runs_before_deploy_and_the_preflight_does_not_ask_for_it(tmp_
     assert result.exit_code == 0, result.output
     account.assert_all_answered()
     bootstrap_call, deploy_call = tools.calls()
-    assert bootstrap_call == "cdk bootstrap -c profile=small -c kubernetes_version=1.35"
-    assert deploy_call.startswith("cdk deploy --all --require-approval never -c profile=small -c kubernetes_version=1.35 "
+    assert bootstrap_call == "cdk bootstrap -c profile=small -c kubernetes_version=1.34"
+    assert deploy_call.startswith("cdk deploy --all --require-approval never -c profile=small -c kubernetes_version=1.34 "
                                   "-c dashboards_revision=")
     assert "bootstrap:" not in result.stdout and "OK    permissions: the deploying identity" in result.stdout
 
@@ -144,7 +144,7 @@ def test_a_passing_preflight_runs_before_cdk(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize(("answers", "grafana", "line"), [
     (Answers(quota_values={"ml.g7e.12xlarge": 0}), False, "FAIL  quota: ml.g7e.12xlarge for cluster usage is 0"),
-    (Answers(version_status="UNSUPPORTED"), False, "FAIL  kubernetes: EKS in us-west-2: Kubernetes 1.35 is UNSUPPORTED"),
+    (Answers(version_status="UNSUPPORTED"), False, "FAIL  kubernetes: EKS in us-west-2: Kubernetes 1.34 is UNSUPPORTED"),
     (Answers(identity_center=False), True, "FAIL  identity-center: grafana_admin_user_ids/grafana_admin_group_ids"),
     (Answers(observability_schema=schema_without("customMetrics")), False,
      "FAIL  addon: amazon-sagemaker-hyperpod-observability v1.0.0-eksbuild.1 rejects the configuration"),
@@ -270,9 +270,10 @@ def test_a_redeploy_brings_back_the_gpu_group_the_deploy_guard_scaled_to_zero(tm
     assert re.search(r"-c dashboards_revision=(\d{8}T\d{6}Z) -c deployed_at=\1 ", call), call
 
 
-def test_the_kubernetes_version_is_the_newest_eks_and_hyperpod_support_and_is_recorded(tmp_path, monkeypatch):
-    """EKS offers 1.34 (extended support since 2026-12-03), 1.35 and 1.36 (standard); HyperPod's add-on knows 1.34
-    and 1.35: the deploy takes 1.35, passes it to cdk and records it, so a redeploy keeps it."""
+def test_the_kubernetes_version_is_the_newest_eks_offers_of_those_hyperpod_lists_and_is_recorded(tmp_path, monkeypatch):
+    """EKS offers 1.36 first and 1.35 (standard) and 1.34 (extended support since 2026-12-03); HyperPod's add-on knows
+    all three, but HyperPod's page lists up to 1.34: the deploy takes 1.34, passes it to cdk and records it, so a
+    redeploy keeps it; preflight names the extended-support price."""
     from tests.workload.ops.aws_account import (
         StubbedAccount,
         add_deploy_context,
@@ -283,7 +284,8 @@ def test_the_kubernetes_version_is_the_newest_eks_and_hyperpod_support_and_is_re
 
     settings = settings_for("small")
     account = add_deploy_context(add_identity(StubbedAccount(region="us-west-2")), settings, offered={
-        "1.34": "EXTENDED_SUPPORT", "1.35": "STANDARD_SUPPORT", "1.36": "STANDARD_SUPPORT"}, hyperpod=("1.34", "1.35"))
+        "1.36": "STANDARD_SUPPORT", "1.35": "STANDARD_SUPPORT", "1.34": "EXTENDED_SUPPORT"},
+        hyperpod=("1.34", "1.35", "1.36"))
     account = passing_account(settings, account=account)
     monkeypatch.setattr(boto3, "Session", lambda *args, **kwargs: account)
     tools = install_fakes(tmp_path, monkeypatch, server=None, kinds={})
@@ -291,8 +293,8 @@ def test_the_kubernetes_version_is_the_newest_eks_and_hyperpod_support_and_is_re
                                  "--outputs-file", str(tmp_path / "o.json")])
     assert result.exit_code == 0, result.output
     account.assert_all_answered()
-    assert ("Kubernetes 1.35: the newest EKS offers in standard support that HyperPod supports here (of 1.34, 1.35, "
-            "1.36)") in result.stdout
+    assert "Kubernetes 1.34: the newest EKS offers in extended support of those HyperPod lists (1.34 of 1.34, 1.35, " \
+           "1.36: AWS's SageMaker HyperPod EKS prerequisites" in result.stdout
     (call,) = tools.calls()
-    assert call.startswith("cdk deploy --all --require-approval never -c profile=small -c kubernetes_version=1.35 ")
-    assert read_context().deploy_sets == ("kubernetes_version=1.35",)
+    assert call.startswith("cdk deploy --all --require-approval never -c profile=small -c kubernetes_version=1.34 ")
+    assert read_context().deploy_sets == ("kubernetes_version=1.34",)

@@ -36,15 +36,27 @@ GPU_INSTANCES = {name: fit.INSTANCES[name] for name in fit.GPU_TYPES}
 # CPU head types; the observability add-on needs at least one node of 4xlarge or larger.
 HEAD_INSTANCES = {name: fit.INSTANCES[name] for name in fit.CPU_TYPES}
 # Kubernetes versions the cluster stack can run: kubectl's one-minor-version skew around the CDK kubectl
-# layer it uses (aws-cdk.lambda-layer-kubectl-v35, kubectl 1.35: servers 1.34, 1.35, 1.36). Which of them
-# a deploy gets is the account's answer: `skymaze deploy` asks EKS (DescribeClusterVersions) and HyperPod's
-# own add-on (DescribeAddonVersions) and takes the newest both support, in standard support where one is
-# (workload/ops/preflight.py, choose_kubernetes_version); `-c kubernetes_version=` pins one.
+# layer it uses (aws-cdk.lambda-layer-kubectl-v35, kubectl 1.35: servers 1.34, 1.35, 1.36).
 KUBECTL_SERVER_VERSIONS = ("1.34", "1.35", "1.36")
-# What offline synth and `skymaze cost` assume before a deploy has asked the account: the newest of those
-# the HyperPod EKS prerequisites page lists (1.30-1.35, shared reference hyperpod-iac.md section 0) with
-# EKS support dates in workload/ops/prices.yaml.
-KUBERNETES_VERSION = "1.35"
+# The versions HyperPod accepts for its EKS clusters: no API answers it (an add-on's compatibility list is
+# not what SageMaker CreateCluster accepts), so AWS's page is the fact, with the day it was read. A newer
+# version builds the EKS cluster and the chart (~20 min) before CreateCluster refuses it and the stack rolls back.
+HYPERPOD_KUBERNETES_VERSIONS = ("1.28", "1.29", "1.30", "1.31", "1.32", "1.33", "1.34")
+HYPERPOD_KUBERNETES_SOURCE = ("AWS's SageMaker HyperPod EKS prerequisites, \"Kubernetes version support\" "
+                              "(docs.amazonaws.cn/sagemaker/latest/dg/sagemaker-hyperpod-eks-prerequisites.md, the "
+                              "newest copy, read 2026-12-06)")
+
+
+def _minor(version: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in version.split("."))
+
+
+# What `skymaze deploy` chooses from (the newest EKS offers there, standard support first: workload/ops/preflight.py,
+# choose_kubernetes_version), and what offline synth and `skymaze cost` assume: the kubectl versions HyperPod's page
+# lists. A newer one only with an explicit `-c kubernetes_version=` (preflight warns). EKS support dates and their
+# price: workload/ops/prices.yaml.
+HYPERPOD_SERVER_VERSIONS = tuple(v for v in KUBECTL_SERVER_VERSIONS if v in HYPERPOD_KUBERNETES_VERSIONS)
+KUBERNETES_VERSION = max(HYPERPOD_SERVER_VERSIONS, key=_minor)
 HEAD_COUNT = 1  # CPU head nodes: one Ray head per RayCluster, both on the one head node
 KUBERAY_CHART_VERSION = "1.7.0"  # KubeRay operator chart: matches the ray.io/v1 CRDs validated in tests
 # SMT on the CPU head: its Ray heads get all its vCPUs (with 1, a head node offers half of them and
@@ -210,8 +222,9 @@ class Settings(ConfigModel):
     # records its choice, so that a redeploy never upgrades the cluster by itself.
     kubernetes_version: str = Field(KUBERNETES_VERSION, description="EKS Kubernetes version: one of "
                                     f"{', '.join(KUBECTL_SERVER_VERSIONS)}; unset, deploy takes the newest the "
-                                    "account's EKS and HyperPod support (standard support first), or the running "
-                                    "cluster's.")
+                                    "account's EKS offers of those HyperPod's documentation lists (standard support "
+                                    "first), or the running cluster's; a newer one is refused by HyperPod until AWS "
+                                    "lists it (preflight warns).")
     eks_cluster_name: str | None = Field(None, pattern=EKS_CLUSTER_NAME, description="An existing EKS cluster "
                                          "in vpc_id to attach HyperPod to instead of creating one (API or "
                                          "API_AND_CONFIG_MAP authentication, Kubernetes 1.34-1.36, core "

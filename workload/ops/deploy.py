@@ -337,11 +337,14 @@ def _ask_account(plan: DeployPlan, overrides, *, echo: Echo, session_factory, no
 def _kubernetes_version(session, settings, overrides, deployed: Deployed, *, ask: bool) -> tuple[str, str]:
     """(version, why): a pin, else the running cluster's (a redeploy never upgrades by itself), else the account's
     answer (``ask``; without it, with --skip-preflight, the settings' default)."""
-    from workload.deployment.settings import KUBECTL_SERVER_VERSIONS
+    from workload.deployment.settings import HYPERPOD_KUBERNETES_VERSIONS, KUBECTL_SERVER_VERSIONS
     from workload.ops.preflight import choose_kubernetes_version
 
     if "kubernetes_version" in dict(overrides):
-        return settings.kubernetes_version, "set with -c kubernetes_version (or recorded by an earlier deploy)"
+        unlisted = ("" if settings.kubernetes_version in HYPERPOD_KUBERNETES_VERSIONS else
+                    "; HyperPod's documentation does not list it: CreateCluster may refuse it (preflight says more)")
+        return (settings.kubernetes_version,
+                f"set with -c kubernetes_version (or recorded by an earlier deploy){unlisted}")
     if deployed.kubernetes_version:
         if deployed.kubernetes_version not in KUBECTL_SERVER_VERSIONS:
             raise UsageError(f"EKS cluster {settings.eks_cluster_name or settings.created_eks_cluster_name} runs "

@@ -30,7 +30,12 @@ from workload.addons import (
     observability_configuration,
     spaces_configuration,
 )
-from workload.deployment.settings import HEAD_COUNT
+from workload.deployment.settings import (
+    HEAD_COUNT,
+    HYPERPOD_KUBERNETES_SOURCE,
+    HYPERPOD_KUBERNETES_VERSIONS,
+    KUBERNETES_VERSION,
+)
 from workload.errors import SkymazeError
 
 KUBERNETES_HOME = "setting kubernetes_version"
@@ -248,22 +253,53 @@ def check_zones(session, settings, caller: Caller) -> list[Finding]:
 
 # ---------------------------------------------------------------- Kubernetes and add-ons
 
-def kubernetes_findings(settings, versions: Sequence[dict]) -> list[Finding]:
-    """EKS offers ``kubernetes_version`` for new clusters (EKS DescribeClusterVersions)."""
+def support_cost(version: str, on) -> str:
+    """What EKS bills a control plane of ``version`` on day ``on`` (workload/ops/prices.yaml, with its source)."""
+    from workload.ops.prices import load_prices
+
+    table = load_prices()
+    try:
+        price, support = table.eks_cluster(version, on)
+    except KeyError:
+        return "no EKS support dates for it in workload/ops/prices.yaml"
+    return (f"{support}: ${price.usd:.2f}/h for the control plane "
+            f"(standard ${table.eks_cluster_usd_per_hour.usd:.2f}/h, {table.eks_cluster_usd_per_hour.source})")
+
+
+def hyperpod_version_finding(settings) -> Finding:
+    """HyperPod accepts ``kubernetes_version`` for its EKS cluster: its documentation's list (settings), dated."""
+    wanted = settings.kubernetes_version
+    listed = f"{HYPERPOD_KUBERNETES_VERSIONS[0]}-{HYPERPOD_KUBERNETES_VERSIONS[-1]}"
+    if wanted in HYPERPOD_KUBERNETES_VERSIONS:
+        return Finding("hyperpod", "ok", f"HyperPod lists Kubernetes {wanted} ({listed}: {HYPERPOD_KUBERNETES_SOURCE})")
+    return Finding("hyperpod", "warn", f"Kubernetes {wanted} is newer than any HyperPod lists ({listed}: "
+                   f"{HYPERPOD_KUBERNETES_SOURCE}): SageMaker CreateCluster may refuse it after the EKS cluster and "
+                   f"chart are built (~20 min), and the stack rolls back; leave {KUBERNETES_HOME} unset for "
+                   f"{KUBERNETES_VERSION} unless AWS's page lists {wanted} by now")
+
+
+def kubernetes_findings(settings, versions: Sequence[dict], on=None) -> list[Finding]:
+    """EKS offers ``kubernetes_version`` for new clusters (EKS DescribeClusterVersions, asked on day ``on``), at
+    the price of its support phase, and HyperPod's documentation lists it."""
+    import datetime
+
+    on = on or datetime.datetime.now(datetime.UTC).date()
     wanted = settings.kubernetes_version
     entry = next((v for v in versions if v.get("clusterVersion") == wanted), None)
     offered = sorted({v["clusterVersion"] for v in versions if v.get("versionStatus") in EKS_SUPPORTED_STATUSES})
+    hyperpod = hyperpod_version_finding(settings)
     if entry is None or entry.get("versionStatus") not in EKS_SUPPORTED_STATUSES:
         status = entry.get("versionStatus", "UNSUPPORTED") if entry else "not offered"
         choices = f" (here: {', '.join(offered)})" if offered else ""
         return [Finding("kubernetes", "fail", f"EKS in {settings.region}: Kubernetes {wanted} is {status}: "
-                        f"choose another {KUBERNETES_HOME}{choices}, or deploy to a region that offers it")]
+                        f"choose another {KUBERNETES_HOME}{choices}, or deploy to a region that offers it"), hyperpod]
+    asked = f"EKS DescribeClusterVersions in {settings.region} on {on.isoformat()}"
     if entry["versionStatus"] == "EXTENDED_SUPPORT":
-        return [Finding("kubernetes", "warn", f"EKS {wanted} is in extended support (billed at the extended-support "
-                        f"hourly rate, ends {_day(entry.get('endOfExtendedSupportDate'))}); a newer "
-                        f"{KUBERNETES_HOME} costs less")]
-    return [Finding("kubernetes", "ok", f"EKS offers Kubernetes {wanted} in {settings.region} (standard support "
-                    f"until {_day(entry.get('endOfStandardSupportDate'))})")]
+        return [Finding("kubernetes", "warn", f"Kubernetes {wanted} is in extended support ({asked}) until "
+                        f"{_day(entry.get('endOfExtendedSupportDate'))}, {support_cost(wanted, on)}; a newer "
+                        f"{KUBERNETES_HOME} costs less once HyperPod lists one"), hyperpod]
+    return [Finding("kubernetes", "ok", f"Kubernetes {wanted} is in standard support ({asked}) until "
+                    f"{_day(entry.get('endOfStandardSupportDate'))}, {support_cost(wanted, on)}"), hyperpod]
 
 
 @dataclass(frozen=True)
@@ -277,26 +313,30 @@ class VersionChoice:
 
 def newest_supported_version(cluster_versions: Sequence[dict], observability_versions: Sequence[dict],
                              candidates: Sequence[str]) -> VersionChoice | None:
-    """The newest of ``candidates`` that EKS offers for new clusters (DescribeClusterVersions) and HyperPod
-    supports (its add-on lists a version compatible with it: DescribeAddonVersions), preferring standard
-    support over extended support (which bills about 6x the control-plane rate); None when none is both."""
+    """The newest of ``candidates`` (versions HyperPod's documentation lists) that EKS offers for new clusters
+    (DescribeClusterVersions) and HyperPod's add-on has a version for (DescribeAddonVersions), preferring standard
+    support over extended support (which bills 6x the control-plane rate); None when none is all three."""
     hyperpod = {c.get("clusterVersion") for a in observability_versions if a.get("addonName") == OBSERVABILITY_ADDON
                 for v in a.get("addonVersions", []) for c in v.get("compatibilities", [])}
     offered = {v["clusterVersion"]: v.get("versionStatus") for v in cluster_versions
                if v.get("versionStatus") in EKS_SUPPORTED_STATUSES}
-    usable = sorted((v for v in candidates if v in offered and v in hyperpod),
+    listed = [v for v in candidates if v in HYPERPOD_KUBERNETES_VERSIONS]
+    usable = sorted((v for v in listed if v in offered and v in hyperpod),
                     key=lambda v: tuple(int(part) for part in v.split(".")))
     for status in EKS_SUPPORTED_STATUSES:  # standard support first
         chosen = [v for v in usable if offered[v] == status]
         if chosen:
-            return VersionChoice(chosen[-1], f"the newest EKS offers in {status.lower().replace('_', ' ')} that "
-                                 f"HyperPod supports here (of {', '.join(candidates)})", status)
+            return VersionChoice(chosen[-1], f"the newest EKS offers in {status.lower().replace('_', ' ')} of "
+                                 f"those HyperPod lists ({', '.join(listed)} of {', '.join(candidates)}: "
+                                 f"{HYPERPOD_KUBERNETES_SOURCE})",
+                                 status)
     return None
 
 
 def choose_kubernetes_version(session, settings, candidates: Sequence[str]) -> VersionChoice:
     """Ask the account which of ``candidates`` a new cluster gets (two read-only EKS calls); raises
-    ``PreflightError`` naming the setting when none fits."""
+    ``PreflightError`` naming the setting when none fits. A candidate HyperPod's documentation does not list
+    (settings.HYPERPOD_KUBERNETES_VERSIONS) is never chosen, whatever EKS offers."""
     eks = session.client("eks")
     cluster_versions: list[dict] = []
     for page in eks.get_paginator("describe_cluster_versions").paginate(clusterVersions=list(candidates)):
@@ -309,8 +349,9 @@ def choose_kubernetes_version(session, settings, candidates: Sequence[str]) -> V
         offered = sorted(v["clusterVersion"] for v in cluster_versions
                          if v.get("versionStatus") in EKS_SUPPORTED_STATUSES)
         raise PreflightError(f"none of Kubernetes {', '.join(candidates)} is offered by EKS in {settings.region} "
-                             f"(offered: {', '.join(offered) or 'none of them'}) and supported by HyperPod there "
-                             f"(its add-on {OBSERVABILITY_ADDON}); deploy to another region (-c region=REGION)")
+                             f"(offered: {', '.join(offered) or 'none of them'}), listed by HyperPod "
+                             f"({HYPERPOD_KUBERNETES_SOURCE}) and supported by its add-on {OBSERVABILITY_ADDON} "
+                             "there; deploy to another region (-c region=REGION)")
     return choice
 
 
@@ -399,17 +440,16 @@ def addon_findings(settings, name: str, versions: Sequence[dict], configuration:
 
 
 def hyperpod_kubernetes_finding(settings, observability_versions: Sequence[dict]) -> Finding:
-    """HyperPod on ``kubernetes_version``: AWS documents the supported versions (settings.KUBERNETES_VERSION
-    cites the page) and no API answers it; HyperPod's own add-on publishing a version for it in this
-    region is the account's answer."""
+    """HyperPod's own add-on publishes a version for ``kubernetes_version`` in this region (the versions
+    HyperPod accepts are its documentation's list: ``hyperpod_version_finding``)."""
     addon_versions = next((a.get("addonVersions", []) for a in observability_versions
                            if a.get("addonName") == OBSERVABILITY_ADDON), [])
     if default_addon_version(addon_versions, settings.kubernetes_version) is None:
         return Finding("hyperpod", "fail", f"HyperPod's add-on {OBSERVABILITY_ADDON} lists no version for Kubernetes "
                        f"{settings.kubernetes_version} in {settings.region}: HyperPod does not support it here yet; "
                        "deploy to a region where it does")
-    return Finding("hyperpod", "ok", f"HyperPod supports Kubernetes {settings.kubernetes_version} (AWS's HyperPod EKS "
-                   f"prerequisites; its add-on {OBSERVABILITY_ADDON} has a version for it in {settings.region})")
+    return Finding("hyperpod", "ok", f"HyperPod's add-on {OBSERVABILITY_ADDON} has a version for Kubernetes "
+                   f"{settings.kubernetes_version} in {settings.region}")
 
 
 def check_addons(session, settings, caller: Caller) -> list[Finding]:

@@ -98,9 +98,10 @@ def test_bad_account_is_rejected():
 
 
 def test_the_kubernetes_version_is_one_hyperpod_documents_and_a_user_can_pin_one_kubectl_reaches():
-    # The HyperPod EKS prerequisites page lists 1.30-1.35; the kubectl 1.35 layer reaches 1.34-1.36.
-    assert load_settings({"profile": "blog"}).kubernetes_version == KUBERNETES_VERSION == "1.35"
-    assert load_settings({"profile": "blog", "kubernetes_version": "1.34"}).kubernetes_version == "1.34"
+    # The HyperPod EKS prerequisites page lists 1.28-1.34 (read 2026-12-06); the kubectl 1.35 layer reaches
+    # 1.34-1.36; a newer one than HyperPod lists only when set (preflight warns).
+    assert load_settings({"profile": "blog"}).kubernetes_version == KUBERNETES_VERSION == "1.34"
+    assert load_settings({"profile": "blog", "kubernetes_version": "1.35"}).kubernetes_version == "1.35"
     with pytest.raises(SettingsError, match=r"kubernetes_version: .*'1.33' is not a version the cluster stack's "
                                             r"kubectl \(1.35\) can manage; choose one of 1.34, 1.35, 1.36"):
         load_settings({"profile": "blog", "kubernetes_version": "1.33"})
