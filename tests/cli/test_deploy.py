@@ -67,7 +67,7 @@ def test_deploy_runs_cdk_and_prints_next_steps_from_the_outputs(tmp_path, monkey
     (call,) = tools.calls()
     assert re.fullmatch(rf"cdk deploy --all --require-approval broadening -c profile=blog -c kubernetes_version=1.34 "
                         rf"-c dashboards_revision=(\d{{8}}T\d{{6}}Z) -c deployed_at=\1 --outputs-file {re.escape(str(outputs))} "
-                        rf"-c account=123456789012 -c admin_principal_arns={re.escape(DEPLOYER)}", call), call
+                        rf"--concurrency 3 -c account=123456789012 -c admin_principal_arns={re.escape(DEPLOYER)}", call), call
     assert deployer == DEPLOYER
     assert "aws eks update-kubeconfig --name skymaze-eks --region us-west-2" in result.output
     assert "warning: --skip-preflight: quotas, zones, versions" in result.stderr
@@ -121,8 +121,9 @@ def test_bootstrap_runs_before_deploy_and_the_preflight_does_not_ask_for_it(tmp_
     assert result.exit_code == 0, result.output
     account.assert_all_answered()
     bootstrap_call, deploy_call = tools.calls()
-    assert bootstrap_call == "cdk bootstrap -c profile=small -c kubernetes_version=1.34"
-    assert deploy_call.startswith("cdk deploy --all --require-approval never -c profile=small -c kubernetes_version=1.34 "
+    pins = "-c kubernetes_version=1.34 -c observability_addon_version=v1.0.6-eksbuild.1 -c ray_metrics=addon"
+    assert bootstrap_call == f"cdk bootstrap -c profile=small {pins}"
+    assert deploy_call.startswith(f"cdk deploy --all --require-approval never -c profile=small {pins} "
                                   "-c dashboards_revision=")
     assert "bootstrap:" not in result.stdout and "OK    permissions: the deploying identity" in result.stdout
 
@@ -147,7 +148,7 @@ def test_a_passing_preflight_runs_before_cdk(tmp_path, monkeypatch):
     (Answers(version_status="UNSUPPORTED"), False, "FAIL  kubernetes: EKS in us-west-2: Kubernetes 1.34 is UNSUPPORTED"),
     (Answers(identity_center=False), True, "FAIL  identity-center: grafana_admin_user_ids/grafana_admin_group_ids"),
     (Answers(observability_schema=schema_without("customMetrics")), False,
-     "FAIL  addon: amazon-sagemaker-hyperpod-observability v1.0.0-eksbuild.1 rejects the configuration"),
+     "FAIL  addon: amazon-sagemaker-hyperpod-observability v1.0.6-eksbuild.1 rejects the configuration"),
 ], ids=["no quota", "unsupported version", "missing Identity Center", "schema-invalid add-on config"])
 def test_a_failing_preflight_stops_the_deploy_before_cdk(tmp_path, monkeypatch, answers, grafana, line):
     overrides = ["-c", "grafana_admin_user_ids=90676d5f-1234-5678-9abc-0123456789ab"] if grafana else []
@@ -297,4 +298,47 @@ def test_the_kubernetes_version_is_the_newest_eks_offers_of_those_hyperpod_lists
            "1.36: AWS's SageMaker HyperPod EKS prerequisites" in result.stdout
     (call,) = tools.calls()
     assert call.startswith("cdk deploy --all --require-approval never -c profile=small -c kubernetes_version=1.34 ")
-    assert read_context().deploy_sets == ("kubernetes_version=1.34",)
+    assert read_context().deploy_sets[0] == "kubernetes_version=1.34"
+
+
+@pytest.mark.parametrize(("versions", "schema", "path", "line"), [
+    # Add-on 1.0.6 with the Ray switch in its schema: the add-on collects Ray, switched on, no Ray custom targets.
+    (("v1.0.5-eksbuild.2", "v1.0.6-eksbuild.1"), None, "addon",
+     "Ray's metrics: addon: amazon-sagemaker-hyperpod-observability v1.0.6-eksbuild.1 (the newest EKS lists for "
+     "Kubernetes 1.34 in us-west-2); amazon-sagemaker-hyperpod-observability v1.0.6-eksbuild.1 collects Ray's "
+     "metrics itself, switched on at metricsProvider.rayMetrics (its configuration schema): each Ray series once, "
+     "labelled by Ray cluster"),
+    # Only an add-on from before Ray collection: every Ray pod a custom target, said so.
+    (("v1.0.4-eksbuild.1", "v1.0.5-eksbuild.2"), "without-ray", "scrape-targets",
+     "Ray's metrics: scrape-targets: amazon-sagemaker-hyperpod-observability v1.0.5-eksbuild.2 (the newest EKS lists "
+     "for Kubernetes 1.34 in us-west-2); amazon-sagemaker-hyperpod-observability v1.0.5-eksbuild.2 predates Ray "
+     "collection (1.0.6): every Ray pod is registered with it as a custom scrape target"),
+])
+def test_the_deploy_pins_the_add_on_and_says_who_collects_rays_metrics(tmp_path, monkeypatch, versions, schema, path,
+                                                                       line):
+    from tests.workload.ops.aws_account import (
+        StubbedAccount,
+        add_deploy_context,
+        add_identity,
+        add_observability_choice,
+        passing_account,
+        schema_without,
+    )
+    from workload.ops.context import read_context
+
+    settings = settings_for("small")
+    account = add_deploy_context(add_identity(StubbedAccount(region="us-west-2")), settings, observability=False)
+    add_observability_choice(account, settings, versions=versions,
+                             schema=schema_without("rayMetrics") if schema else None)
+    pinned = settings_for("small", (("observability_addon_version", max(versions)), ("ray_metrics", path)))
+    account = passing_account(pinned, account=account)
+    monkeypatch.setattr(boto3, "Session", lambda *args, **kwargs: account)
+    tools = install_fakes(tmp_path, monkeypatch, server=None, kinds={})
+    result = runner.invoke(app, ["deploy", "--size", "small", "--yes", "--cdk-bin", tools.cdk,
+                                 "--outputs-file", str(tmp_path / "o.json")])
+    assert result.exit_code == 0, result.output
+    account.assert_all_answered()
+    assert line in result.stdout
+    (call,) = tools.calls()
+    assert f"-c observability_addon_version={max(versions)} -c ray_metrics={path} " in call
+    assert read_context().deploy_sets[1:] == (f"observability_addon_version={max(versions)}", f"ray_metrics={path}")

@@ -22,7 +22,7 @@ from workload.config import (
 )
 from workload.config import settings_table as settings_rows
 from workload.deployment import fit
-from workload.deployment.names import DEFAULT_APP_NAME, HYPERPOD_GPU_GROUP
+from workload.deployment.names import DEFAULT_APP_NAME, HYPERPOD_GPU_GROUP, created_eks_cluster
 from workload.deployment.supervisor import SupervisorLimits
 from workload.errors import UsageError
 
@@ -178,6 +178,19 @@ class Settings(ConfigModel):
                                          "(deploy sets it when it finds one).")
     grafana_admin_user_ids: tuple[str, ...] = Field((), description="IAM Identity Center user ids given Grafana ADMIN.")
     grafana_admin_group_ids: tuple[str, ...] = Field((), description="IAM Identity Center group ids given Grafana ADMIN.")
+    # Who collects Ray's metrics (docs/operations.md, "Dashboards"): the observability add-on's own Ray collection
+    # (add-on 1.0.6 on), or, for an older add-on, each Ray pod registered with it as a custom scrape target.
+    # `skymaze deploy` pins the add-on version and reads its configuration schema, then records both.
+    observability_addon_version: str | None = Field(None, description="The HyperPod observability add-on version "
+                                                    "(e.g. v1.0.6-eksbuild.1); unset, deploy takes the newest EKS "
+                                                    "lists for kubernetes_version and records it (offline: EKS's "
+                                                    "default).")
+    ray_metrics: Literal["addon", "scrape-targets"] = Field("addon", description="Who collects Ray's metrics: addon "
+                                                            "(the add-on's Ray collection, labelled cluster_name, "
+                                                            "namespace, ray_io_cluster as AWS's Ray dashboards "
+                                                            "filter) or scrape-targets (every Ray pod a custom "
+                                                            "target, no ray_io_cluster label); unset, deploy takes "
+                                                            "what the add-on version's schema offers and records it.")
     # Unattended runs (README "Unattended runs"): the in-cluster run supervisor ...
     supervisor: bool = Field(True, description="Run the in-cluster supervisor that resubmits `submit --supervise` "
                              "jobs after node or worker failures.")
@@ -465,7 +478,7 @@ class Settings(ConfigModel):
     @property
     def created_eks_cluster_name(self) -> str:
         """The name of the EKS cluster the cluster stack creates (unless eks_cluster_name is set)."""
-        return f"{self.name}-eks"
+        return created_eks_cluster(self.name)
 
     @property
     def creates_eks(self) -> bool:

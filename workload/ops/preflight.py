@@ -26,7 +26,10 @@ from workload.addons import (
     FSX_CSI_ADDON,
     OBSERVABILITY_ADDON,
     RAY_ENDPOINT_ADDONS,
+    RAY_METRICS_MIN_ADDON_VERSION,
+    RAY_METRICS_SWITCH,
     SPACES_ADDON,
+    addon_version_number,
     observability_configuration,
     spaces_configuration,
 )
@@ -186,12 +189,12 @@ def other_clusters_usage(session, own_cluster: str) -> Counter[str]:
 
 
 def check_quotas(session, settings, caller: Caller) -> list[Finding]:
-    from workload.ops.plan import HYPERPOD_CLUSTER_SUFFIX
+    from workload.deployment.names import hyperpod_cluster
 
     applied = _quotas_by_name(session, "list_service_quotas")
     wanted = {CLUSTER_QUOTA_NAME.format(instance_type=name) for name in instance_needs(settings)}
     defaults = _quotas_by_name(session, "list_aws_default_service_quotas") if wanted - set(applied) else {}
-    used = other_clusters_usage(session, f"{settings.name}{HYPERPOD_CLUSTER_SUFFIX}")
+    used = other_clusters_usage(session, hyperpod_cluster(settings.name))
     return quota_findings(settings, applied, defaults, used)
 
 
@@ -381,7 +384,8 @@ def planned_addons(settings, caller: Caller) -> dict[str, dict | None]:
         region=region, prometheus_workspace_id=PLACEHOLDER_PROMETHEUS_ID,
         prometheus_arn=f"{arn}:aps:{region}:{account}:workspace/{PLACEHOLDER_PROMETHEUS_ID}",
         grafana_workspace_name=f"{settings.name}-grafana",
-        grafana_arn=f"{arn}:grafana:{region}:{account}:/workspaces/{PLACEHOLDER_GRAFANA_ID}")
+        grafana_arn=f"{arn}:grafana:{region}:{account}:/workspaces/{PLACEHOLDER_GRAFANA_ID}",
+        ray_metrics=settings.ray_metrics == "addon")
     if settings.ray_endpoint:
         addons.update({name: None for name in RAY_ENDPOINT_ADDONS})
         addons[SPACES_ADDON] = spaces_configuration(
@@ -428,6 +432,8 @@ def addon_findings(settings, name: str, versions: Sequence[dict], configuration:
         return [Finding("addon", "fail", f"EKS add-on {name} has no version for Kubernetes {wanted} in "
                         f"{settings.region}: deploy to a region that has one"
                         + (" or ray_endpoint=false" if name in RAY_ENDPOINT_ADDONS else ""))]
+    if name == OBSERVABILITY_ADDON and settings.observability_addon_version:
+        version = settings.observability_addon_version
     if configuration is None:
         return [Finding("addon", "ok", f"{name} {version} for Kubernetes {wanted}")]
     problem = schema_problem(schema_text or "{}", configuration)
@@ -462,10 +468,99 @@ def check_addons(session, settings, caller: Caller) -> list[Finding]:
         schema = None
         listed = next((a.get("addonVersions", []) for a in versions if a.get("addonName") == name), [])
         version = default_addon_version(listed, settings.kubernetes_version)
+        if name == OBSERVABILITY_ADDON and settings.observability_addon_version and version is not None:
+            version = settings.observability_addon_version
         if configuration is not None and version is not None:
             schema = eks.describe_addon_configuration(addonName=name, addonVersion=version)["configurationSchema"]
         findings += addon_findings(settings, name, versions, configuration, schema)
     return findings
+
+
+# ---------------------------------------------------------------- Ray's metrics
+
+@dataclass(frozen=True)
+class ObservabilityChoice:
+    """The observability add-on version a deploy pins and who collects Ray's metrics, with why."""
+
+    addon_version: str
+    ray_metrics: Literal["addon", "scrape-targets"]
+    why: str
+
+
+def newest_addon_version(addon_versions: Sequence[dict], kubernetes_version: str) -> str | None:
+    """The newest version (by number, not list order) compatible with ``kubernetes_version``."""
+    compatible = [v["addonVersion"] for v in addon_versions
+                  if any(c.get("clusterVersion") == kubernetes_version for c in v.get("compatibilities", []))]
+    return max(compatible, key=addon_version_number, default=None)
+
+
+def ray_keys(schema: dict, path: tuple[str, ...] = (), root: dict | None = None) -> list[tuple[str, ...]]:
+    """Every property path of a JSON schema whose name speaks of Ray (``ray...``, ``...Ray...``, ``..._ray...``),
+    following local ``$ref``s (EKS add-on schemas keep their objects under ``definitions``)."""
+    root = schema if root is None else root
+    seen: set[str] = set()
+    while isinstance(schema.get("$ref"), str) and schema["$ref"].startswith("#/") and schema["$ref"] not in seen:
+        seen.add(schema["$ref"])
+        target: Any = root
+        for part in schema["$ref"][2:].split("/"):
+            target = target.get(part, {}) if isinstance(target, dict) else {}
+        schema = target if isinstance(target, dict) else {}
+    found = []
+    for key, sub in (schema.get("properties") or {}).items():
+        if key.lower().startswith("ray") or "Ray" in key or re.search(r"[_-]ray", key.lower()):
+            found.append((*path, key))
+        if isinstance(sub, dict) and len(path) < 8:
+            found += ray_keys(sub, (*path, key), root)
+    return found
+
+
+def ray_metrics_choice(version: str, schema_text: str) -> tuple[Literal["addon", "scrape-targets"], str]:
+    """Who collects Ray's metrics with add-on ``version`` whose configuration schema is ``schema_text``
+    (DescribeAddonConfiguration): the add-on, where its schema has the Ray switch (RAY_METRICS_SWITCH); custom
+    scrape targets, where the version predates Ray collection (RAY_METRICS_MIN_ADDON_VERSION). Anything else
+    raises ``PreflightError`` naming what the schema holds and the settings that decide."""
+    keys = ray_keys(json.loads(schema_text or "{}"))
+    switch = ".".join(RAY_METRICS_SWITCH)
+    minimum = ".".join(map(str, RAY_METRICS_MIN_ADDON_VERSION))
+    if RAY_METRICS_SWITCH in keys:
+        return "addon", (f"{OBSERVABILITY_ADDON} {version} collects Ray's metrics itself, switched on at {switch} "
+                         "(its configuration schema): each Ray series once, labelled by Ray cluster")
+    if keys:
+        raise PreflightError(f"{OBSERVABILITY_ADDON} {version}'s configuration schema names Ray at "
+                             f"{', '.join('.'.join(k) for k in keys)}, not {switch}: change RAY_METRICS_SWITCH in "
+                             "workload/addons.py to it, or set -c ray_metrics=scrape-targets")
+    if addon_version_number(version) < RAY_METRICS_MIN_ADDON_VERSION:
+        return "scrape-targets", (f"{OBSERVABILITY_ADDON} {version} predates Ray collection ({minimum}): every Ray "
+                                  "pod is registered with it as a custom scrape target (no ray_io_cluster label, so "
+                                  "the Ray dashboards' Cluster filter offers only All)")
+    raise PreflightError(f"{OBSERVABILITY_ADDON} {version} (>= {minimum}, which collects Ray's metrics per AWS's "
+                         f"docs) has no Ray key in its configuration schema, so whether it collects Ray here is "
+                         "unknown: set -c ray_metrics=addon (the add-on collects them) or -c ray_metrics="
+                         "scrape-targets (every Ray pod a custom target; each series twice if the add-on collects "
+                         "them too), or pin an older -c observability_addon_version=")
+
+
+def choose_observability(session, settings) -> ObservabilityChoice:
+    """Pin the observability add-on version (``observability_addon_version``, else the newest EKS lists for
+    ``kubernetes_version``) and read its configuration schema for who collects Ray's metrics (two read-only
+    EKS calls)."""
+    eks = session.client("eks")
+    version = settings.observability_addon_version
+    how = "set with -c observability_addon_version"
+    if version is None:
+        listed: list[dict] = []
+        for page in eks.get_paginator("describe_addon_versions").paginate(
+                addonName=OBSERVABILITY_ADDON, kubernetesVersion=settings.kubernetes_version):
+            listed += [v for a in page.get("addons", []) if a.get("addonName") == OBSERVABILITY_ADDON
+                       for v in a.get("addonVersions", [])]
+        version = newest_addon_version(listed, settings.kubernetes_version)
+        if version is None:
+            raise PreflightError(f"EKS lists no {OBSERVABILITY_ADDON} version for Kubernetes "
+                                 f"{settings.kubernetes_version} in {settings.region}: deploy to a region that has one")
+        how = f"the newest EKS lists for Kubernetes {settings.kubernetes_version} in {settings.region}"
+    schema = eks.describe_addon_configuration(addonName=OBSERVABILITY_ADDON, addonVersion=version)
+    ray_metrics, why = ray_metrics_choice(version, schema.get("configurationSchema", ""))
+    return ObservabilityChoice(version, ray_metrics, f"{OBSERVABILITY_ADDON} {version} ({how}); {why}")
 
 
 # ---------------------------------------------------------------- Identity Center

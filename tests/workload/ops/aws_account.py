@@ -26,11 +26,12 @@ ACCOUNT = "123456789012"
 CALLER_ARN = f"arn:aws:sts::{ACCOUNT}:assumed-role/deployer/me"
 DEPLOYER_ROLE = f"arn:aws:iam::{ACCOUNT}:role/deployer"
 IDENTITY_STORE = "d-1234567890"
-ADDON_VERSION = "v1.0.0-eksbuild.1"
+ADDON_VERSION = "v1.0.6-eksbuild.1"  # the first that collects Ray (AWS's Ray observability docs)
 RECORDED = json.loads((Path(__file__).parent / "recorded_aws_answers.json").read_text())["answers"]
 # The shape EKS add-on schemas take (draft-06, definitions, additionalProperties false, as in the recorded
-# vpc-cni and coredns answers) around the keys the HyperPod observability docs list. AWS publishes no
-# example answer for this add-on, so this is not its answer: it stands for one that accepts our keys.
+# vpc-cni and coredns answers) around the keys the HyperPod observability docs list, with the Ray switch where
+# workload/addons.py looks for it (RAY_METRICS_SWITCH). AWS publishes no example answer for this add-on, so this
+# is not its answer: it stands for one that accepts our keys (a real one: infra/MANUAL_TEST.md).
 OBSERVABILITY_SCHEMA = {
     "$schema": "http://json-schema.org/draft-06/schema#", "$ref": "#/definitions/Observability",
     "definitions": {
@@ -51,7 +52,7 @@ OBSERVABILITY_SCHEMA = {
             "metricsProvider": {"type": "object", "additionalProperties": False, "properties": {
                 **{name: {"$ref": "#/definitions/Level"} for name in (
                     "trainingMetrics", "inferenceMetrics", "taskGovernanceMetrics", "scalingMetrics", "customMetrics",
-                    "nodeMetrics", "acceleratedComputeMetrics")},
+                    "nodeMetrics", "acceleratedComputeMetrics", "rayMetrics")},
                 "networkMetrics": {"$ref": "#/definitions/NetworkLevel"}}},
             "logging": {"type": "object", "properties": {"enabled": {"type": "boolean"}}}}},
     },
@@ -224,10 +225,11 @@ def _eks_answers(account: StubbedAccount, settings, a: Answers) -> None:
         if configuration is not None and a.addon_kubernetes_version in (None, k8s):
             schema = a.observability_schema if name == OBSERVABILITY_ADDON else SPACES_SCHEMA
             assert name in (OBSERVABILITY_ADDON, SPACES_ADDON)
+            version = (settings.observability_addon_version if name == OBSERVABILITY_ADDON else None) or ADDON_VERSION
             account.add("eks", "describe_addon_configuration",
-                        answer("eks", "DescribeAddonConfiguration", addonName=name, addonVersion=ADDON_VERSION,
+                        answer("eks", "DescribeAddonConfiguration", addonName=name, addonVersion=version,
                                configurationSchema=json.dumps(schema)),
-                        {"addonName": name, "addonVersion": ADDON_VERSION})
+                        {"addonName": name, "addonVersion": version})
 
 
 def _identity_answers(account: StubbedAccount, settings, a: Answers) -> None:
@@ -314,8 +316,29 @@ def add_version_choice(account: StubbedAccount, offered: dict[str, str], hyperpo
     return account
 
 
+def add_observability_choice(account: StubbedAccount, settings, *, schema: dict | None = None,
+                             versions: tuple[str, ...] = (ADDON_VERSION,)) -> StubbedAccount:
+    """What the deploy asks to pin the observability add-on and choose who collects Ray's metrics: the add-on's
+    versions for the settings' Kubernetes version, then the newest one's configuration schema."""
+    from workload.addons import addon_version_number
+
+    k8s = settings.kubernetes_version
+    info = shape("eks", "AddonInfo")
+    info.update(addonName=OBSERVABILITY_ADDON, addonVersions=[
+        {**shape("eks", "AddonVersionInfo"), "addonVersion": v, "compatibilities": [
+            {**shape("eks", "Compatibility"), "clusterVersion": k8s, "defaultVersion": False}]} for v in versions])
+    account.add("eks", "describe_addon_versions", answer("eks", "DescribeAddonVersions", addons=[info]),
+                {"addonName": OBSERVABILITY_ADDON, "kubernetesVersion": k8s})
+    newest = max(versions, key=addon_version_number)
+    account.add("eks", "describe_addon_configuration",
+                answer("eks", "DescribeAddonConfiguration", addonName=OBSERVABILITY_ADDON, addonVersion=newest,
+                       configurationSchema=json.dumps(OBSERVABILITY_SCHEMA if schema is None else schema)),
+                {"addonName": OBSERVABILITY_ADDON, "addonVersion": newest})
+    return account
+
+
 def add_deploy_context(account: StubbedAccount, settings, *, offered: dict[str, str] | None = None,
-                       hyperpod: tuple[str, ...] | None = None) -> StubbedAccount:
+                       hyperpod: tuple[str, ...] | None = None, observability: bool = True) -> StubbedAccount:
     """What `skymaze deploy` asks before the preflight: what runs (nothing), the deployer's role, no storage stack,
     no kept bucket, and the Kubernetes versions (default: the settings' one, in standard support, supported by
     HyperPod)."""
@@ -329,4 +352,6 @@ def add_deploy_context(account: StubbedAccount, settings, *, offered: dict[str, 
     account.error("s3", "head_bucket", "404", status=404)
     add_version_choice(account, offered or {settings.kubernetes_version: "STANDARD_SUPPORT"},
                        hyperpod or (settings.kubernetes_version,))
+    if observability:
+        add_observability_choice(account, settings)
     return account

@@ -70,7 +70,7 @@ FAILING = {
     "unsupported version": (Answers(version_status="UNSUPPORTED"), {}, "kubernetes",
                             "EKS in us-west-2: Kubernetes 1.34 is UNSUPPORTED: choose another setting kubernetes_version"),
     "schema-invalid add-on config": (Answers(observability_schema=schema_without("customMetrics")), {}, "addon",
-                                     "amazon-sagemaker-hyperpod-observability v1.0.0-eksbuild.1 rejects the "
+                                     "amazon-sagemaker-hyperpod-observability v1.0.6-eksbuild.1 rejects the "
                                      "configuration the deploy gives it at metricsProvider: Additional properties are "
                                      "not allowed ('customMetrics' was unexpected)"),
     "missing Identity Center": (Answers(identity_center=False), {"grafana": True}, "identity-center",
@@ -308,3 +308,46 @@ def test_a_version_hyperpod_does_not_list_is_taken_only_when_set_and_with_a_warn
     assert hyperpod.status == "warn" and hyperpod.message.startswith(
         "Kubernetes 1.35 is newer than any HyperPod lists (1.28-1.34: ")
     assert "CreateCluster may refuse it after the EKS cluster and chart are built (~20 min)" in hyperpod.message
+
+
+def _schema_with_ray_at(*path: str) -> str:
+    from tests.workload.ops.aws_account import schema_without
+
+    schema = schema_without("rayMetrics")
+    if path:
+        node = schema["definitions"]["Observability"]
+        for key in path[:-1]:
+            node = node["properties"].setdefault(key, {"type": "object", "properties": {}})
+        node["properties"][path[-1]] = {"type": "boolean"}
+    return json.dumps(schema)
+
+
+def test_the_add_on_collects_ray_where_its_schema_has_the_switch():
+    from tests.workload.ops.aws_account import OBSERVABILITY_SCHEMA
+
+    path, why = preflight.ray_metrics_choice("v1.0.6-eksbuild.1", json.dumps(OBSERVABILITY_SCHEMA))
+    assert path == "addon" and "switched on at metricsProvider.rayMetrics" in why
+
+
+def test_an_add_on_from_before_ray_collection_gets_custom_targets():
+    path, why = preflight.ray_metrics_choice("v1.0.5-eksbuild.3", _schema_with_ray_at())
+    assert path == "scrape-targets" and "predates Ray collection (1.0.6)" in why
+
+
+def test_a_ray_switch_elsewhere_in_the_schema_fails_naming_it_and_the_constant():
+    with pytest.raises(preflight.PreflightError, match=r"names Ray at rayCollection, not "
+                                                       r"metricsProvider.rayMetrics: change RAY_METRICS_SWITCH"):
+        preflight.ray_metrics_choice("v1.0.7-eksbuild.1", _schema_with_ray_at("rayCollection", "enabled"))
+
+
+def test_a_new_add_on_without_a_ray_key_fails_naming_both_settings():
+    with pytest.raises(preflight.PreflightError, match=r"v1.0.8-eksbuild.1 \(>= 1.0.6, .*has no Ray key .*set -c "
+                                                       r"ray_metrics=addon .* or -c ray_metrics=scrape-targets"):
+        preflight.ray_metrics_choice("v1.0.8-eksbuild.1", _schema_with_ray_at())
+
+
+def test_the_newest_add_on_version_is_by_number_not_by_list_order():
+    versions = [{"addonVersion": v, "compatibilities": [{"clusterVersion": "1.34"}]}
+                for v in ("v1.0.10-eksbuild.1", "v1.0.9-eksbuild.4", "v1.0.6-eksbuild.1")]
+    versions.append({"addonVersion": "v1.1.0-eksbuild.1", "compatibilities": [{"clusterVersion": "1.35"}]})
+    assert preflight.newest_addon_version(versions, "1.34") == "v1.0.10-eksbuild.1"
