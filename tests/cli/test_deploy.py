@@ -138,7 +138,13 @@ def test_a_passing_preflight_runs_before_cdk(tmp_path, monkeypatch):
     assert result.exit_code == 0, result.output
     account.assert_all_answered()
     (call,) = tools.calls()
-    assert call.startswith("cdk deploy --all") and f"-c admin_principal_arns={DEPLOYER}" in call
+    from tests.workload.ops.aws_account import DEPLOYER_ROLE, DEPLOYER_USER_ID
+
+    assert call.startswith("cdk deploy --all") and f"-c admin_principal_arns={DEPLOYER_ROLE}" in call
+    # Nobody named for Grafana: the deploying Identity Center user is made its admin, so someone can sign in.
+    assert call.endswith(f" -c grafana_admin_user_ids={DEPLOYER_USER_ID}")
+    assert (f"OK    identity-center: Identity Center store d-1234567890: the deploying identity is its user me "
+            f"({DEPLOYER_USER_ID}), whom the deploy makes Grafana ADMIN") in result.stdout
     assert "checking IAM policy simulation for the deploy ..." in result.stderr
     assert re.search(r"preflight: \d+ ok, 0 warning\(s\), 0 failed", result.stdout), result.stdout
 
@@ -146,7 +152,8 @@ def test_a_passing_preflight_runs_before_cdk(tmp_path, monkeypatch):
 @pytest.mark.parametrize(("answers", "grafana", "line"), [
     (Answers(quota_values={"ml.g7e.12xlarge": 0}), False, "FAIL  quota: ml.g7e.12xlarge for cluster usage is 0"),
     (Answers(version_status="UNSUPPORTED"), False, "FAIL  kubernetes: EKS in us-west-2: Kubernetes 1.34 is UNSUPPORTED"),
-    (Answers(identity_center=False), True, "FAIL  identity-center: grafana_admin_user_ids/grafana_admin_group_ids"),
+    (Answers(identity_center=False), True, "FAIL  identity-center: the Grafana workspace signs in only through IAM "
+                                           "Identity Center, and no Identity Center instance answers in us-west-2"),
     (Answers(observability_schema=schema_without("customMetrics")), False,
      "FAIL  addon: amazon-sagemaker-hyperpod-observability v1.0.6-eksbuild.1 rejects the configuration"),
 ], ids=["no quota", "unsupported version", "missing Identity Center", "schema-invalid add-on config"])

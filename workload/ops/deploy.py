@@ -339,6 +339,11 @@ def _ask_account(plan: DeployPlan, overrides, *, echo: Echo, session_factory, no
     plan.settings, plan.session, plan.deployed = settings, session, deployed
     plan.target = target_for(settings, overrides=overrides)
     if not plan.request.skip_preflight:
+        from workload.ops.preflight import grafana_admin_for_deployer
+
+        admin = grafana_admin_for_deployer(session, settings, identity.arn)
+        if admin is not None:  # nobody named: the deploying Identity Center user can sign in to Grafana
+            plan.account_args += ["-c", f"grafana_admin_user_ids={admin.user_id}"]
         plan.findings = _preflight(session, settings, identity, bootstrap_pending=plan.request.bootstrap, echo=echo)
 
 

@@ -565,18 +565,33 @@ def choose_observability(session, settings) -> ObservabilityChoice:
 
 # ---------------------------------------------------------------- Identity Center
 
+# Identity Center's permission sets reach an account as IAM roles named AWSReservedSSO_<set>_<suffix> under
+# the path aws-reserved/sso.amazonaws.com/ (IAM Identity Center user guide, "Referencing permission sets in
+# resource policies, Amazon EKS, and AWS KMS"), and a session of one is named after the Identity Center
+# user's userName (what CloudTrail shows for it; infra/MANUAL_TEST.md checks it on a deploy).
+IDENTITY_CENTER_SESSION = re.compile(r"arn:aws[a-z-]*:sts::\d{12}:assumed-role/AWSReservedSSO_[^/]+/(?P<user>[^/]+)")
+
+
+@dataclass(frozen=True)
+class IdentityCenterUser:
+    """The Identity Center user behind the deploying session, who the deploy makes Grafana ADMIN."""
+
+    user_id: str
+    user_name: str
+
+
 def identity_center_findings(settings, instances: Sequence[dict], missing_users: Sequence[str],
-                             missing_groups: Sequence[str]) -> list[Finding]:
-    """Grafana signs in through IAM Identity Center (sso-admin ListInstances; identitystore DescribeUser/Group)."""
+                             missing_groups: Sequence[str],
+                             deployer: IdentityCenterUser | None = None) -> list[Finding]:
+    """Grafana signs in only through IAM Identity Center (sso-admin ListInstances; identitystore DescribeUser/Group,
+    GetUserId): it must exist, and someone must be able to sign in (the users and groups named, else the deploying
+    Identity Center user)."""
     named = bool(settings.grafana_admin_user_ids or settings.grafana_admin_group_ids)
     if not instances:
-        if named:
-            return [Finding("identity-center", "fail", f"grafana_admin_user_ids/grafana_admin_group_ids name IAM "
-                            f"Identity Center users, but no Identity Center instance answers in {settings.region}: "
-                            "enable IAM Identity Center in this region, or unset grafana_admin_user_ids and "
-                            "grafana_admin_group_ids")]
-        return [Finding("identity-center", "warn", f"no IAM Identity Center instance in {settings.region}: the Grafana "
-                        "workspace signs in only through it; enable it before naming grafana_admin_user_ids")]
+        return [Finding("identity-center", "fail", f"the Grafana workspace signs in only through IAM Identity Center, "
+                        f"and no Identity Center instance answers in {settings.region}: enable IAM Identity Center "
+                        f"there (its console: Enable), or CloudFormation fails creating the workspace"
+                        + ("; grafana_admin_user_ids/grafana_admin_group_ids name its users" if named else ""))]
     store = instances[0].get("IdentityStoreId", "?")
     findings = [Finding("identity-center", "fail", f"grafana_admin_user_ids: {user} is not a user of Identity Center "
                         f"store {store}; `aws identitystore list-users --identity-store-id {store}` lists them")
@@ -585,11 +600,42 @@ def identity_center_findings(settings, instances: Sequence[dict], missing_users:
                          f"Center store {store}; "
                          f"`aws identitystore list-groups --identity-store-id {store}` lists them")
                  for group in missing_groups]
-    if not findings:
+    if findings:
+        return findings
+    if named:
         who = len(settings.grafana_admin_user_ids) + len(settings.grafana_admin_group_ids)
-        findings.append(Finding("identity-center", "ok", f"Identity Center store {store}"
-                                + (f" holds the {who} Grafana admin(s) named" if who else "")))
-    return findings
+        return [Finding("identity-center", "ok", f"Identity Center store {store} holds the {who} Grafana admin(s) "
+                        "named")]
+    if deployer is not None:
+        return [Finding("identity-center", "ok", f"Identity Center store {store}: the deploying identity is its user "
+                        f"{deployer.user_name} ({deployer.user_id}), whom the deploy makes Grafana ADMIN")]
+    return [Finding("identity-center", "fail", f"nobody could sign in to Grafana: name an Identity Center user with "
+                    f"-c grafana_admin_user_ids=ID (or a group with grafana_admin_group_ids; `aws identitystore "
+                    f"list-users --identity-store-id {store}` lists them), or deploy as your Identity Center user "
+                    "(`aws sso login` with its profile), whom the deploy then makes Grafana ADMIN")]
+
+
+def deploying_identity_center_user(session, store_id: str, caller_arn: str) -> IdentityCenterUser | None:
+    """The Identity Center user of an Identity Center session (identitystore GetUserId by userName), else None."""
+    match = IDENTITY_CENTER_SESSION.fullmatch(caller_arn)
+    if not match:
+        return None
+    try:
+        user_id = session.client("identitystore").get_user_id(IdentityStoreId=store_id, AlternateIdentifier={
+            "UniqueAttribute": {"AttributePath": "userName", "AttributeValue": match["user"]}})["UserId"]
+    except ClientError as exc:
+        if exc.response["Error"]["Code"] == "ResourceNotFoundException":
+            return None
+        raise
+    return IdentityCenterUser(user_id, match["user"])
+
+
+def grafana_admin_for_deployer(session, settings, caller_arn: str) -> IdentityCenterUser | None:
+    """With no Grafana admin named: the deploying Identity Center user, to name (read-only calls); else None."""
+    if settings.grafana_admin_user_ids or settings.grafana_admin_group_ids:
+        return None
+    instances = session.client("sso-admin").list_instances()["Instances"]
+    return deploying_identity_center_user(session, instances[0]["IdentityStoreId"], caller_arn) if instances else None
 
 
 def _absent(call: Callable[[], Any]) -> bool:
@@ -606,14 +652,17 @@ def check_identity_center(session, settings, caller: Caller) -> list[Finding]:
     instances = session.client("sso-admin").list_instances()["Instances"]
     missing_users: list[str] = []
     missing_groups: list[str] = []
-    if instances:
+    deployer = None
+    if instances and not (settings.grafana_admin_user_ids or settings.grafana_admin_group_ids):
+        deployer = deploying_identity_center_user(session, instances[0]["IdentityStoreId"], caller.arn)
+    elif instances:
         store_id = instances[0]["IdentityStoreId"]
         store = session.client("identitystore")
         missing_users = [u for u in settings.grafana_admin_user_ids
                          if _absent(lambda u=u: store.describe_user(IdentityStoreId=store_id, UserId=u))]
         missing_groups = [g for g in settings.grafana_admin_group_ids
                           if _absent(lambda g=g: store.describe_group(IdentityStoreId=store_id, GroupId=g))]
-    return identity_center_findings(settings, instances, missing_users, missing_groups)
+    return identity_center_findings(settings, instances, missing_users, missing_groups, deployer)
 
 
 # ---------------------------------------------------------------- permissions

@@ -115,7 +115,9 @@ def test_a_constant_or_a_derived_value_given_with_c_is_not_a_setting(key):
 
 
 def test_the_user_table_stays_small():
-    assert len(settings_table()) - 2 <= 39  # rows: 52 before the one-value knobs became constants
+    # rows: 52 before the one-value knobs became constants; 39, then the observability add-on's pinned version
+    # and who collects Ray's metrics (both the account's answer, recorded by deploy like kubernetes_version)
+    assert len(settings_table()) - 2 <= 41
 
 
 def test_the_deploy_guard_warns_halfway_through_a_short_deployment():
@@ -267,3 +269,10 @@ def test_the_nodes_zone_is_for_a_created_vpc_only():
         load_settings({"profile": "blog", "node_availability_zone": "us-west-2b", "vpc_id": "vpc-0123456789abcdef0",
                        "private_subnet_ids": "subnet-0123456789abcdef0,subnet-0123456789abcdef1",
                        "private_subnet_azs": "us-west-2a,us-west-2b"})
+
+
+def test_who_collects_rays_metrics_is_the_add_on_or_custom_targets():
+    assert load_settings({"profile": "blog"}).ray_metrics == "addon"
+    assert load_settings({"profile": "blog", "ray_metrics": "scrape-targets"}).ray_metrics == "scrape-targets"
+    with pytest.raises(SettingsError, match=r"ray_metrics: .*'addon' or 'scrape-targets'"):
+        load_settings({"profile": "blog", "ray_metrics": "both"})

@@ -23,8 +23,12 @@ from workload.addons import OBSERVABILITY_ADDON, SPACES_ADDON
 from workload.ops import preflight
 
 ACCOUNT = "123456789012"
-CALLER_ARN = f"arn:aws:sts::{ACCOUNT}:assumed-role/deployer/me"
-DEPLOYER_ROLE = f"arn:aws:iam::{ACCOUNT}:role/deployer"
+# The deployer signs in through IAM Identity Center (README's prerequisite): a session of its permission set's
+# role, named after the Identity Center user.
+SSO_ROLE = "AWSReservedSSO_AdministratorAccess_0123456789abcdef"
+CALLER_ARN = f"arn:aws:sts::{ACCOUNT}:assumed-role/{SSO_ROLE}/me"
+DEPLOYER_ROLE = f"arn:aws:iam::{ACCOUNT}:role/aws-reserved/sso.amazonaws.com/{SSO_ROLE}"
+DEPLOYER_USER_ID = "90000000-0000-0000-0000-000000000001"
 IDENTITY_STORE = "d-1234567890"
 ADDON_VERSION = "v1.0.6-eksbuild.1"  # the first that collects Ray (AWS's Ray observability docs)
 RECORDED = json.loads((Path(__file__).parent / "recorded_aws_answers.json").read_text())["answers"]
@@ -168,6 +172,7 @@ class Answers:
     addon_kubernetes_version: str | None = None  # None: the settings' version
     observability_schema: dict = field(default_factory=lambda: copy.deepcopy(OBSERVABILITY_SCHEMA))
     identity_center: bool = True
+    deployer_in_identity_center: bool = True  # the deploying session's user is in the Identity Center store
     bootstrapped: bool = True
     denied: tuple[str, ...] = ()
 
@@ -232,12 +237,28 @@ def _eks_answers(account: StubbedAccount, settings, a: Answers) -> None:
                         {"addonName": name, "addonVersion": version})
 
 
+def add_deployer_user(account: StubbedAccount, *, found: bool = True) -> StubbedAccount:
+    """identitystore GetUserId for the deploying session's user name (``found``: the store has it)."""
+    params = {"IdentityStoreId": IDENTITY_STORE, "AlternateIdentifier": {
+        "UniqueAttribute": {"AttributePath": "userName", "AttributeValue": CALLER_ARN.rsplit("/", 1)[1]}}}
+    if found:
+        account.add("identitystore", "get_user_id", answer("identitystore", "GetUserId", UserId=DEPLOYER_USER_ID,
+                                                           IdentityStoreId=IDENTITY_STORE), params)
+    else:
+        account.stubber("identitystore").add_client_error(
+            "get_user_id", service_error_code="ResourceNotFoundException", service_message="no such user (stubbed)",
+            http_status_code=404, expected_params=params)
+    return account
+
+
 def _identity_answers(account: StubbedAccount, settings, a: Answers) -> None:
     instance = {**shape("sso-admin", "InstanceMetadata"), "IdentityStoreId": IDENTITY_STORE}
     account.add("sso-admin", "list_instances", answer("sso-admin", "ListInstances",
                                                       Instances=[instance] if a.identity_center else []))
     if not a.identity_center:
         return
+    if not (settings.grafana_admin_user_ids or settings.grafana_admin_group_ids):
+        add_deployer_user(account, found=a.deployer_in_identity_center)
     for user in settings.grafana_admin_user_ids:
         account.add("identitystore", "describe_user", answer("identitystore", "DescribeUser", UserId=user,
                                                              IdentityStoreId=IDENTITY_STORE))
@@ -255,8 +276,8 @@ def _iam_answers(account: StubbedAccount, settings, a: Answers, bootstrap_pendin
                         {"Name": preflight.CDK_BOOTSTRAP_PARAMETER.format(qualifier=preflight.CDK_QUALIFIER)})
         else:
             account.error("ssm", "get_parameter", "ParameterNotFound")
-    role = {**shape("iam", "Role"), "Arn": DEPLOYER_ROLE, "RoleName": "deployer"}
-    account.add("iam", "get_role", answer("iam", "GetRole", Role=role), {"RoleName": "deployer"})
+    role = {**shape("iam", "Role"), "Arn": DEPLOYER_ROLE, "RoleName": SSO_ROLE}
+    account.add("iam", "get_role", answer("iam", "GetRole", Role=role), {"RoleName": SSO_ROLE})
     roles = [preflight.cdk_role_arn(caller, settings.region, kind) for kind in preflight.CDK_CLI_ROLES]
     account.add("iam", "simulate_principal_policy", simulation(["sts:AssumeRole"], roles, a.denied),
                 {"PolicySourceArn": DEPLOYER_ROLE, "ActionNames": ["sts:AssumeRole"], "ResourceArns": roles})
@@ -344,8 +365,8 @@ def add_deploy_context(account: StubbedAccount, settings, *, offered: dict[str, 
     HyperPod)."""
     add_nothing_deployed(account, settings)
     add_identity(account, times=2)
-    role = {**shape("iam", "Role"), "Arn": DEPLOYER_ROLE, "RoleName": "deployer"}
-    account.add("iam", "get_role", answer("iam", "GetRole", Role=role), {"RoleName": "deployer"})
+    role = {**shape("iam", "Role"), "Arn": DEPLOYER_ROLE, "RoleName": SSO_ROLE}
+    account.add("iam", "get_role", answer("iam", "GetRole", Role=role), {"RoleName": SSO_ROLE})
     account.stubber("cloudformation").add_client_error(
         "describe_stack_resources", service_error_code="ValidationError",
         service_message=f"Stack with id {settings.name.capitalize()}Storage does not exist")
@@ -354,4 +375,14 @@ def add_deploy_context(account: StubbedAccount, settings, *, offered: dict[str, 
                        hyperpod or (settings.kubernetes_version,))
     if observability:
         add_observability_choice(account, settings)
+    add_deployer_lookup(account, settings)
     return account
+
+
+def add_deployer_lookup(account: StubbedAccount, settings) -> StubbedAccount:
+    """What the deploy asks when no Grafana admin is named: Identity Center's store, then the deployer's user."""
+    if settings.grafana_admin_user_ids or settings.grafana_admin_group_ids:
+        return account
+    instance = {**shape("sso-admin", "InstanceMetadata"), "IdentityStoreId": IDENTITY_STORE}
+    account.add("sso-admin", "list_instances", answer("sso-admin", "ListInstances", Instances=[instance]))
+    return add_deployer_user(account)

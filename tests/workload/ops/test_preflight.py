@@ -74,8 +74,14 @@ FAILING = {
                                      "configuration the deploy gives it at metricsProvider: Additional properties are "
                                      "not allowed ('customMetrics' was unexpected)"),
     "missing Identity Center": (Answers(identity_center=False), {"grafana": True}, "identity-center",
-                                "grafana_admin_user_ids/grafana_admin_group_ids name IAM Identity Center users, but no "
-                                "Identity Center instance answers in us-west-2"),
+                                "the Grafana workspace signs in only through IAM Identity Center, and no Identity "
+                                "Center instance answers in us-west-2: enable IAM Identity Center there"),
+    "missing Identity Center, nobody named": (Answers(identity_center=False), {}, "identity-center",
+                                              "the Grafana workspace signs in only through IAM Identity Center, and "
+                                              "no Identity Center instance answers in us-west-2"),
+    "nobody could sign in to Grafana": (Answers(deployer_in_identity_center=False), {}, "identity-center",
+                                        "nobody could sign in to Grafana: name an Identity Center user with -c "
+                                        "grafana_admin_user_ids=ID"),
     "not bootstrapped": (Answers(bootstrapped=False), {}, "bootstrap",
                          "the account is not bootstrapped for the CDK in us-west-2"),
     "denied action": (Answers(denied=("fsx:CreateFileSystem",)), {}, "permissions",
@@ -216,7 +222,8 @@ def test_recorded_parameter_answer_reads_as_a_bootstrap_version():
 
 def test_the_recorded_answers_say_where_they_come_from():
     assert all(r["source"] and r["service"] and r["operation"] for r in RECORDED)
-    assert DEPLOYER_ROLE.endswith(":role/deployer") and json.dumps(RECORDED)
+    assert DEPLOYER_ROLE.endswith(":role/aws-reserved/sso.amazonaws.com/AWSReservedSSO_AdministratorAccess_"
+                                  "0123456789abcdef") and json.dumps(RECORDED)
 
 
 def _versions(offered: dict[str, str]) -> list[dict]:
