@@ -440,6 +440,10 @@ def addon_findings(settings, name: str, versions: Sequence[dict], configuration:
     if problem:
         owner = ("ray_endpoint_domain, or the Spaces configuration in workload/addons.py" if name == SPACES_ADDON
                  else "the observability configuration in workload/addons.py (METRIC_LEVELS)")
+        if name == OBSERVABILITY_ADDON and RAY_METRICS_SWITCH[1] in problem:
+            switch = ".".join(RAY_METRICS_SWITCH)
+            owner = (f"to -c ray_metrics=scrape-targets (this version has no Ray switch at {switch}; "
+                     "`skymaze deploy` chooses it from the schema when ray_metrics is unset)")
         return [Finding("addon", "fail", f"{name} {version} rejects the configuration the deploy gives it {problem}; "
                         f"change {owner}")]
     return [Finding("addon", "ok", f"{name} {version} for Kubernetes {wanted}; configuration valid against its schema")]

@@ -358,3 +358,15 @@ def test_the_newest_add_on_version_is_by_number_not_by_list_order():
                 for v in ("v1.0.10-eksbuild.1", "v1.0.9-eksbuild.4", "v1.0.6-eksbuild.1")]
     versions.append({"addonVersion": "v1.1.0-eksbuild.1", "compatibilities": [{"clusterVersion": "1.35"}]})
     assert preflight.newest_addon_version(versions, "1.34") == "v1.0.10-eksbuild.1"
+
+
+def test_an_add_on_without_the_ray_switch_names_the_other_path():
+    from tests.workload.ops.aws_account import schema_without
+
+    (failure,) = failed(_run(settings_for("small"), Answers(observability_schema=schema_without("rayMetrics")))[0])
+    assert failure.message.endswith("change to -c ray_metrics=scrape-targets (this version has no Ray switch at "
+                                    "metricsProvider.rayMetrics; `skymaze deploy` chooses it from the schema when "
+                                    "ray_metrics is unset)")
+    findings, _ = _run(settings_for("small", (("ray_metrics", "scrape-targets"),)),
+                       Answers(observability_schema=schema_without("rayMetrics")))
+    assert failed(findings) == []
