@@ -38,21 +38,21 @@ METRIC_LEVELS = {
 assert METRIC_LEVELS["networkMetrics"] in NETWORK_METRIC_LEVELS
 
 
-# Ray's metrics: the add-on collects what Ray exports from version 1.0.6 on, labelled with the HyperPod
-# cluster (`cluster_name`, `cluster_id`), the pod's `namespace` and the Ray cluster (`ray_io_cluster`), the
-# labels AWS's Ray dashboards filter on (SageMaker HyperPod docs, "Ray metrics reference" and "Ray Grafana
-# dashboards", read 2026-12-06; hyperpod-iac.md 3.2). The console shows a "Ray metrics" switch; no public page
-# names its configuration key, so `skymaze deploy` reads the pinned version's configuration schema
-# (DescribeAddonConfiguration) for it: RAY_METRICS_SWITCH where the other metric families sit, in their
-# form; a Ray key anywhere else fails preflight (workload/ops/preflight.py, ray_metrics_choice).
+# Ray's metrics: the add-on collects what Ray exports ("Ray metrics reference", SageMaker HyperPod docs, read
+# 2026-12-06), labelled with the HyperPod cluster (`cluster_name`, `cluster_id`), the pod's `namespace` and the
+# Ray cluster (`ray_io_cluster`), the labels AWS's Ray dashboards filter on ("Ray Grafana dashboards", same
+# day); from version 1.0.6 on (AWS's Ray observability setup page as the shared reference hyperpod-iac.md
+# section 3.1 records it; the pages read that day name no version). The console shows a "Ray metrics"
+# switch; no public page names its configuration key, so `skymaze deploy` reads the pinned version's
+# configuration schema (DescribeAddonConfiguration) for it: RAY_METRICS_SWITCH where the other metric
+# families sit, in their form; a Ray key anywhere else fails preflight (workload/ops/preflight.py,
+# ray_metrics_choice).
 RAY_METRICS_MIN_ADDON_VERSION = (1, 0, 6)
 RAY_METRICS_SWITCH = ("metricsProvider", "rayMetrics")
 assert RAY_METRICS_SWITCH[0] == "metricsProvider"  # where observability_configuration puts the levels
 RAY_METRICS_LEVEL = "BASIC"
-RAY_METRICS_PORT = 8080  # Ray's metrics export port on every Ray pod (KubeRay's default metrics-export-port)
-# AWS's labels on the series the add-on collects from Ray, and the pod label each comes from.
+# AWS's labels on the series the add-on collects from Ray (ray_io_cluster: KubeRay's ray.io/cluster pod label).
 ADDON_RAY_LABELS = ("cluster_name", "cluster_id", "namespace", "ray_io_cluster")
-RAY_CLUSTER_POD_LABEL = "ray.io/cluster"  # KubeRay's label on every pod of a RayCluster
 
 
 def addon_version_number(version: str) -> tuple[int, ...]:
