@@ -50,9 +50,46 @@ METRIC_LEVELS = {
 assert METRIC_LEVELS["networkMetrics"] in NETWORK_METRIC_LEVELS
 
 
+# Ray's metrics: the add-on collects what Ray exports ("Ray metrics reference", SageMaker HyperPod docs, read
+# 2026-12-06), labelled with the HyperPod cluster (`cluster_name`, `cluster_id`), the pod's `namespace` and the
+# Ray cluster (`ray_io_cluster`), the labels AWS's Ray dashboards filter on ("Ray Grafana dashboards", same
+# day); from version 1.0.6 on (AWS's Ray observability setup page as the shared reference hyperpod-iac.md
+# section 3.1 records it; the pages read that day name no version). The console shows a "Ray metrics"
+# switch; no public page names its configuration key, so `skymaze deploy` reads the pinned version's
+# configuration schema (DescribeAddonConfiguration) for it: RAY_METRICS_SWITCH where the other metric
+# families sit, in their form; a Ray key anywhere else fails preflight (workload/ops/preflight.py,
+# ray_metrics_choice).
+RAY_METRICS_MIN_ADDON_VERSION = (1, 0, 6)
+RAY_METRICS_SWITCH = ("metricsProvider", "rayMetrics")
+assert RAY_METRICS_SWITCH[0] == "metricsProvider"  # where observability_configuration puts the levels
+RAY_METRICS_LEVEL = "BASIC"
+# AWS's labels on the series the add-on collects from Ray (ray_io_cluster: KubeRay's ray.io/cluster pod label).
+ADDON_RAY_LABELS = ("cluster_name", "cluster_id", "namespace", "ray_io_cluster")
+
+
+def addon_version_number(version: str) -> tuple[int, ...]:
+    """(major, minor, patch) of an EKS add-on version such as ``v1.0.6-eksbuild.1``.
+
+    >>> addon_version_number("v1.0.6-eksbuild.1")
+    (1, 0, 6)
+    """
+    core = version.removeprefix("v").split("-", 1)[0]
+    return tuple(int(part) for part in core.split(".") if part.isdigit())
+
+
+def addon_ray_labels(*, hyperpod_cluster: str, cluster_id: str, namespace: str, ray_cluster: str) -> dict[str, str]:
+    """The labels the add-on's Ray collection gives each Ray series (ADDON_RAY_LABELS, AWS's dashboards' filters)."""
+    return dict(zip(ADDON_RAY_LABELS, (hyperpod_cluster, cluster_id, namespace, ray_cluster), strict=True))
+
+
 def observability_configuration(*, region: str, prometheus_workspace_id: str, prometheus_arn: str,
-                                 grafana_workspace_name: str, grafana_arn: str) -> dict[str, Any]:
-    """The observability add-on's configuration values: where it writes metrics and which it collects."""
+                                 grafana_workspace_name: str, grafana_arn: str,
+                                 ray_metrics: bool = False) -> dict[str, Any]:
+    """The observability add-on's configuration values: where it writes metrics and which it collects
+    (``ray_metrics``: the add-on's own Ray collection switched on, RAY_METRICS_SWITCH)."""
+    levels = dict(METRIC_LEVELS)
+    if ray_metrics:
+        levels[RAY_METRICS_SWITCH[1]] = RAY_METRICS_LEVEL
     return {
         "ampWorkspace": {
             # The add-on wants the endpoint without the trailing slash AMP returns.
@@ -61,7 +98,7 @@ def observability_configuration(*, region: str, prometheus_workspace_id: str, pr
         },
         "amgWorkspace": {"workspaceName": grafana_workspace_name, "arn": grafana_arn},
         "metricsProvider": {name: {"level": level, "scrapeInterval": SCRAPE_INTERVAL_S}
-                            for name, level in METRIC_LEVELS.items()},
+                            for name, level in levels.items()},
         "logging": {"enabled": True},
     }
 
@@ -82,7 +119,9 @@ def spaces_configuration(*, domain: str, certificate_arn: str, key_arn: str) -> 
 # resource the add-on creates and its operator reconciles into the collectors' configuration, within
 # ~10 min). AWS's Ray-on-HyperPod sample patches the same field to bring Ray's metrics in
 # (awsome-distributed-training 3e088833 3.test_cases/pytorch/verl/hyperpod-eks/rlvr/observability/
-# add-ray-metrics.sh and its README.md): each entry is `target`, `metricsPath`, `scrapeInterval` (s).
+# add-ray-metrics.sh and its README.md, the workaround before add-on 1.0.6): each entry is `target`,
+# `metricsPath`, `scrapeInterval` (s). Those series carry no `ray_io_cluster`: used for Ray only where the
+# add-on cannot collect Ray itself (settings.ray_metrics), always for the supervisor (not a Ray pod).
 OBSERVABILITY_NAMESPACE = "hyperpod-observability"
 OBSERVABILITY_CONFIG = "observabilityconfig/hyperpod-observability"
 SCRAPE_TARGETS_FIELD = "customServiceScrapeTargets"

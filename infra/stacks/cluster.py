@@ -24,7 +24,7 @@ from infra.constructs.node_waiter import CapacityAdvice, HyperPodNodeWaiter
 from infra.constructs.pod_identity import pod_identity_role
 from infra.constructs.ray_endpoint import RayEndpoint, join_users_group
 from workload.addons import CORE_ADDONS, FSX_CSI_ADDON, core_addon_configuration
-from workload.deployment.names import HYPERPOD_GPU_GROUP, HYPERPOD_HEAD_GROUP, RAY_NAMESPACE
+from workload.deployment.names import HYPERPOD_GPU_GROUP, HYPERPOD_HEAD_GROUP, RAY_NAMESPACE, hyperpod_cluster
 from workload.deployment.settings import (
     HEAD_COUNT,
     HYPERPOD_CHART_VERSION,
@@ -305,7 +305,7 @@ class ClusterStack(Stack):
         return sagemaker.CfnCluster(
             self,
             "HyperPod",
-            cluster_name=f"{settings.name}-hyperpod",
+            cluster_name=hyperpod_cluster(settings.name),
             orchestrator=sagemaker.CfnCluster.OrchestratorProperty(
                 eks=sagemaker.CfnCluster.ClusterOrchestratorEksConfigProperty(cluster_arn=self.eks.cluster_arn)),
             vpc_config=sagemaker.CfnCluster.VpcConfigProperty(

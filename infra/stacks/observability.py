@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from aws_cdk import CfnOutput, Stack
+from aws_cdk import CfnOutput, Duration, Stack, Tags
 from aws_cdk import aws_aps as aps
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_grafana as grafana
@@ -38,16 +38,26 @@ HYPERPOD_LOG_GROUPS = "log-group:/aws/sagemaker/Clusters/*"
 # CloudFormation has no resource for it. The managed policy holds the sso/sso-directory calls it makes.
 GRAFANA_PERMISSIONS_POLICY = "AWSGrafanaWorkspacePermissionManagementV2"
 GRAFANA_ROLE = "ADMIN"
+# AWS's HyperPod EKS Terraform module tags the observability add-on and both workspaces so
+# (awsome-distributed-training 58dc6f7d 1.architectures/7.sagemaker-hyperpod-eks/terraform-modules/hyperpod-eks-tf/
+# modules/observability/eks_addon.tf and prometheus_workspace.tf, 9e060a31 grafana_workspace.tf).
+SAGEMAKER_TAGS = {"SageMaker": "true"}
+# How long the scrape-target patch waits for the add-on's operator to create its ObservabilityConfig: the
+# kubectl handler's `get` runs inside one Lambda invocation (15 min at most, Lambda's limit).
+CONFIG_WAIT = Duration.minutes(10)
 
 
 def scrape_endpoints(settings: Settings) -> list[str]:
-    """Every metrics endpoint the stacks create, as `host:port`: each pod of the trainer RayCluster,
-    each pod of the RayService (serving on), the supervisor (supervisor on)."""
-    endpoints = rm.metrics_endpoints(cluster=trainer_raycluster(settings.name), ns=RAY_NAMESPACE,
-                                     workers=settings.trainer_worker_count)
-    if settings.serving:
-        endpoints += rm.metrics_endpoints(cluster=rayservice_name(settings), ns=RAY_NAMESPACE,
-                                          workers=SERVE_WORKERS)
+    """Every metrics endpoint the stacks register with the add-on as a custom target, as `host:port`: each pod
+    of the trainer RayCluster and of the RayService (serving on) where the add-on cannot collect Ray itself
+    (ray_metrics=scrape-targets), the supervisor (supervisor on: not a Ray pod, so never the add-on's)."""
+    endpoints: list[str] = []
+    if settings.ray_metrics == "scrape-targets":
+        endpoints += rm.metrics_endpoints(cluster=trainer_raycluster(settings.name), ns=RAY_NAMESPACE,
+                                          workers=settings.trainer_worker_count)
+        if settings.serving:
+            endpoints += rm.metrics_endpoints(cluster=rayservice_name(settings), ns=RAY_NAMESPACE,
+                                              workers=SERVE_WORKERS)
     if settings.supervisor:
         endpoints.append(supervisor.metrics_endpoint(supervisor.SupervisorConfig(
             namespace=RAY_NAMESPACE, raycluster=trainer_raycluster(settings.name))))
@@ -90,20 +100,35 @@ class ObservabilityStack(Stack):
             revision=settings.dashboards_revision,
         )
         self.grafana_access = self._grafana_access(settings)
+        for resource in (self.prometheus, self.grafana, self.addon):
+            for key, value in SAGEMAKER_TAGS.items():
+                Tags.of(resource).add(key, value)
         CfnOutput(self, "GrafanaUrl", value=f"https://{self.grafana.attr_endpoint}")
         CfnOutput(self, "PrometheusEndpoint", value=self.prometheus.attr_prometheus_endpoint)
         self._acknowledge()
 
-    def _scrape_targets(self, *, settings: Settings, cluster: eks.ICluster) -> eks.KubernetesPatch:
-        """Register every metrics endpoint with the add-on (its ObservabilityConfig, which the add-on
-        creates); deleting the stack empties the list again."""
+    def _scrape_targets(self, *, settings: Settings, cluster: eks.ICluster) -> eks.KubernetesPatch | None:
+        """Register the custom metrics endpoints with the add-on (its ObservabilityConfig, which the add-on's
+        operator creates some time after the add-on is ACTIVE); deleting the stack empties the list again.
+
+        The patch waits for the object first: CDK's KubernetesObjectValue reads it with `kubectl get`, retrying
+        NotFound until CONFIG_WAIT, then fails naming the object and kubectl's last error (the patch itself
+        retries only i/o timeouts, so a NotFound there rolled the stack back)."""
+        endpoints = scrape_endpoints(settings)
+        if not endpoints:
+            return None
+        kind, name = OBSERVABILITY_CONFIG.split("/", 1)
+        created = eks.KubernetesObjectValue(
+            self, "ObservabilityConfigCreatedByAddon", cluster=cluster, object_type=kind, object_name=name,
+            object_namespace=ADDON_NAMESPACE, json_path=".metadata.name", timeout=CONFIG_WAIT)
+        created.node.add_dependency(self.addon)
         patch = eks.KubernetesPatch(
             self, "ScrapeTargets", cluster=cluster, resource_name=OBSERVABILITY_CONFIG,
             resource_namespace=ADDON_NAMESPACE, patch_type=eks.PatchType.MERGE,
-            apply_patch=scrape_targets_patch(scrape_targets(scrape_endpoints(settings))),
+            apply_patch=scrape_targets_patch(scrape_targets(endpoints)),
             restore_patch=scrape_targets_patch([]),
         )
-        patch.node.add_dependency(self.addon)
+        patch.node.add_dependency(created)
         return patch
 
     def _grafana_access(self, settings: Settings) -> cr.AwsCustomResource | None:
@@ -172,11 +197,13 @@ class ObservabilityStack(Stack):
         configuration = observability_configuration(
             region=self.region, prometheus_workspace_id=self.prometheus.attr_workspace_id,
             prometheus_arn=self.prometheus.attr_arn, grafana_workspace_name=f"{settings.name}-grafana",
-            grafana_arn=f"arn:{self.partition}:grafana:{self.region}:{self.account}:/workspaces/{self.grafana.attr_id}")
+            grafana_arn=f"arn:{self.partition}:grafana:{self.region}:{self.account}:/workspaces/{self.grafana.attr_id}",
+            ray_metrics=settings.ray_metrics == "addon")
         return eks.CfnAddon(
             self,
             "ObservabilityAddon",
             addon_name=ADDON,
+            addon_version=settings.observability_addon_version,
             cluster_name=cluster.cluster_name,
             resolve_conflicts="OVERWRITE",
             configuration_values=self.to_json_string(configuration),

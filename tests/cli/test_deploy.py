@@ -65,9 +65,9 @@ def test_deploy_runs_cdk_and_prints_next_steps_from_the_outputs(tmp_path, monkey
                                  "--skip-preflight"])
     assert result.exit_code == 0, result.output
     (call,) = tools.calls()
-    assert re.fullmatch(rf"cdk deploy --all --require-approval broadening -c profile=blog -c kubernetes_version=1.35 "
+    assert re.fullmatch(rf"cdk deploy --all --require-approval broadening -c profile=blog -c kubernetes_version=1.34 "
                         rf"-c dashboards_revision=(\d{{8}}T\d{{6}}Z) -c deployed_at=\1 --outputs-file {re.escape(str(outputs))} "
-                        rf"-c account=123456789012 -c admin_principal_arns={re.escape(DEPLOYER)}", call), call
+                        rf"--concurrency 3 -c account=123456789012 -c admin_principal_arns={re.escape(DEPLOYER)}", call), call
     assert deployer == DEPLOYER
     assert "aws eks update-kubeconfig --name skymaze-eks --region us-west-2" in result.output
     assert "warning: --skip-preflight: quotas, zones, versions" in result.stderr
@@ -86,7 +86,7 @@ def test_deploy_records_what_it_deployed_and_later_commands_follow_it(tmp_path, 
     assert result.exit_code == 0, result.output
     recorded = read_context()
     assert (recorded.size, recorded.region, recorded.deploy_sets, recorded.eks_cluster, recorded.source) == (
-        "blog", "us-west-2", ("worker_count=4", "kubernetes_version=1.35"), "skymaze-eks", "deploy")
+        "blog", "us-west-2", ("worker_count=4", "kubernetes_version=1.34"), "skymaze-eks", "deploy")
     assert "later commands default to size 'blog'" in result.output
     plan = runner.invoke(app, ["teardown", "--dry-run"])
     assert plan.exit_code == 0, plan.output
@@ -121,8 +121,9 @@ def test_bootstrap_runs_before_deploy_and_the_preflight_does_not_ask_for_it(tmp_
     assert result.exit_code == 0, result.output
     account.assert_all_answered()
     bootstrap_call, deploy_call = tools.calls()
-    assert bootstrap_call == "cdk bootstrap -c profile=small -c kubernetes_version=1.35"
-    assert deploy_call.startswith("cdk deploy --all --require-approval never -c profile=small -c kubernetes_version=1.35 "
+    pins = "-c kubernetes_version=1.34 -c observability_addon_version=v1.0.6-eksbuild.1 -c ray_metrics=addon"
+    assert bootstrap_call == f"cdk bootstrap -c profile=small {pins}"
+    assert deploy_call.startswith(f"cdk deploy --all --require-approval never -c profile=small {pins} "
                                   "-c dashboards_revision=")
     assert "bootstrap:" not in result.stdout and "OK    permissions: the deploying identity" in result.stdout
 
@@ -137,17 +138,24 @@ def test_a_passing_preflight_runs_before_cdk(tmp_path, monkeypatch):
     assert result.exit_code == 0, result.output
     account.assert_all_answered()
     (call,) = tools.calls()
-    assert call.startswith("cdk deploy --all") and f"-c admin_principal_arns={DEPLOYER}" in call
+    from tests.workload.ops.aws_account import DEPLOYER_ROLE, DEPLOYER_USER_ID
+
+    assert call.startswith("cdk deploy --all") and f"-c admin_principal_arns={DEPLOYER_ROLE}" in call
+    # Nobody named for Grafana: the deploying Identity Center user is made its admin, so someone can sign in.
+    assert call.endswith(f" -c grafana_admin_user_ids={DEPLOYER_USER_ID}")
+    assert (f"OK    identity-center: Identity Center store d-1234567890: the deploying identity is its user me "
+            f"({DEPLOYER_USER_ID}), whom the deploy makes Grafana ADMIN") in result.stdout
     assert "checking IAM policy simulation for the deploy ..." in result.stderr
     assert re.search(r"preflight: \d+ ok, 0 warning\(s\), 0 failed", result.stdout), result.stdout
 
 
 @pytest.mark.parametrize(("answers", "grafana", "line"), [
     (Answers(quota_values={"ml.g7e.12xlarge": 0}), False, "FAIL  quota: ml.g7e.12xlarge for cluster usage is 0"),
-    (Answers(version_status="UNSUPPORTED"), False, "FAIL  kubernetes: EKS in us-west-2: Kubernetes 1.35 is UNSUPPORTED"),
-    (Answers(identity_center=False), True, "FAIL  identity-center: grafana_admin_user_ids/grafana_admin_group_ids"),
+    (Answers(version_status="UNSUPPORTED"), False, "FAIL  kubernetes: EKS in us-west-2: Kubernetes 1.34 is UNSUPPORTED"),
+    (Answers(identity_center=False), True, "FAIL  identity-center: the Grafana workspace signs in only through IAM "
+                                           "Identity Center, and no Identity Center instance answers in us-west-2"),
     (Answers(observability_schema=schema_without("customMetrics")), False,
-     "FAIL  addon: amazon-sagemaker-hyperpod-observability v1.0.0-eksbuild.1 rejects the configuration"),
+     "FAIL  addon: amazon-sagemaker-hyperpod-observability v1.0.6-eksbuild.1 rejects the configuration"),
 ], ids=["no quota", "unsupported version", "missing Identity Center", "schema-invalid add-on config"])
 def test_a_failing_preflight_stops_the_deploy_before_cdk(tmp_path, monkeypatch, answers, grafana, line):
     overrides = ["-c", "grafana_admin_user_ids=90676d5f-1234-5678-9abc-0123456789ab"] if grafana else []
@@ -270,9 +278,10 @@ def test_a_redeploy_brings_back_the_gpu_group_the_deploy_guard_scaled_to_zero(tm
     assert re.search(r"-c dashboards_revision=(\d{8}T\d{6}Z) -c deployed_at=\1 ", call), call
 
 
-def test_the_kubernetes_version_is_the_newest_eks_and_hyperpod_support_and_is_recorded(tmp_path, monkeypatch):
-    """EKS offers 1.34 (extended support since 2026-12-03), 1.35 and 1.36 (standard); HyperPod's add-on knows 1.34
-    and 1.35: the deploy takes 1.35, passes it to cdk and records it, so a redeploy keeps it."""
+def test_the_kubernetes_version_is_the_newest_eks_offers_of_those_hyperpod_lists_and_is_recorded(tmp_path, monkeypatch):
+    """EKS offers 1.36 first and 1.35 (standard) and 1.34 (extended support since 2026-12-03); HyperPod's add-on knows
+    all three, but HyperPod's page lists up to 1.34: the deploy takes 1.34, passes it to cdk and records it, so a
+    redeploy keeps it; preflight names the extended-support price."""
     from tests.workload.ops.aws_account import (
         StubbedAccount,
         add_deploy_context,
@@ -283,7 +292,8 @@ def test_the_kubernetes_version_is_the_newest_eks_and_hyperpod_support_and_is_re
 
     settings = settings_for("small")
     account = add_deploy_context(add_identity(StubbedAccount(region="us-west-2")), settings, offered={
-        "1.34": "EXTENDED_SUPPORT", "1.35": "STANDARD_SUPPORT", "1.36": "STANDARD_SUPPORT"}, hyperpod=("1.34", "1.35"))
+        "1.36": "STANDARD_SUPPORT", "1.35": "STANDARD_SUPPORT", "1.34": "EXTENDED_SUPPORT"},
+        hyperpod=("1.34", "1.35", "1.36"))
     account = passing_account(settings, account=account)
     monkeypatch.setattr(boto3, "Session", lambda *args, **kwargs: account)
     tools = install_fakes(tmp_path, monkeypatch, server=None, kinds={})
@@ -291,8 +301,51 @@ def test_the_kubernetes_version_is_the_newest_eks_and_hyperpod_support_and_is_re
                                  "--outputs-file", str(tmp_path / "o.json")])
     assert result.exit_code == 0, result.output
     account.assert_all_answered()
-    assert ("Kubernetes 1.35: the newest EKS offers in standard support that HyperPod supports here (of 1.34, 1.35, "
-            "1.36)") in result.stdout
+    assert "Kubernetes 1.34: the newest EKS offers in extended support of those HyperPod lists (1.34 of 1.34, 1.35, " \
+           "1.36: AWS's SageMaker HyperPod EKS prerequisites" in result.stdout
     (call,) = tools.calls()
-    assert call.startswith("cdk deploy --all --require-approval never -c profile=small -c kubernetes_version=1.35 ")
-    assert read_context().deploy_sets == ("kubernetes_version=1.35",)
+    assert call.startswith("cdk deploy --all --require-approval never -c profile=small -c kubernetes_version=1.34 ")
+    assert read_context().deploy_sets[0] == "kubernetes_version=1.34"
+
+
+@pytest.mark.parametrize(("versions", "schema", "path", "line"), [
+    # Add-on 1.0.6 with the Ray switch in its schema: the add-on collects Ray, switched on, no Ray custom targets.
+    (("v1.0.5-eksbuild.2", "v1.0.6-eksbuild.1"), None, "addon",
+     "Ray's metrics: addon: amazon-sagemaker-hyperpod-observability v1.0.6-eksbuild.1 (the newest EKS lists for "
+     "Kubernetes 1.34 in us-west-2); amazon-sagemaker-hyperpod-observability v1.0.6-eksbuild.1 collects Ray's "
+     "metrics itself, switched on at metricsProvider.rayMetrics (its configuration schema): each Ray series once, "
+     "labelled by Ray cluster"),
+    # Only an add-on from before Ray collection: every Ray pod a custom target, said so.
+    (("v1.0.4-eksbuild.1", "v1.0.5-eksbuild.2"), "without-ray", "scrape-targets",
+     "Ray's metrics: scrape-targets: amazon-sagemaker-hyperpod-observability v1.0.5-eksbuild.2 (the newest EKS lists "
+     "for Kubernetes 1.34 in us-west-2); amazon-sagemaker-hyperpod-observability v1.0.5-eksbuild.2 predates Ray "
+     "collection (1.0.6): every Ray pod is registered with it as a custom scrape target"),
+])
+def test_the_deploy_pins_the_add_on_and_says_who_collects_rays_metrics(tmp_path, monkeypatch, versions, schema, path,
+                                                                       line):
+    from tests.workload.ops.aws_account import (
+        StubbedAccount,
+        add_deploy_context,
+        add_identity,
+        add_observability_choice,
+        passing_account,
+        schema_without,
+    )
+    from workload.ops.context import read_context
+
+    settings = settings_for("small")
+    account = add_deploy_context(add_identity(StubbedAccount(region="us-west-2")), settings, observability=False)
+    add_observability_choice(account, settings, versions=versions,
+                             schema=schema_without("rayMetrics") if schema else None)
+    pinned = settings_for("small", (("observability_addon_version", max(versions)), ("ray_metrics", path)))
+    account = passing_account(pinned, account=account)
+    monkeypatch.setattr(boto3, "Session", lambda *args, **kwargs: account)
+    tools = install_fakes(tmp_path, monkeypatch, server=None, kinds={})
+    result = runner.invoke(app, ["deploy", "--size", "small", "--yes", "--cdk-bin", tools.cdk,
+                                 "--outputs-file", str(tmp_path / "o.json")])
+    assert result.exit_code == 0, result.output
+    account.assert_all_answered()
+    assert line in result.stdout
+    (call,) = tools.calls()
+    assert f"-c observability_addon_version={max(versions)} -c ray_metrics={path} " in call
+    assert read_context().deploy_sets[1:] == (f"observability_addon_version={max(versions)}", f"ray_metrics={path}")

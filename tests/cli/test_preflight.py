@@ -46,7 +46,7 @@ def test_a_failing_account_exits_1_with_one_line_per_failure_and_json_keeps_the_
             assert "AWS account 123456789012" in result.stderr
         else:
             (line,) = [line for line in result.stdout.splitlines() if line.startswith("FAIL")]
-            assert line.startswith("FAIL  kubernetes: EKS in us-west-2: Kubernetes 1.35 is UNSUPPORTED: choose "
+            assert line.startswith("FAIL  kubernetes: EKS in us-west-2: Kubernetes 1.34 is UNSUPPORTED: choose "
                                    "another setting kubernetes_version")
 
 

@@ -39,10 +39,9 @@ def status(
     """
     import boto3
 
-    from workload.deployment.names import RAY_NAMESPACE, trainer_raycluster
+    from workload.deployment.names import RAY_NAMESPACE, hyperpod_cluster, trainer_raycluster
     from workload.ops.cluster_status import hyperpod_status
     from workload.ops.identity import IdentityError, check_identity
-    from workload.ops.plan import HYPERPOD_CLUSTER_SUFFIX
     from workload.skyrl import jobs
     from workload.skyrl.ray_auth import SecretRef, find_token
 
@@ -63,7 +62,7 @@ def status(
             _print_ray(resolved, rows, ray_error)
         fail(f"{err} (the HyperPod part needs them; the Ray jobs do not)")
     typer.echo(identity.line(), err=as_json)
-    name = f"{settings.name}{HYPERPOD_CLUSTER_SUFFIX}"
+    name = hyperpod_cluster(settings.name)
     cluster = hyperpod_status(session, name)
     if cluster is None:
         fail(f"no HyperPod cluster {name!r} in {target.region}; deploy it with `skymaze deploy --size {profile}`")

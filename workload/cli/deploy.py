@@ -67,6 +67,8 @@ def deploy(
         typer.echo("warning: --skip-preflight: quotas, zones, versions, add-on schemas and permissions are not "
                    "checked before cdk", err=True)
     typer.echo(plan.kubernetes)
+    if plan.observability:
+        typer.echo(plan.observability)
     for key_value in plan.account_args[1::2]:
         typer.echo(f"setting {key_value}")
     if plan.findings:

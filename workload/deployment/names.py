@@ -27,6 +27,22 @@ ENDPOINT_READ_PREFIXES = (ADAPTERS_PREFIX,)
 SUPERVISOR_METRICS_PORT = 9400  # outside Ray's 8265/8080/6379/10001 on the same pod network
 
 
+# The clusters the cluster stack creates are named after deploy setting ``name`` (infra/stacks/cluster.py);
+# teardown, cost, preflight and the CLI find them by the same names.
+EKS_CLUSTER_SUFFIX = "-eks"
+HYPERPOD_CLUSTER_SUFFIX = "-hyperpod"
+
+
+def created_eks_cluster(app_name: str) -> str:
+    """The EKS cluster the cluster stack creates for deploy setting ``name``."""
+    return f"{app_name}{EKS_CLUSTER_SUFFIX}"
+
+
+def hyperpod_cluster(app_name: str) -> str:
+    """The HyperPod cluster the cluster stack creates for deploy setting ``name``."""
+    return f"{app_name}{HYPERPOD_CLUSTER_SUFFIX}"
+
+
 def trainer_raycluster(app_name: str) -> str:
     """The trainer RayCluster's name for deploy setting ``name``."""
     return f"{app_name}{TRAINER_SUFFIX}"

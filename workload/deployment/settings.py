@@ -23,7 +23,7 @@ from workload.config import (
 )
 from workload.config import settings_table as settings_rows
 from workload.deployment import fit
-from workload.deployment.names import DEFAULT_APP_NAME, HYPERPOD_GPU_GROUP
+from workload.deployment.names import DEFAULT_APP_NAME, HYPERPOD_GPU_GROUP, created_eks_cluster
 from workload.deployment.supervisor import SupervisorLimits
 from workload.errors import UsageError
 
@@ -37,15 +37,27 @@ GPU_INSTANCES = {name: fit.INSTANCES[name] for name in fit.GPU_TYPES}
 # CPU head types; the observability add-on needs at least one node of 4xlarge or larger.
 HEAD_INSTANCES = {name: fit.INSTANCES[name] for name in fit.CPU_TYPES}
 # Kubernetes versions the cluster stack can run: kubectl's one-minor-version skew around the CDK kubectl
-# layer it uses (aws-cdk.lambda-layer-kubectl-v35, kubectl 1.35: servers 1.34, 1.35, 1.36). Which of them
-# a deploy gets is the account's answer: `skymaze deploy` asks EKS (DescribeClusterVersions) and HyperPod's
-# own add-on (DescribeAddonVersions) and takes the newest both support, in standard support where one is
-# (workload/ops/preflight.py, choose_kubernetes_version); `-c kubernetes_version=` pins one.
+# layer it uses (aws-cdk.lambda-layer-kubectl-v35, kubectl 1.35: servers 1.34, 1.35, 1.36).
 KUBECTL_SERVER_VERSIONS = ("1.34", "1.35", "1.36")
-# What offline synth and `skymaze cost` assume before a deploy has asked the account: the newest of those
-# the HyperPod EKS prerequisites page lists (1.30-1.35, shared reference hyperpod-iac.md section 0) with
-# EKS support dates in workload/ops/prices.yaml.
-KUBERNETES_VERSION = "1.35"
+# The versions HyperPod accepts for its EKS clusters: no API answers it (an add-on's compatibility list is
+# not what SageMaker CreateCluster accepts), so AWS's page is the fact, with the day it was read. A newer
+# version builds the EKS cluster and the chart (~20 min) before CreateCluster refuses it and the stack rolls back.
+HYPERPOD_KUBERNETES_VERSIONS = ("1.28", "1.29", "1.30", "1.31", "1.32", "1.33", "1.34")
+HYPERPOD_KUBERNETES_SOURCE = ("AWS's SageMaker HyperPod EKS prerequisites, \"Kubernetes version support\" "
+                              "(docs.amazonaws.cn/sagemaker/latest/dg/sagemaker-hyperpod-eks-prerequisites.md, the "
+                              "newest copy, read 2026-12-06)")
+
+
+def _minor(version: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in version.split("."))
+
+
+# What `skymaze deploy` chooses from (the newest EKS offers there, standard support first: workload/ops/preflight.py,
+# choose_kubernetes_version), and what offline synth and `skymaze cost` assume: the kubectl versions HyperPod's page
+# lists. A newer one only with an explicit `-c kubernetes_version=` (preflight warns). EKS support dates and their
+# price: workload/ops/prices.yaml.
+HYPERPOD_SERVER_VERSIONS = tuple(v for v in KUBECTL_SERVER_VERSIONS if v in HYPERPOD_KUBERNETES_VERSIONS)
+KUBERNETES_VERSION = max(HYPERPOD_SERVER_VERSIONS, key=_minor)
 HEAD_COUNT = 1  # CPU head nodes: one Ray head per RayCluster, both on the one head node
 KUBERAY_CHART_VERSION = "1.7.0"  # KubeRay operator chart: matches the ray.io/v1 CRDs validated in tests
 # SMT on the CPU head: its Ray heads get all its vCPUs (with 1, a head node offers half of them and
@@ -169,6 +181,19 @@ class Settings(ConfigModel):
                                          "(deploy sets it when it finds one).")
     grafana_admin_user_ids: tuple[str, ...] = Field((), description="IAM Identity Center user ids given Grafana ADMIN.")
     grafana_admin_group_ids: tuple[str, ...] = Field((), description="IAM Identity Center group ids given Grafana ADMIN.")
+    # Who collects Ray's metrics (docs/operations.md, "Dashboards"): the observability add-on's own Ray collection
+    # (add-on 1.0.6 on), or, for an older add-on, each Ray pod registered with it as a custom scrape target.
+    # `skymaze deploy` pins the add-on version and reads its configuration schema, then records both.
+    observability_addon_version: str | None = Field(None, description="The HyperPod observability add-on version "
+                                                    "(e.g. v1.0.6-eksbuild.1); unset, deploy takes the newest EKS "
+                                                    "lists for kubernetes_version and records it (offline: EKS's "
+                                                    "default).")
+    ray_metrics: Literal["addon", "scrape-targets"] = Field("addon", description="Who collects Ray's metrics: addon "
+                                                            "(the add-on's Ray collection, labelled cluster_name, "
+                                                            "namespace, ray_io_cluster as AWS's Ray dashboards "
+                                                            "filter) or scrape-targets (every Ray pod a custom "
+                                                            "target, no ray_io_cluster label); unset, deploy takes "
+                                                            "what the add-on version's schema offers and records it.")
     # Unattended runs (README "Unattended runs"): the in-cluster run supervisor ...
     supervisor: bool = Field(True, description="Run the in-cluster supervisor that resubmits `submit --supervise` "
                              "jobs after node or worker failures.")
@@ -213,8 +238,9 @@ class Settings(ConfigModel):
     # records its choice, so that a redeploy never upgrades the cluster by itself.
     kubernetes_version: str = Field(KUBERNETES_VERSION, description="EKS Kubernetes version: one of "
                                     f"{', '.join(KUBECTL_SERVER_VERSIONS)}; unset, deploy takes the newest the "
-                                    "account's EKS and HyperPod support (standard support first), or the running "
-                                    "cluster's.")
+                                    "account's EKS offers of those HyperPod's documentation lists (standard support "
+                                    "first), or the running cluster's; a newer one is refused by HyperPod until AWS "
+                                    "lists it (preflight warns).")
     # Who may reach the EKS API's public endpoint (kubectl, port-forwards, the skymaze commands that use them).
     # Narrower is safer; `private` leaves only the endpoint inside the VPC, so those commands must run there
     # (VPN, a bastion, a CloudShell VPC environment); CDK then runs its kubectl handler in the VPC's private
@@ -486,7 +512,7 @@ class Settings(ConfigModel):
     @property
     def created_eks_cluster_name(self) -> str:
         """The name of the EKS cluster the cluster stack creates (unless eks_cluster_name is set)."""
-        return f"{self.name}-eks"
+        return created_eks_cluster(self.name)
 
     @property
     def creates_eks(self) -> bool:

@@ -39,6 +39,10 @@ DEFAULT_APPROVAL = "broadening"
 # scripts, then deep health checks (workload/deployment/fit.py: AWS's HyperPod guidance, about 2 h). After
 # them: observability 5-8 min, Ray 2-4, serving 1-2.
 STACKS_BEFORE_NODES_S = 20 * 60
+# Stacks cdk deploys at once: with 3, storage and images build beside the network and the cluster (and the
+# observability, Ray and serving stacks beside each other) as the figures here assume; cdk's default is 1
+# (aws-cdk CLI `cdk deploy --help`: --concurrency, "Maximum number of simultaneous deployments").
+DEPLOY_CONCURRENCY = 3
 STACKS_AFTER_NODES_S = 15 * 60
 DEPLOY_S = STACKS_BEFORE_NODES_S + NODE_LAUNCH_S + DEEP_HEALTH_CHECKS_S + STACKS_AFTER_NODES_S  # 3 h
 # The longest a deploy runs before it fails: the node waiter gives up after NODE_READY_S.
@@ -80,7 +84,8 @@ def deploy_args(target: TeardownTarget, outputs_file: Path | None = None, *,
     if require_approval not in APPROVAL_LEVELS:
         raise ValueError(f"--require-approval {require_approval!r}: expected one of {', '.join(APPROVAL_LEVELS)}")
     return ["deploy", "--all", "--require-approval", require_approval, *target.cdk_context, *revision,
-            "--outputs-file", str(outputs_file or outputs_path(target.profile))]
+            "--outputs-file", str(outputs_file or outputs_path(target.profile)),
+            "--concurrency", str(DEPLOY_CONCURRENCY)]
 
 
 def diff_args(target: TeardownTarget, *, fail_on_change: bool = False) -> list[str]:
@@ -124,11 +129,11 @@ def next_steps(target: TeardownTarget, outputs: dict[str, str]) -> list[str]:
 def context_from_outputs(target: TeardownTarget, outputs: dict[str, str]) -> dict:
     """What `skymaze deploy` records beside the size: cluster names (the outputs' when present), the namespace,
     and the Grafana URL."""
-    from workload.ops.plan import HYPERPOD_CLUSTER_SUFFIX
+    from workload.deployment.names import hyperpod_cluster
 
     grafana = _find(outputs, GRAFANA_OUTPUT)
     return {"eks_cluster": _find(outputs, EKS_CLUSTER_OUTPUT) or target.eks_cluster_name,
-            "hyperpod_cluster": f"{target.app_name}{HYPERPOD_CLUSTER_SUFFIX}", "ray_namespace": target.ray_namespace,
+            "hyperpod_cluster": hyperpod_cluster(target.app_name), "ray_namespace": target.ray_namespace,
             "extra": {"grafana": grafana} if grafana else {}}
 
 
@@ -200,6 +205,7 @@ class DeployPlan:
     findings: list = field(default_factory=list)
     deployed: Deployed = field(default_factory=Deployed)
     kubernetes: str = ""     # the Kubernetes version and why, one line
+    observability: str = ""  # who collects Ray's metrics (the add-on or custom scrape targets) and why, one line
     record_sets: tuple[str, ...] = ()  # the `-c` pairs recorded for later commands
     account_args: list[str] = field(default_factory=list)  # the `-c` pairs the account adds (account, admins)
 
@@ -222,7 +228,7 @@ def read_deployed(session, settings) -> Deployed:
     """The app's deployed size (its cluster stack's tag), EKS version and HyperPod groups; read-only."""
     from botocore.exceptions import ClientError
 
-    from workload.ops.plan import HYPERPOD_CLUSTER_SUFFIX
+    from workload.deployment.names import hyperpod_cluster
 
     size = None
     try:
@@ -242,7 +248,7 @@ def read_deployed(session, settings) -> Deployed:
     groups = {}
     try:
         described = session.client("sagemaker").describe_cluster(
-            ClusterName=f"{settings.name}{HYPERPOD_CLUSTER_SUFFIX}")
+            ClusterName=hyperpod_cluster(settings.name))
         groups = {g["InstanceGroupName"]: (g.get("InstanceType", ""),
                                            int(g.get("TargetCount", g.get("CurrentCount", 0))))
                   for g in described.get("InstanceGroups", [])}
@@ -328,20 +334,30 @@ def _ask_account(plan: DeployPlan, overrides, *, echo: Echo, session_factory, no
         plan.record_sets = (*plan.record_sets, f"kubernetes_version={version}")
         settings = settings_for(settings.profile, overrides)
     plan.kubernetes = f"Kubernetes {version}: {why}"
+    plan.observability, overrides = _observability(session, settings, overrides, plan)
+    settings = settings_for(settings.profile, overrides)
     plan.settings, plan.session, plan.deployed = settings, session, deployed
     plan.target = target_for(settings, overrides=overrides)
     if not plan.request.skip_preflight:
+        from workload.ops.preflight import grafana_admin_for_deployer
+
+        admin = grafana_admin_for_deployer(session, settings, identity.arn)
+        if admin is not None:  # nobody named: the deploying Identity Center user can sign in to Grafana
+            plan.account_args += ["-c", f"grafana_admin_user_ids={admin.user_id}"]
         plan.findings = _preflight(session, settings, identity, bootstrap_pending=plan.request.bootstrap, echo=echo)
 
 
 def _kubernetes_version(session, settings, overrides, deployed: Deployed, *, ask: bool) -> tuple[str, str]:
     """(version, why): a pin, else the running cluster's (a redeploy never upgrades by itself), else the account's
     answer (``ask``; without it, with --skip-preflight, the settings' default)."""
-    from workload.deployment.settings import KUBECTL_SERVER_VERSIONS
+    from workload.deployment.settings import HYPERPOD_KUBERNETES_VERSIONS, KUBECTL_SERVER_VERSIONS
     from workload.ops.preflight import choose_kubernetes_version
 
     if "kubernetes_version" in dict(overrides):
-        return settings.kubernetes_version, "set with -c kubernetes_version (or recorded by an earlier deploy)"
+        unlisted = ("" if settings.kubernetes_version in HYPERPOD_KUBERNETES_VERSIONS else
+                    "; HyperPod's documentation does not list it: CreateCluster may refuse it (preflight says more)")
+        return (settings.kubernetes_version,
+                f"set with -c kubernetes_version (or recorded by an earlier deploy){unlisted}")
     if deployed.kubernetes_version:
         if deployed.kubernetes_version not in KUBECTL_SERVER_VERSIONS:
             raise UsageError(f"EKS cluster {settings.eks_cluster_name or settings.created_eks_cluster_name} runs "
@@ -352,6 +368,27 @@ def _kubernetes_version(session, settings, overrides, deployed: Deployed, *, ask
         return settings.kubernetes_version, "the default (--skip-preflight: the account was not asked)"
     choice = choose_kubernetes_version(session, settings, KUBECTL_SERVER_VERSIONS)
     return choice.version, choice.why
+
+
+def _observability(session, settings, overrides, plan: DeployPlan) -> tuple[str, tuple]:
+    """Pin the observability add-on version and who collects Ray's metrics (the account's answer: the add-on's
+    configuration schema), record both, and say which path the deploy takes; settings given win."""
+    from workload.ops.preflight import choose_observability
+
+    given = dict(overrides)
+    if "observability_addon_version" in given and "ray_metrics" in given:
+        return (f"Ray's metrics: {settings.ray_metrics} (set with -c ray_metrics, add-on "
+                f"{settings.observability_addon_version})"), overrides
+    if plan.request.skip_preflight:
+        return (f"Ray's metrics: {settings.ray_metrics} (the default; --skip-preflight: the add-on's version and "
+                "schema were not asked)"), overrides
+    choice = choose_observability(session, settings)
+    for key, value in (("observability_addon_version", choice.addon_version), ("ray_metrics", choice.ray_metrics)):
+        if key not in given:
+            overrides = (*overrides, (key, value))
+            plan.record_sets = (*plan.record_sets, f"{key}={value}")
+    ray_metrics = given.get("ray_metrics", choice.ray_metrics)
+    return f"Ray's metrics: {ray_metrics}: {choice.why}", overrides
 
 
 def _check_existing(session, settings) -> None:
@@ -432,14 +469,13 @@ def restore_gpu_groups(session, settings, deployed: Deployed) -> dict[str, int]:
     """Bring the GPU group back to ``worker_count`` when it ran fewer before this deploy (the deploy guard scales
     it to 0 outside CloudFormation, so an unchanged template leaves it there); returns what was restored."""
     from workload.deployment.hyperpod import group_count, update_request
-    from workload.deployment.names import HYPERPOD_GPU_GROUP
-    from workload.ops.plan import HYPERPOD_CLUSTER_SUFFIX
+    from workload.deployment.names import HYPERPOD_GPU_GROUP, hyperpod_cluster
 
     before = deployed.groups.get(HYPERPOD_GPU_GROUP)
     if before is None or before[1] >= settings.worker_count:
         return {}
     sagemaker = session.client("sagemaker")
-    described = sagemaker.describe_cluster(ClusterName=f"{settings.name}{HYPERPOD_CLUSTER_SUFFIX}")
+    described = sagemaker.describe_cluster(ClusterName=hyperpod_cluster(settings.name))
     if group_count(described, HYPERPOD_GPU_GROUP) >= settings.worker_count:
         return {}
     sagemaker.update_cluster(**update_request(described, HYPERPOD_GPU_GROUP, settings.worker_count))

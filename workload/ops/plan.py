@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from workload.deployment.names import RAY_NAMESPACE
+from workload.deployment.names import RAY_NAMESPACE, created_eks_cluster, hyperpod_cluster
 
 # Kubernetes kinds (resource.group, as kubectl names them) deleted before the stacks, in order.
 # RayJobs own RayClusters and RayServices create Serve services, so they go first.
@@ -20,8 +20,6 @@ KUBE_KINDS = (
     ("rayservices.ray.io", "RayServices (Ray Serve endpoints and their services)"),
     ("rayclusters.ray.io", "RayClusters (head and worker pods)"),
 )
-EKS_CLUSTER_SUFFIX = "-eks"  # workload/deployment/settings.py: Settings.created_eks_cluster_name
-HYPERPOD_CLUSTER_SUFFIX = "-hyperpod"  # infra/stacks/cluster.py: cluster_name=f"{settings.name}-hyperpod"
 # Defaults of the waits; a teardown that times out says so and can simply be rerun.
 DEFAULT_KUBE_TIMEOUT_S = 600
 DEFAULT_AWS_TIMEOUT_S = 900
@@ -45,7 +43,7 @@ class TeardownTarget:
     @property
     def eks_cluster_name(self) -> str:
         """The EKS cluster the app runs on: an existing one, or the one the cluster stack creates."""
-        return self.existing_eks_cluster or f"{self.app_name}{EKS_CLUSTER_SUFFIX}"
+        return self.existing_eks_cluster or created_eks_cluster(self.app_name)
 
     @property
     def kube_namespace(self) -> str | None:
@@ -61,7 +59,7 @@ class TeardownTarget:
         from the stacks it discovered."""
         lambdas = tuple(f"/aws/lambda/{stack}-" for stack in self.stacks)
         control_plane = () if self.existing_eks_cluster else (f"/aws/eks/{self.eks_cluster_name}/",)
-        return (*lambdas, *control_plane, f"/aws/sagemaker/Clusters/{self.app_name}{HYPERPOD_CLUSTER_SUFFIX}/")
+        return (*lambdas, *control_plane, f"/aws/sagemaker/Clusters/{hyperpod_cluster(self.app_name)}/")
 
     @property
     def rerun_command(self) -> str:

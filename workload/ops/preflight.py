@@ -26,13 +26,21 @@ from workload.addons import (
     FSX_CSI_ADDON,
     OBSERVABILITY_ADDON,
     RAY_ENDPOINT_ADDONS,
+    RAY_METRICS_MIN_ADDON_VERSION,
+    RAY_METRICS_SWITCH,
     SPACES_ADDON,
     VPC_CNI_ADDON,
+    addon_version_number,
     core_addon_configuration,
     observability_configuration,
     spaces_configuration,
 )
-from workload.deployment.settings import HEAD_COUNT
+from workload.deployment.settings import (
+    HEAD_COUNT,
+    HYPERPOD_KUBERNETES_SOURCE,
+    HYPERPOD_KUBERNETES_VERSIONS,
+    KUBERNETES_VERSION,
+)
 from workload.errors import SkymazeError
 
 KUBERNETES_HOME = "setting kubernetes_version"
@@ -183,12 +191,12 @@ def other_clusters_usage(session, own_cluster: str) -> Counter[str]:
 
 
 def check_quotas(session, settings, caller: Caller) -> list[Finding]:
-    from workload.ops.plan import HYPERPOD_CLUSTER_SUFFIX
+    from workload.deployment.names import hyperpod_cluster
 
     applied = _quotas_by_name(session, "list_service_quotas")
     wanted = {CLUSTER_QUOTA_NAME.format(instance_type=name) for name in instance_needs(settings)}
     defaults = _quotas_by_name(session, "list_aws_default_service_quotas") if wanted - set(applied) else {}
-    used = other_clusters_usage(session, f"{settings.name}{HYPERPOD_CLUSTER_SUFFIX}")
+    used = other_clusters_usage(session, hyperpod_cluster(settings.name))
     return quota_findings(settings, applied, defaults, used)
 
 
@@ -250,22 +258,53 @@ def check_zones(session, settings, caller: Caller) -> list[Finding]:
 
 # ---------------------------------------------------------------- Kubernetes and add-ons
 
-def kubernetes_findings(settings, versions: Sequence[dict]) -> list[Finding]:
-    """EKS offers ``kubernetes_version`` for new clusters (EKS DescribeClusterVersions)."""
+def support_cost(version: str, on) -> str:
+    """What EKS bills a control plane of ``version`` on day ``on`` (workload/ops/prices.yaml, with its source)."""
+    from workload.ops.prices import load_prices
+
+    table = load_prices()
+    try:
+        price, support = table.eks_cluster(version, on)
+    except KeyError:
+        return "no EKS support dates for it in workload/ops/prices.yaml"
+    return (f"{support}: ${price.usd:.2f}/h for the control plane "
+            f"(standard ${table.eks_cluster_usd_per_hour.usd:.2f}/h, {table.eks_cluster_usd_per_hour.source})")
+
+
+def hyperpod_version_finding(settings) -> Finding:
+    """HyperPod accepts ``kubernetes_version`` for its EKS cluster: its documentation's list (settings), dated."""
+    wanted = settings.kubernetes_version
+    listed = f"{HYPERPOD_KUBERNETES_VERSIONS[0]}-{HYPERPOD_KUBERNETES_VERSIONS[-1]}"
+    if wanted in HYPERPOD_KUBERNETES_VERSIONS:
+        return Finding("hyperpod", "ok", f"HyperPod lists Kubernetes {wanted} ({listed}: {HYPERPOD_KUBERNETES_SOURCE})")
+    return Finding("hyperpod", "warn", f"Kubernetes {wanted} is newer than any HyperPod lists ({listed}: "
+                   f"{HYPERPOD_KUBERNETES_SOURCE}): SageMaker CreateCluster may refuse it after the EKS cluster and "
+                   f"chart are built (~20 min), and the stack rolls back; leave {KUBERNETES_HOME} unset for "
+                   f"{KUBERNETES_VERSION} unless AWS's page lists {wanted} by now")
+
+
+def kubernetes_findings(settings, versions: Sequence[dict], on=None) -> list[Finding]:
+    """EKS offers ``kubernetes_version`` for new clusters (EKS DescribeClusterVersions, asked on day ``on``), at
+    the price of its support phase, and HyperPod's documentation lists it."""
+    import datetime
+
+    on = on or datetime.datetime.now(datetime.UTC).date()
     wanted = settings.kubernetes_version
     entry = next((v for v in versions if v.get("clusterVersion") == wanted), None)
     offered = sorted({v["clusterVersion"] for v in versions if v.get("versionStatus") in EKS_SUPPORTED_STATUSES})
+    hyperpod = hyperpod_version_finding(settings)
     if entry is None or entry.get("versionStatus") not in EKS_SUPPORTED_STATUSES:
         status = entry.get("versionStatus", "UNSUPPORTED") if entry else "not offered"
         choices = f" (here: {', '.join(offered)})" if offered else ""
         return [Finding("kubernetes", "fail", f"EKS in {settings.region}: Kubernetes {wanted} is {status}: "
-                        f"choose another {KUBERNETES_HOME}{choices}, or deploy to a region that offers it")]
+                        f"choose another {KUBERNETES_HOME}{choices}, or deploy to a region that offers it"), hyperpod]
+    asked = f"EKS DescribeClusterVersions in {settings.region} on {on.isoformat()}"
     if entry["versionStatus"] == "EXTENDED_SUPPORT":
-        return [Finding("kubernetes", "warn", f"EKS {wanted} is in extended support (billed at the extended-support "
-                        f"hourly rate, ends {_day(entry.get('endOfExtendedSupportDate'))}); a newer "
-                        f"{KUBERNETES_HOME} costs less")]
-    return [Finding("kubernetes", "ok", f"EKS offers Kubernetes {wanted} in {settings.region} (standard support "
-                    f"until {_day(entry.get('endOfStandardSupportDate'))})")]
+        return [Finding("kubernetes", "warn", f"Kubernetes {wanted} is in extended support ({asked}) until "
+                        f"{_day(entry.get('endOfExtendedSupportDate'))}, {support_cost(wanted, on)}; a newer "
+                        f"{KUBERNETES_HOME} costs less once HyperPod lists one"), hyperpod]
+    return [Finding("kubernetes", "ok", f"Kubernetes {wanted} is in standard support ({asked}) until "
+                    f"{_day(entry.get('endOfStandardSupportDate'))}, {support_cost(wanted, on)}"), hyperpod]
 
 
 @dataclass(frozen=True)
@@ -279,26 +318,30 @@ class VersionChoice:
 
 def newest_supported_version(cluster_versions: Sequence[dict], observability_versions: Sequence[dict],
                              candidates: Sequence[str]) -> VersionChoice | None:
-    """The newest of ``candidates`` that EKS offers for new clusters (DescribeClusterVersions) and HyperPod
-    supports (its add-on lists a version compatible with it: DescribeAddonVersions), preferring standard
-    support over extended support (which bills about 6x the control-plane rate); None when none is both."""
+    """The newest of ``candidates`` (versions HyperPod's documentation lists) that EKS offers for new clusters
+    (DescribeClusterVersions) and HyperPod's add-on has a version for (DescribeAddonVersions), preferring standard
+    support over extended support (which bills 6x the control-plane rate); None when none is all three."""
     hyperpod = {c.get("clusterVersion") for a in observability_versions if a.get("addonName") == OBSERVABILITY_ADDON
                 for v in a.get("addonVersions", []) for c in v.get("compatibilities", [])}
     offered = {v["clusterVersion"]: v.get("versionStatus") for v in cluster_versions
                if v.get("versionStatus") in EKS_SUPPORTED_STATUSES}
-    usable = sorted((v for v in candidates if v in offered and v in hyperpod),
+    listed = [v for v in candidates if v in HYPERPOD_KUBERNETES_VERSIONS]
+    usable = sorted((v for v in listed if v in offered and v in hyperpod),
                     key=lambda v: tuple(int(part) for part in v.split(".")))
     for status in EKS_SUPPORTED_STATUSES:  # standard support first
         chosen = [v for v in usable if offered[v] == status]
         if chosen:
-            return VersionChoice(chosen[-1], f"the newest EKS offers in {status.lower().replace('_', ' ')} that "
-                                 f"HyperPod supports here (of {', '.join(candidates)})", status)
+            return VersionChoice(chosen[-1], f"the newest EKS offers in {status.lower().replace('_', ' ')} of "
+                                 f"those HyperPod lists ({', '.join(listed)} of {', '.join(candidates)}: "
+                                 f"{HYPERPOD_KUBERNETES_SOURCE})",
+                                 status)
     return None
 
 
 def choose_kubernetes_version(session, settings, candidates: Sequence[str]) -> VersionChoice:
     """Ask the account which of ``candidates`` a new cluster gets (two read-only EKS calls); raises
-    ``PreflightError`` naming the setting when none fits."""
+    ``PreflightError`` naming the setting when none fits. A candidate HyperPod's documentation does not list
+    (settings.HYPERPOD_KUBERNETES_VERSIONS) is never chosen, whatever EKS offers."""
     eks = session.client("eks")
     cluster_versions: list[dict] = []
     for page in eks.get_paginator("describe_cluster_versions").paginate(clusterVersions=list(candidates)):
@@ -311,8 +354,9 @@ def choose_kubernetes_version(session, settings, candidates: Sequence[str]) -> V
         offered = sorted(v["clusterVersion"] for v in cluster_versions
                          if v.get("versionStatus") in EKS_SUPPORTED_STATUSES)
         raise PreflightError(f"none of Kubernetes {', '.join(candidates)} is offered by EKS in {settings.region} "
-                             f"(offered: {', '.join(offered) or 'none of them'}) and supported by HyperPod there "
-                             f"(its add-on {OBSERVABILITY_ADDON}); deploy to another region (-c region=REGION)")
+                             f"(offered: {', '.join(offered) or 'none of them'}), listed by HyperPod "
+                             f"({HYPERPOD_KUBERNETES_SOURCE}) and supported by its add-on {OBSERVABILITY_ADDON} "
+                             "there; deploy to another region (-c region=REGION)")
     return choice
 
 
@@ -343,7 +387,8 @@ def planned_addons(settings, caller: Caller) -> dict[str, dict | None]:
         region=region, prometheus_workspace_id=PLACEHOLDER_PROMETHEUS_ID,
         prometheus_arn=f"{arn}:aps:{region}:{account}:workspace/{PLACEHOLDER_PROMETHEUS_ID}",
         grafana_workspace_name=f"{settings.name}-grafana",
-        grafana_arn=f"{arn}:grafana:{region}:{account}:/workspaces/{PLACEHOLDER_GRAFANA_ID}")
+        grafana_arn=f"{arn}:grafana:{region}:{account}:/workspaces/{PLACEHOLDER_GRAFANA_ID}",
+        ray_metrics=settings.ray_metrics == "addon")
     if settings.ray_endpoint:
         addons.update({name: None for name in RAY_ENDPOINT_ADDONS})
         addons[SPACES_ADDON] = spaces_configuration(
@@ -390,6 +435,8 @@ def addon_findings(settings, name: str, versions: Sequence[dict], configuration:
         return [Finding("addon", "fail", f"EKS add-on {name} has no version for Kubernetes {wanted} in "
                         f"{settings.region}: deploy to a region that has one"
                         + (" or ray_endpoint=false" if name in RAY_ENDPOINT_ADDONS else ""))]
+    if name == OBSERVABILITY_ADDON and settings.observability_addon_version:
+        version = settings.observability_addon_version
     if configuration is None:
         return [Finding("addon", "ok", f"{name} {version} for Kubernetes {wanted}")]
     problem = schema_problem(schema_text or "{}", configuration)
@@ -397,23 +444,26 @@ def addon_findings(settings, name: str, versions: Sequence[dict], configuration:
         owner = ("ray_endpoint_domain, or the Spaces configuration in workload/addons.py" if name == SPACES_ADDON
                  else "VPC_CNI_CONFIGURATION in workload/addons.py" if name == VPC_CNI_ADDON
                  else "the observability configuration in workload/addons.py (METRIC_LEVELS)")
+        if name == OBSERVABILITY_ADDON and RAY_METRICS_SWITCH[1] in problem:
+            switch = ".".join(RAY_METRICS_SWITCH)
+            owner = (f"to -c ray_metrics=scrape-targets (this version has no Ray switch at {switch}; "
+                     "`skymaze deploy` chooses it from the schema when ray_metrics is unset)")
         return [Finding("addon", "fail", f"{name} {version} rejects the configuration the deploy gives it {problem}; "
                         f"change {owner}")]
     return [Finding("addon", "ok", f"{name} {version} for Kubernetes {wanted}; configuration valid against its schema")]
 
 
 def hyperpod_kubernetes_finding(settings, observability_versions: Sequence[dict]) -> Finding:
-    """HyperPod on ``kubernetes_version``: AWS documents the supported versions (settings.KUBERNETES_VERSION
-    cites the page) and no API answers it; HyperPod's own add-on publishing a version for it in this
-    region is the account's answer."""
+    """HyperPod's own add-on publishes a version for ``kubernetes_version`` in this region (the versions
+    HyperPod accepts are its documentation's list: ``hyperpod_version_finding``)."""
     addon_versions = next((a.get("addonVersions", []) for a in observability_versions
                            if a.get("addonName") == OBSERVABILITY_ADDON), [])
     if default_addon_version(addon_versions, settings.kubernetes_version) is None:
         return Finding("hyperpod", "fail", f"HyperPod's add-on {OBSERVABILITY_ADDON} lists no version for Kubernetes "
                        f"{settings.kubernetes_version} in {settings.region}: HyperPod does not support it here yet; "
                        "deploy to a region where it does")
-    return Finding("hyperpod", "ok", f"HyperPod supports Kubernetes {settings.kubernetes_version} (AWS's HyperPod EKS "
-                   f"prerequisites; its add-on {OBSERVABILITY_ADDON} has a version for it in {settings.region})")
+    return Finding("hyperpod", "ok", f"HyperPod's add-on {OBSERVABILITY_ADDON} has a version for Kubernetes "
+                   f"{settings.kubernetes_version} in {settings.region}")
 
 
 def check_addons(session, settings, caller: Caller) -> list[Finding]:
@@ -426,26 +476,130 @@ def check_addons(session, settings, caller: Caller) -> list[Finding]:
         schema = None
         listed = next((a.get("addonVersions", []) for a in versions if a.get("addonName") == name), [])
         version = default_addon_version(listed, settings.kubernetes_version)
+        if name == OBSERVABILITY_ADDON and settings.observability_addon_version and version is not None:
+            version = settings.observability_addon_version
         if configuration is not None and version is not None:
             schema = eks.describe_addon_configuration(addonName=name, addonVersion=version)["configurationSchema"]
         findings += addon_findings(settings, name, versions, configuration, schema)
     return findings
 
 
+# ---------------------------------------------------------------- Ray's metrics
+
+@dataclass(frozen=True)
+class ObservabilityChoice:
+    """The observability add-on version a deploy pins and who collects Ray's metrics, with why."""
+
+    addon_version: str
+    ray_metrics: Literal["addon", "scrape-targets"]
+    why: str
+
+
+def newest_addon_version(addon_versions: Sequence[dict], kubernetes_version: str) -> str | None:
+    """The newest version (by number, not list order) compatible with ``kubernetes_version``."""
+    compatible = [v["addonVersion"] for v in addon_versions
+                  if any(c.get("clusterVersion") == kubernetes_version for c in v.get("compatibilities", []))]
+    return max(compatible, key=addon_version_number, default=None)
+
+
+def ray_keys(schema: dict, path: tuple[str, ...] = (), root: dict | None = None) -> list[tuple[str, ...]]:
+    """Every property path of a JSON schema whose name speaks of Ray (``ray...``, ``...Ray...``, ``..._ray...``),
+    following local ``$ref``s (EKS add-on schemas keep their objects under ``definitions``)."""
+    root = schema if root is None else root
+    seen: set[str] = set()
+    while isinstance(schema.get("$ref"), str) and schema["$ref"].startswith("#/") and schema["$ref"] not in seen:
+        seen.add(schema["$ref"])
+        target: Any = root
+        for part in schema["$ref"][2:].split("/"):
+            target = target.get(part, {}) if isinstance(target, dict) else {}
+        schema = target if isinstance(target, dict) else {}
+    found = []
+    for key, sub in (schema.get("properties") or {}).items():
+        if key.lower().startswith("ray") or "Ray" in key or re.search(r"[_-]ray", key.lower()):
+            found.append((*path, key))
+        if isinstance(sub, dict) and len(path) < 8:
+            found += ray_keys(sub, (*path, key), root)
+    return found
+
+
+def ray_metrics_choice(version: str, schema_text: str) -> tuple[Literal["addon", "scrape-targets"], str]:
+    """Who collects Ray's metrics with add-on ``version`` whose configuration schema is ``schema_text``
+    (DescribeAddonConfiguration): the add-on, where its schema has the Ray switch (RAY_METRICS_SWITCH); custom
+    scrape targets, where the version predates Ray collection (RAY_METRICS_MIN_ADDON_VERSION). Anything else
+    raises ``PreflightError`` naming what the schema holds and the settings that decide."""
+    keys = ray_keys(json.loads(schema_text or "{}"))
+    switch = ".".join(RAY_METRICS_SWITCH)
+    minimum = ".".join(map(str, RAY_METRICS_MIN_ADDON_VERSION))
+    if RAY_METRICS_SWITCH in keys:
+        return "addon", (f"{OBSERVABILITY_ADDON} {version} collects Ray's metrics itself, switched on at {switch} "
+                         "(its configuration schema): each Ray series once, labelled by Ray cluster")
+    if keys:
+        raise PreflightError(f"{OBSERVABILITY_ADDON} {version}'s configuration schema names Ray at "
+                             f"{', '.join('.'.join(k) for k in keys)}, not {switch}: change RAY_METRICS_SWITCH in "
+                             "workload/addons.py to it, or set -c ray_metrics=scrape-targets")
+    if addon_version_number(version) < RAY_METRICS_MIN_ADDON_VERSION:
+        return "scrape-targets", (f"{OBSERVABILITY_ADDON} {version} predates Ray collection ({minimum}): every Ray "
+                                  "pod is registered with it as a custom scrape target (no ray_io_cluster label, so "
+                                  "the Ray dashboards' Cluster filter offers only All)")
+    raise PreflightError(f"{OBSERVABILITY_ADDON} {version} (>= {minimum}, which collects Ray's metrics per AWS's "
+                         f"docs) has no Ray key in its configuration schema, so whether it collects Ray here is "
+                         "unknown: set -c ray_metrics=addon (the add-on collects them) or -c ray_metrics="
+                         "scrape-targets (every Ray pod a custom target; each series twice if the add-on collects "
+                         "them too), or pin an older -c observability_addon_version=")
+
+
+def choose_observability(session, settings) -> ObservabilityChoice:
+    """Pin the observability add-on version (``observability_addon_version``, else the newest EKS lists for
+    ``kubernetes_version``) and read its configuration schema for who collects Ray's metrics (two read-only
+    EKS calls)."""
+    eks = session.client("eks")
+    version = settings.observability_addon_version
+    how = "set with -c observability_addon_version"
+    if version is None:
+        listed: list[dict] = []
+        for page in eks.get_paginator("describe_addon_versions").paginate(
+                addonName=OBSERVABILITY_ADDON, kubernetesVersion=settings.kubernetes_version):
+            listed += [v for a in page.get("addons", []) if a.get("addonName") == OBSERVABILITY_ADDON
+                       for v in a.get("addonVersions", [])]
+        version = newest_addon_version(listed, settings.kubernetes_version)
+        if version is None:
+            raise PreflightError(f"EKS lists no {OBSERVABILITY_ADDON} version for Kubernetes "
+                                 f"{settings.kubernetes_version} in {settings.region}: deploy to a region that has one")
+        how = f"the newest EKS lists for Kubernetes {settings.kubernetes_version} in {settings.region}"
+    schema = eks.describe_addon_configuration(addonName=OBSERVABILITY_ADDON, addonVersion=version)
+    ray_metrics, why = ray_metrics_choice(version, schema.get("configurationSchema", ""))
+    return ObservabilityChoice(version, ray_metrics, f"{OBSERVABILITY_ADDON} {version} ({how}); {why}")
+
+
 # ---------------------------------------------------------------- Identity Center
 
+# Identity Center's permission sets reach an account as IAM roles named AWSReservedSSO_<set>_<suffix> under
+# the path aws-reserved/sso.amazonaws.com/ (IAM Identity Center user guide, "Referencing permission sets in
+# resource policies, Amazon EKS, and AWS KMS"), and a session of one is named after the Identity Center
+# user's userName (what CloudTrail shows for it; infra/MANUAL_TEST.md checks it on a deploy).
+IDENTITY_CENTER_SESSION = re.compile(r"arn:aws[a-z-]*:sts::\d{12}:assumed-role/AWSReservedSSO_[^/]+/(?P<user>[^/]+)")
+
+
+@dataclass(frozen=True)
+class IdentityCenterUser:
+    """The Identity Center user behind the deploying session, who the deploy makes Grafana ADMIN."""
+
+    user_id: str
+    user_name: str
+
+
 def identity_center_findings(settings, instances: Sequence[dict], missing_users: Sequence[str],
-                             missing_groups: Sequence[str]) -> list[Finding]:
-    """Grafana signs in through IAM Identity Center (sso-admin ListInstances; identitystore DescribeUser/Group)."""
+                             missing_groups: Sequence[str],
+                             deployer: IdentityCenterUser | None = None) -> list[Finding]:
+    """Grafana signs in only through IAM Identity Center (sso-admin ListInstances; identitystore DescribeUser/Group,
+    GetUserId): it must exist, and someone must be able to sign in (the users and groups named, else the deploying
+    Identity Center user)."""
     named = bool(settings.grafana_admin_user_ids or settings.grafana_admin_group_ids)
     if not instances:
-        if named:
-            return [Finding("identity-center", "fail", f"grafana_admin_user_ids/grafana_admin_group_ids name IAM "
-                            f"Identity Center users, but no Identity Center instance answers in {settings.region}: "
-                            "enable IAM Identity Center in this region, or unset grafana_admin_user_ids and "
-                            "grafana_admin_group_ids")]
-        return [Finding("identity-center", "warn", f"no IAM Identity Center instance in {settings.region}: the Grafana "
-                        "workspace signs in only through it; enable it before naming grafana_admin_user_ids")]
+        return [Finding("identity-center", "fail", f"the Grafana workspace signs in only through IAM Identity Center, "
+                        f"and no Identity Center instance answers in {settings.region}: enable IAM Identity Center "
+                        f"there (its console: Enable), or CloudFormation fails creating the workspace"
+                        + ("; grafana_admin_user_ids/grafana_admin_group_ids name its users" if named else ""))]
     store = instances[0].get("IdentityStoreId", "?")
     findings = [Finding("identity-center", "fail", f"grafana_admin_user_ids: {user} is not a user of Identity Center "
                         f"store {store}; `aws identitystore list-users --identity-store-id {store}` lists them")
@@ -454,11 +608,42 @@ def identity_center_findings(settings, instances: Sequence[dict], missing_users:
                          f"Center store {store}; "
                          f"`aws identitystore list-groups --identity-store-id {store}` lists them")
                  for group in missing_groups]
-    if not findings:
+    if findings:
+        return findings
+    if named:
         who = len(settings.grafana_admin_user_ids) + len(settings.grafana_admin_group_ids)
-        findings.append(Finding("identity-center", "ok", f"Identity Center store {store}"
-                                + (f" holds the {who} Grafana admin(s) named" if who else "")))
-    return findings
+        return [Finding("identity-center", "ok", f"Identity Center store {store} holds the {who} Grafana admin(s) "
+                        "named")]
+    if deployer is not None:
+        return [Finding("identity-center", "ok", f"Identity Center store {store}: the deploying identity is its user "
+                        f"{deployer.user_name} ({deployer.user_id}), whom the deploy makes Grafana ADMIN")]
+    return [Finding("identity-center", "fail", f"nobody could sign in to Grafana: name an Identity Center user with "
+                    f"-c grafana_admin_user_ids=ID (or a group with grafana_admin_group_ids; `aws identitystore "
+                    f"list-users --identity-store-id {store}` lists them), or deploy as your Identity Center user "
+                    "(`aws sso login` with its profile), whom the deploy then makes Grafana ADMIN")]
+
+
+def deploying_identity_center_user(session, store_id: str, caller_arn: str) -> IdentityCenterUser | None:
+    """The Identity Center user of an Identity Center session (identitystore GetUserId by userName), else None."""
+    match = IDENTITY_CENTER_SESSION.fullmatch(caller_arn)
+    if not match:
+        return None
+    try:
+        user_id = session.client("identitystore").get_user_id(IdentityStoreId=store_id, AlternateIdentifier={
+            "UniqueAttribute": {"AttributePath": "userName", "AttributeValue": match["user"]}})["UserId"]
+    except ClientError as exc:
+        if exc.response["Error"]["Code"] == "ResourceNotFoundException":
+            return None
+        raise
+    return IdentityCenterUser(user_id, match["user"])
+
+
+def grafana_admin_for_deployer(session, settings, caller_arn: str) -> IdentityCenterUser | None:
+    """With no Grafana admin named: the deploying Identity Center user, to name (read-only calls); else None."""
+    if settings.grafana_admin_user_ids or settings.grafana_admin_group_ids:
+        return None
+    instances = session.client("sso-admin").list_instances()["Instances"]
+    return deploying_identity_center_user(session, instances[0]["IdentityStoreId"], caller_arn) if instances else None
 
 
 def _absent(call: Callable[[], Any]) -> bool:
@@ -475,14 +660,17 @@ def check_identity_center(session, settings, caller: Caller) -> list[Finding]:
     instances = session.client("sso-admin").list_instances()["Instances"]
     missing_users: list[str] = []
     missing_groups: list[str] = []
-    if instances:
+    deployer = None
+    if instances and not (settings.grafana_admin_user_ids or settings.grafana_admin_group_ids):
+        deployer = deploying_identity_center_user(session, instances[0]["IdentityStoreId"], caller.arn)
+    elif instances:
         store_id = instances[0]["IdentityStoreId"]
         store = session.client("identitystore")
         missing_users = [u for u in settings.grafana_admin_user_ids
                          if _absent(lambda u=u: store.describe_user(IdentityStoreId=store_id, UserId=u))]
         missing_groups = [g for g in settings.grafana_admin_group_ids
                           if _absent(lambda g=g: store.describe_group(IdentityStoreId=store_id, GroupId=g))]
-    return identity_center_findings(settings, instances, missing_users, missing_groups)
+    return identity_center_findings(settings, instances, missing_users, missing_groups, deployer)
 
 
 # ---------------------------------------------------------------- permissions

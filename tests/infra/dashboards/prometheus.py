@@ -169,12 +169,23 @@ def _query_options(query: str, regex: str, prometheus: Prometheus, start: float,
     return sorted({(m.group("value") if "value" in m.groupdict() else m.group(1)) for m in found if m})
 
 
-def resolve_variables(dashboard: dict, prometheus: Prometheus, start: float, end: float) -> dict[str, str]:
-    """Each variable's value for queries, in dashboard order (later variables may use earlier ones)."""
+def resolve_variables(dashboard: dict, prometheus: Prometheus, start: float, end: float,
+                      selected: dict[str, str] | None = None) -> dict[str, str]:
+    """Each variable's value for queries, in dashboard order (later variables may use earlier ones);
+    ``selected`` picks one option of a query variable as a user would (it must be among the options)."""
     values: dict[str, str] = dict(GRAFANA_INTERVALS)
+    selected = selected or {}
     for variable in dashboard.get("templating", {}).get("list", []):
         name, kind = variable["name"], variable.get("type")
         if kind == "datasource":
+            continue
+        if name in selected:
+            query = variable.get("query")
+            query = query.get("query", "") if isinstance(query, dict) else (query or "")
+            options = _query_options(interpolate(query, values), variable.get("regex") or "", prometheus, start, end)
+            if selected[name] not in options:
+                raise ValueError(f"variable {name}: {selected[name]!r} is not among its options {options}")
+            values[name] = _regex_escape(selected[name])
             continue
         if kind in ("custom", "interval"):
             options = [o["value"] for o in variable.get("options", []) if o.get("value") != ALL]
@@ -211,10 +222,11 @@ class TargetResult:
     error: str | None = None
 
 
-def evaluate(dashboard: dict, prometheus: Prometheus, start: float, end: float) -> list[TargetResult]:
+def evaluate(dashboard: dict, prometheus: Prometheus, start: float, end: float,
+             selected: dict[str, str] | None = None) -> list[TargetResult]:
     """Every target of every panel of `dashboard`, run over [start, end] as Grafana would (less any
-    `or vector(0)`, which would make a query of nothing look like data)."""
-    values = resolve_variables(dashboard, prometheus, start, end)
+    `or vector(0)`, which would make a query of nothing look like data), with ``selected`` variable options."""
+    values = resolve_variables(dashboard, prometheus, start, end, selected)
     results = []
     for panel in panels(dashboard):
         for target in panel["targets"]:

@@ -1,15 +1,19 @@
-"""Every shipped dashboard against a real Prometheus scraping a real Ray, with the stacks' scrape targets.
+"""Every shipped dashboard against a real Prometheus scraping a real Ray, under the labels the deploy's path gives.
 
-Debian's `prometheus` (`make prometheus` unpacks it) scrapes, on loopback, the targets the
-observability stack registers with the add-on (`scrape_endpoints` -> `scrape_targets`, the list the
-template's ObservabilityConfig patch holds), each mapped to what serves it here: the trainer head's
+Debian's `prometheus` (`make prometheus` unpacks it) scrapes, on loopback, what the deploy collects on
+the profile's path (settings.ray_metrics): with `addon` (the default), the Ray head as the observability
+add-on's Ray collection does, its series labelled as AWS labels them (workload/addons.py,
+addon_ray_labels: cluster_name, cluster_id, namespace, ray_io_cluster), plus the custom targets the
+observability stack registers (`scrape_endpoints` -> `scrape_targets`, the list the template's
+ObservabilityConfig patch holds: the supervisor). Each is mapped to what serves it here: the Ray head
 to a local Ray head (token auth on) running a small Ray job (tests/infra/dashboards/workload.py:
 tasks, an actor, the trainer's gauges through its own exporter, a Ray Data pipeline, a two-worker
 Ray Train run), the supervisor's to the supervisor's own telemetry server after a real decision
 sequence. Then every query of every panel of every dashboard the deploy imports runs as Grafana
 runs it. A query that returns nothing must be explained by NO_DATA (why it cannot have data
-here); anything else fails, so does a panel naming a label no series of its metrics carries. Per
-dashboard, how many queries returned data is printed for the record.
+here); anything else fails, so does a panel naming a label no series of its metrics carries. Ray's
+dashboards filtered to the trainer's Ray cluster keep every query that has data. Per dashboard, how many
+queries returned data is printed for the record.
 """
 
 from __future__ import annotations
@@ -31,7 +35,8 @@ from tests.infra.conftest import cli_context
 from tests.infra.dashboards import prometheus as prom
 from tests.polling import poll
 from tests.workload.skyrl.ray_head import local_ray_head
-from workload.addons import prometheus_scrape_configs, scrape_targets
+from workload.addons import addon_ray_labels, prometheus_scrape_configs, scrape_targets
+from workload.deployment.names import RAY_NAMESPACE, hyperpod_cluster, trainer_raycluster
 from workload.deployment.settings import load_settings
 from workload.localhost import LOOPBACK, free_port
 from workload.supervise.causes import Cause
@@ -51,12 +56,9 @@ RUN_ID = "dashboards-probe"
 LATE_SERIES = ('ray_actors{Source="gcs"}', "ray_placement_groups")
 LATE_SERIES_TIMEOUT_S = 120
 
-# Targets the stacks register that nothing serves here, and why.
-NOT_LOCAL = {
-    r"-train-metrics-worker-\d+\.": "the local Ray is one node: its head runs the tasks the GPU workers run "
-                                    "on the cluster (the same metrics, under the head's target)",
-    r"-serve-metrics-": "nothing serves in this run: the RayService's pods are the serving stack's",
-}
+# Targets the stacks register that nothing serves here, and why (none on the add-on path: the one custom
+# target is the supervisor, which runs here).
+NOT_LOCAL: dict[str, str] = {}
 
 # A query may return nothing only for one of these reasons (a regex on the query, then why).
 NO_DATA: dict[str, str] = {
@@ -78,11 +80,12 @@ NO_DATA: dict[str, str] = {
         "export (Ray exports ray_data_average_task_completion_time_excl_backpressure_s): empty everywhere",
     r'ray_data_output_rows\{operator=~"split': "no Ray Data dataset feeds the Train run (streaming_split)",
 }
-# Label names a panel may filter on that no Ray series carries, and why.
-ABSENT_LABELS = {
-    "ray_io_cluster": "KubeRay's PodMonitor adds it (from the pods' ray.io/cluster label); the add-on's custom "
-                      "targets do not, and the dashboards' \"All\" (.*) matches its absence",
-}
+# Label names a panel may filter on that no Ray series carries, and why (none: the add-on's Ray collection
+# labels every series with ray_io_cluster, the one the Ray dashboards' Cluster filter uses).
+ABSENT_LABELS: dict[str, str] = {}
+# The add-on's Ray collection, as this test stands it in: one job scraping the Ray pods' metrics port.
+ADDON_JOB = "hyperpod-observability-ray"
+LOCAL_CLUSTER_ID = "local"  # HyperPod's cluster id exists only after a deploy
 SCRAPE_LABELS = {"instance", "job", "le", "__name__"}
 METRIC = re.compile(r"\b((?:ray|skymaze|autoscaler)_\w+)\b")
 BY_LABELS = re.compile(r"\b(?:by|without)\s*\(([^)]*)\)")
@@ -127,8 +130,10 @@ def unexported_labels(expr: str, prometheus: prom.Prometheus, start: float, end:
 class Scraped:
     """What the fixture leaves: the running Prometheus and the window the job's series lie in."""
 
-    def __init__(self, prometheus: prom.Prometheus, start: float, end: float, targets: list[dict]) -> None:
+    def __init__(self, prometheus: prom.Prometheus, start: float, end: float, targets: list[dict],
+                 ray_labels: dict[str, str]) -> None:
         self.prometheus, self.start, self.end, self.targets = prometheus, start, end, targets
+        self.ray_labels = ray_labels
 
     def check(self, name: str, dashboard: dict) -> tuple[list[prom.TargetResult], list[str]]:
         """(every target's result, the problems: unexplained empty queries and unexported labels)."""
@@ -154,7 +159,10 @@ def scraped(tmp_path_factory):
         pytest.skip("no prometheus: `make prometheus` unpacks Debian's package into .prometheus/ "
                     "(or install one on PATH)")
     settings = load_settings(cli_context(profile=PROFILE))
+    assert settings.ray_metrics == "addon", "the profile's path changed: the add-on's Ray collection is what runs"
     targets = scrape_targets(scrape_endpoints(settings))
+    ray_labels = addon_ray_labels(hyperpod_cluster=hyperpod_cluster(settings.name), cluster_id=LOCAL_CLUSTER_ID,
+                                  namespace=RAY_NAMESPACE, ray_cluster=trainer_raycluster(settings.name))
     folder = tmp_path_factory.mktemp("dashboards")
     ready, release = folder / "ready", folder / "release"
     telemetry = Telemetry(RUN_ID, io.StringIO())
@@ -169,13 +177,14 @@ def scraped(tmp_path_factory):
                 name = target["target"]
                 if "-supervisor." in name:
                     address_of[name] = f"{LOOPBACK}:{supervisor_port}"
-                elif "-train-metrics-head." in name:
-                    address_of[name] = head_address
             unexplained = [t["target"] for t in targets
                            if t["target"] not in address_of and not any(re.search(p, t["target"]) for p in NOT_LOCAL)]
             assert not unexplained, f"scrape targets with no local stand-in and no reason in NOT_LOCAL: {unexplained}"
             local = [t for t in targets if t["target"] in address_of]
             configs = prometheus_scrape_configs(local, address_of=address_of, scrape_interval_s=SCRAPE_INTERVAL_S)
+            configs.append({"job_name": ADDON_JOB, "scrape_interval": f"{SCRAPE_INTERVAL_S}s",
+                            "scrape_timeout": f"{SCRAPE_INTERVAL_S}s",
+                            "static_configs": [{"targets": [head_address], "labels": ray_labels}]})
             with prom.running(configs, binary_path=binary) as prometheus:
                 from ray.job_submission import JobSubmissionClient
 
@@ -200,7 +209,7 @@ def scraped(tmp_path_factory):
                                       _scraped_after(t, ready_at + SCRAPES_AFTER_READY * SCRAPE_INTERVAL_S)
                                       for t in prometheus.targets()),
                           60, "every target scraped after the job was ready")
-                    yield Scraped(prometheus, start, time.time(), targets)
+                    yield Scraped(prometheus, start, time.time(), targets, ray_labels)
                 finally:
                     release.write_text("done")
                     _poll(lambda: client.get_job_status(job).is_terminal(), 60, "the dashboard job ended")
@@ -215,10 +224,35 @@ def _scraped_after(target: dict, when: float) -> bool:
     return datetime.fromisoformat(stamp).timestamp() > when
 
 
-def test_prometheus_scrapes_every_target_the_stacks_register_that_runs_here(scraped):
-    up = {t["labels"]["instance"]: t["health"] for t in scraped.prometheus.targets()}
+def test_prometheus_scrapes_every_target_the_stacks_register_that_runs_here_and_ray_once(scraped):
+    up = {t["labels"]["job"]: t["health"] for t in scraped.prometheus.targets()}
     local = {t["target"] for t in scraped.targets if not any(re.search(p, t["target"]) for p in NOT_LOCAL)}
-    assert set(up) == local and set(up.values()) == {"up"}, up
+    assert set(up) == local | {ADDON_JOB} and set(up.values()) == {"up"}, up
+    # Each Ray series once: no custom target scrapes the Ray pods the add-on collects.
+    ray_jobs = scraped.prometheus.label_values("job", "ray_node_cpu_utilization", scraped.start, scraped.end)
+    assert ray_jobs == [ADDON_JOB]
+
+
+def test_every_ray_series_carries_the_labels_aws_gives_them(scraped):
+    for label, value in scraped.ray_labels.items():
+        assert scraped.prometheus.label_values(label, "ray_node_cpu_utilization", scraped.start, scraped.end) == \
+            [value], label
+
+
+RAY_CLUSTER_FILTER = "Cluster"  # Ray's dashboards' variable on ray_io_cluster
+
+
+@pytest.mark.parametrize("name", sorted(n for n, d in all_dashboards().items()
+                                        if any(v["name"] == RAY_CLUSTER_FILTER for v in d["templating"]["list"])))
+def test_a_ray_dashboard_filtered_to_the_trainers_ray_cluster_keeps_its_data(scraped, name):
+    dashboard = all_dashboards()[name]
+    cluster = scraped.ray_labels["ray_io_cluster"]
+    everything = prom.evaluate(dashboard, scraped.prometheus, scraped.start, scraped.end)
+    filtered = prom.evaluate(dashboard, scraped.prometheus, scraped.start, scraped.end,
+                             selected={RAY_CLUSTER_FILTER: cluster})
+    lost = [f"{a.panel} / {a.ref_id}" for a, f in zip(everything, filtered, strict=True) if a.series and not f.series]
+    assert not lost, f"filtered to Ray cluster {cluster}, these queries lose their data: {lost}"
+    assert any(f.series for f in filtered) == any(a.series for a in everything)
 
 
 @pytest.mark.parametrize("name", sorted(all_dashboards()))

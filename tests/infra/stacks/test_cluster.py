@@ -27,7 +27,7 @@ def _addons(template) -> dict[str, dict]:
 def test_eks_uses_api_auth_no_auto_mode_and_a_hyperpod_kubernetes_version(cluster):
     _, eks = one(cluster, "AWS::EKS::Cluster")
     props = eks["Properties"]
-    assert props["Version"] == KUBERNETES_VERSION == "1.35"  # offline synth; a deploy passes the account's choice
+    assert props["Version"] == KUBERNETES_VERSION == "1.34"  # offline synth; a deploy passes the account's choice
     assert props["AccessConfig"]["AuthenticationMode"] == "API"
     assert props["ComputeConfig"] == {"Enabled": False}
     assert not resources(cluster, "AWS::EKS::Nodegroup")

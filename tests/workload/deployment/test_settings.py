@@ -98,9 +98,10 @@ def test_bad_account_is_rejected():
 
 
 def test_the_kubernetes_version_is_one_hyperpod_documents_and_a_user_can_pin_one_kubectl_reaches():
-    # The HyperPod EKS prerequisites page lists 1.30-1.35; the kubectl 1.35 layer reaches 1.34-1.36.
-    assert load_settings({"profile": "blog"}).kubernetes_version == KUBERNETES_VERSION == "1.35"
-    assert load_settings({"profile": "blog", "kubernetes_version": "1.34"}).kubernetes_version == "1.34"
+    # The HyperPod EKS prerequisites page lists 1.28-1.34 (read 2026-12-06); the kubectl 1.35 layer reaches
+    # 1.34-1.36; a newer one than HyperPod lists only when set (preflight warns).
+    assert load_settings({"profile": "blog"}).kubernetes_version == KUBERNETES_VERSION == "1.34"
+    assert load_settings({"profile": "blog", "kubernetes_version": "1.35"}).kubernetes_version == "1.35"
     with pytest.raises(SettingsError, match=r"kubernetes_version: .*'1.33' is not a version the cluster stack's "
                                             r"kubectl \(1.35\) can manage; choose one of 1.34, 1.35, 1.36"):
         load_settings({"profile": "blog", "kubernetes_version": "1.33"})
@@ -114,7 +115,9 @@ def test_a_constant_or_a_derived_value_given_with_c_is_not_a_setting(key):
 
 
 def test_the_user_table_stays_small():
-    assert len(settings_table()) - 2 <= 39  # rows: 52 before the one-value knobs became constants
+    # rows: 52 before the one-value knobs became constants; 39, then the observability add-on's pinned version
+    # and who collects Ray's metrics (both the account's answer, recorded by deploy like kubernetes_version)
+    assert len(settings_table()) - 2 <= 41
 
 
 def test_the_deploy_guard_warns_halfway_through_a_short_deployment():
@@ -286,3 +289,10 @@ def test_the_nodes_zone_is_for_a_created_vpc_only():
         load_settings({"profile": "blog", "node_availability_zone": "us-west-2b", "vpc_id": "vpc-0123456789abcdef0",
                        "private_subnet_ids": "subnet-0123456789abcdef0,subnet-0123456789abcdef1",
                        "private_subnet_azs": "us-west-2a,us-west-2b"})
+
+
+def test_who_collects_rays_metrics_is_the_add_on_or_custom_targets():
+    assert load_settings({"profile": "blog"}).ray_metrics == "addon"
+    assert load_settings({"profile": "blog", "ray_metrics": "scrape-targets"}).ray_metrics == "scrape-targets"
+    with pytest.raises(SettingsError, match=r"ray_metrics: .*'addon' or 'scrape-targets'"):
+        load_settings({"profile": "blog", "ray_metrics": "both"})

@@ -23,14 +23,19 @@ from workload.addons import OBSERVABILITY_ADDON, SPACES_ADDON, VPC_CNI_ADDON
 from workload.ops import preflight
 
 ACCOUNT = "123456789012"
-CALLER_ARN = f"arn:aws:sts::{ACCOUNT}:assumed-role/deployer/me"
-DEPLOYER_ROLE = f"arn:aws:iam::{ACCOUNT}:role/deployer"
+# The deployer signs in through IAM Identity Center (README's prerequisite): a session of its permission set's
+# role, named after the Identity Center user.
+SSO_ROLE = "AWSReservedSSO_AdministratorAccess_0123456789abcdef"
+CALLER_ARN = f"arn:aws:sts::{ACCOUNT}:assumed-role/{SSO_ROLE}/me"
+DEPLOYER_ROLE = f"arn:aws:iam::{ACCOUNT}:role/aws-reserved/sso.amazonaws.com/{SSO_ROLE}"
+DEPLOYER_USER_ID = "90000000-0000-0000-0000-000000000001"
 IDENTITY_STORE = "d-1234567890"
-ADDON_VERSION = "v1.0.0-eksbuild.1"
+ADDON_VERSION = "v1.0.6-eksbuild.1"  # the first that collects Ray (AWS's Ray observability docs)
 RECORDED = json.loads((Path(__file__).parent / "recorded_aws_answers.json").read_text())["answers"]
 # The shape EKS add-on schemas take (draft-06, definitions, additionalProperties false, as in the recorded
-# vpc-cni and coredns answers) around the keys the HyperPod observability docs list. AWS publishes no
-# example answer for this add-on, so this is not its answer: it stands for one that accepts our keys.
+# vpc-cni and coredns answers) around the keys the HyperPod observability docs list, with the Ray switch where
+# workload/addons.py looks for it (RAY_METRICS_SWITCH). AWS publishes no example answer for this add-on, so this
+# is not its answer: it stands for one that accepts our keys (a real one: infra/MANUAL_TEST.md).
 OBSERVABILITY_SCHEMA = {
     "$schema": "http://json-schema.org/draft-06/schema#", "$ref": "#/definitions/Observability",
     "definitions": {
@@ -51,7 +56,7 @@ OBSERVABILITY_SCHEMA = {
             "metricsProvider": {"type": "object", "additionalProperties": False, "properties": {
                 **{name: {"$ref": "#/definitions/Level"} for name in (
                     "trainingMetrics", "inferenceMetrics", "taskGovernanceMetrics", "scalingMetrics", "customMetrics",
-                    "nodeMetrics", "acceleratedComputeMetrics")},
+                    "nodeMetrics", "acceleratedComputeMetrics", "rayMetrics")},
                 "networkMetrics": {"$ref": "#/definitions/NetworkLevel"}}},
             "logging": {"type": "object", "properties": {"enabled": {"type": "boolean"}}}}},
     },
@@ -177,6 +182,7 @@ class Answers:
     observability_schema: dict = field(default_factory=lambda: copy.deepcopy(OBSERVABILITY_SCHEMA))
     vpc_cni_schema: dict = field(default_factory=lambda: copy.deepcopy(VPC_CNI_SCHEMA))
     identity_center: bool = True
+    deployer_in_identity_center: bool = True  # the deploying session's user is in the Identity Center store
     bootstrapped: bool = True
     denied: tuple[str, ...] = ()
 
@@ -234,10 +240,25 @@ def _eks_answers(account: StubbedAccount, settings, a: Answers) -> None:
         if configuration is not None and a.addon_kubernetes_version in (None, k8s):
             schema = {OBSERVABILITY_ADDON: a.observability_schema, SPACES_ADDON: SPACES_SCHEMA,
                       VPC_CNI_ADDON: a.vpc_cni_schema}[name]
+            version = (settings.observability_addon_version if name == OBSERVABILITY_ADDON else None) or ADDON_VERSION
             account.add("eks", "describe_addon_configuration",
-                        answer("eks", "DescribeAddonConfiguration", addonName=name, addonVersion=ADDON_VERSION,
+                        answer("eks", "DescribeAddonConfiguration", addonName=name, addonVersion=version,
                                configurationSchema=json.dumps(schema)),
-                        {"addonName": name, "addonVersion": ADDON_VERSION})
+                        {"addonName": name, "addonVersion": version})
+
+
+def add_deployer_user(account: StubbedAccount, *, found: bool = True) -> StubbedAccount:
+    """identitystore GetUserId for the deploying session's user name (``found``: the store has it)."""
+    params = {"IdentityStoreId": IDENTITY_STORE, "AlternateIdentifier": {
+        "UniqueAttribute": {"AttributePath": "userName", "AttributeValue": CALLER_ARN.rsplit("/", 1)[1]}}}
+    if found:
+        account.add("identitystore", "get_user_id", answer("identitystore", "GetUserId", UserId=DEPLOYER_USER_ID,
+                                                           IdentityStoreId=IDENTITY_STORE), params)
+    else:
+        account.stubber("identitystore").add_client_error(
+            "get_user_id", service_error_code="ResourceNotFoundException", service_message="no such user (stubbed)",
+            http_status_code=404, expected_params=params)
+    return account
 
 
 def _identity_answers(account: StubbedAccount, settings, a: Answers) -> None:
@@ -246,6 +267,8 @@ def _identity_answers(account: StubbedAccount, settings, a: Answers) -> None:
                                                       Instances=[instance] if a.identity_center else []))
     if not a.identity_center:
         return
+    if not (settings.grafana_admin_user_ids or settings.grafana_admin_group_ids):
+        add_deployer_user(account, found=a.deployer_in_identity_center)
     for user in settings.grafana_admin_user_ids:
         account.add("identitystore", "describe_user", answer("identitystore", "DescribeUser", UserId=user,
                                                              IdentityStoreId=IDENTITY_STORE))
@@ -263,8 +286,8 @@ def _iam_answers(account: StubbedAccount, settings, a: Answers, bootstrap_pendin
                         {"Name": preflight.CDK_BOOTSTRAP_PARAMETER.format(qualifier=preflight.CDK_QUALIFIER)})
         else:
             account.error("ssm", "get_parameter", "ParameterNotFound")
-    role = {**shape("iam", "Role"), "Arn": DEPLOYER_ROLE, "RoleName": "deployer"}
-    account.add("iam", "get_role", answer("iam", "GetRole", Role=role), {"RoleName": "deployer"})
+    role = {**shape("iam", "Role"), "Arn": DEPLOYER_ROLE, "RoleName": SSO_ROLE}
+    account.add("iam", "get_role", answer("iam", "GetRole", Role=role), {"RoleName": SSO_ROLE})
     roles = [preflight.cdk_role_arn(caller, settings.region, kind) for kind in preflight.CDK_CLI_ROLES]
     account.add("iam", "simulate_principal_policy", simulation(["sts:AssumeRole"], roles, a.denied),
                 {"PolicySourceArn": DEPLOYER_ROLE, "ActionNames": ["sts:AssumeRole"], "ResourceArns": roles})
@@ -324,19 +347,52 @@ def add_version_choice(account: StubbedAccount, offered: dict[str, str], hyperpo
     return account
 
 
+def add_observability_choice(account: StubbedAccount, settings, *, schema: dict | None = None,
+                             versions: tuple[str, ...] = (ADDON_VERSION,)) -> StubbedAccount:
+    """What the deploy asks to pin the observability add-on and choose who collects Ray's metrics: the add-on's
+    versions for the settings' Kubernetes version, then the newest one's configuration schema."""
+    from workload.addons import addon_version_number
+
+    k8s = settings.kubernetes_version
+    info = shape("eks", "AddonInfo")
+    info.update(addonName=OBSERVABILITY_ADDON, addonVersions=[
+        {**shape("eks", "AddonVersionInfo"), "addonVersion": v, "compatibilities": [
+            {**shape("eks", "Compatibility"), "clusterVersion": k8s, "defaultVersion": False}]} for v in versions])
+    account.add("eks", "describe_addon_versions", answer("eks", "DescribeAddonVersions", addons=[info]),
+                {"addonName": OBSERVABILITY_ADDON, "kubernetesVersion": k8s})
+    newest = max(versions, key=addon_version_number)
+    account.add("eks", "describe_addon_configuration",
+                answer("eks", "DescribeAddonConfiguration", addonName=OBSERVABILITY_ADDON, addonVersion=newest,
+                       configurationSchema=json.dumps(OBSERVABILITY_SCHEMA if schema is None else schema)),
+                {"addonName": OBSERVABILITY_ADDON, "addonVersion": newest})
+    return account
+
+
 def add_deploy_context(account: StubbedAccount, settings, *, offered: dict[str, str] | None = None,
-                       hyperpod: tuple[str, ...] | None = None) -> StubbedAccount:
+                       hyperpod: tuple[str, ...] | None = None, observability: bool = True) -> StubbedAccount:
     """What `skymaze deploy` asks before the preflight: what runs (nothing), the deployer's role, no storage stack,
     no kept bucket, and the Kubernetes versions (default: the settings' one, in standard support, supported by
     HyperPod)."""
     add_nothing_deployed(account, settings)
     add_identity(account, times=2)
-    role = {**shape("iam", "Role"), "Arn": DEPLOYER_ROLE, "RoleName": "deployer"}
-    account.add("iam", "get_role", answer("iam", "GetRole", Role=role), {"RoleName": "deployer"})
+    role = {**shape("iam", "Role"), "Arn": DEPLOYER_ROLE, "RoleName": SSO_ROLE}
+    account.add("iam", "get_role", answer("iam", "GetRole", Role=role), {"RoleName": SSO_ROLE})
     account.stubber("cloudformation").add_client_error(
         "describe_stack_resources", service_error_code="ValidationError",
         service_message=f"Stack with id {settings.name.capitalize()}Storage does not exist")
     account.error("s3", "head_bucket", "404", status=404)
     add_version_choice(account, offered or {settings.kubernetes_version: "STANDARD_SUPPORT"},
                        hyperpod or (settings.kubernetes_version,))
+    if observability:
+        add_observability_choice(account, settings)
+    add_deployer_lookup(account, settings)
     return account
+
+
+def add_deployer_lookup(account: StubbedAccount, settings) -> StubbedAccount:
+    """What the deploy asks when no Grafana admin is named: Identity Center's store, then the deployer's user."""
+    if settings.grafana_admin_user_ids or settings.grafana_admin_group_ids:
+        return account
+    instance = {**shape("sso-admin", "InstanceMetadata"), "IdentityStoreId": IDENTITY_STORE}
+    account.add("sso-admin", "list_instances", answer("sso-admin", "ListInstances", Instances=[instance]))
+    return add_deployer_user(account)

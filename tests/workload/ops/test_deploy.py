@@ -16,8 +16,17 @@ def test_deploy_deploys_every_stack_asking_like_cdk_and_keeps_outputs():
     args = deploy_args(TARGET)
     assert args[:4] == ["deploy", "--all", "--require-approval", "broadening"]
     assert args[4:8] == ["-c", "profile=blog", "-c", "worker_count=2"]
-    assert args[-2:] == ["--outputs-file", "cdk.out/outputs-blog.json"]
+    assert args[-4:] == ["--outputs-file", "cdk.out/outputs-blog.json", "--concurrency", "3"]
     assert not any(arg.startswith("dashboards_revision=") for arg in args)
+
+
+def test_the_stacks_deploy_three_at_once_as_the_deploy_time_assumes():
+    """STACKS_BEFORE_NODES_S counts storage and images beside the network and cluster: cdk's default of one
+    stack at a time would add their minutes to the deploy (and to the credential lifetime it needs)."""
+    from workload.ops.deploy import DEPLOY_CONCURRENCY
+
+    args = deploy_args(TARGET)
+    assert args[args.index("--concurrency") + 1] == str(DEPLOY_CONCURRENCY) == "3"
 
 
 def test_deploy_with_a_dashboards_revision_passes_it_as_context():
@@ -132,7 +141,7 @@ def test_the_deploy_time_is_stated_once_and_readme_and_help_say_it():
 
 def test_readmes_run_cost_uses_the_deploy_time():
     """README's run: deploy (DEPLOY_S) + 10 h of training (its step 5) + teardown (TEARDOWN_S), priced by the cost
-    model on the day the Kubernetes version's support is decided (1.35: standard support)."""
+    model on the day the Kubernetes version's support is decided (1.34: extended support)."""
     import datetime
     import re
     from pathlib import Path

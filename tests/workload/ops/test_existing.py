@@ -100,7 +100,7 @@ def test_an_existing_cluster_in_another_vpc_or_version_is_named(network):
                          eks_cluster_security_group_id="sg-0123456789abcdef0")
     problems = existing_resource_problems(network.session, settings)
     assert any(p.startswith("eks_cluster_name: platform is in vpc-") and network.vpc in p for p in problems)
-    assert "eks_cluster_name: platform runs Kubernetes 1.33, not kubernetes_version=1.35" in " | ".join(problems)
+    assert "eks_cluster_name: platform runs Kubernetes 1.33, not kubernetes_version=1.34" in " | ".join(problems)
     missing = _settings(network, network.private, ("us-west-2a", "us-west-2b"), eks_cluster_name="nope",
                         eks_cluster_security_group_id="sg-0123456789abcdef0")
     assert existing_resource_problems(network.session, missing)[-1].startswith("eks_cluster_name: cannot describe nope")
@@ -110,7 +110,7 @@ def test_authentication_mode_security_group_and_existing_add_ons_are_named(netwo
     # moto keeps neither accessConfig nor clusterSecurityGroupId, nor add-ons: the answer's documented fields here.
     settings = _settings(network, network.private, ("us-west-2a", "us-west-2b"), eks_cluster_name="platform",
                          eks_cluster_security_group_id="sg-0123456789abcdef0")
-    answer = {"version": "1.35", "accessConfig": {"authenticationMode": "CONFIG_MAP"},
+    answer = {"version": "1.34", "accessConfig": {"authenticationMode": "CONFIG_MAP"},
               "resourcesVpcConfig": {"vpcId": network.vpc, "clusterSecurityGroupId": "sg-0fedcba9876543210"}}
     problems = cluster_problems(settings, answer, None, ["vpc-cni", "aws-fsx-csi-driver", "eks-pod-identity-agent"])
     assert [p.split(" ")[0] for p in problems] == ["eks_cluster_name:", "eks_cluster_security_group_id:",
@@ -127,7 +127,7 @@ def test_authentication_mode_security_group_and_existing_add_ons_are_named(netwo
 def test_an_existing_cluster_without_the_pod_identity_agent_is_named(network):
     settings = _settings(network, network.private, ("us-west-2a", "us-west-2b"), eks_cluster_name="platform",
                          eks_cluster_security_group_id="sg-0123456789abcdef0")
-    answer = {"version": "1.35", "accessConfig": {"authenticationMode": "API"},
+    answer = {"version": "1.34", "accessConfig": {"authenticationMode": "API"},
               "resourcesVpcConfig": {"vpcId": network.vpc, "clusterSecurityGroupId": "sg-0123456789abcdef0"}}
     (problem,) = cluster_problems(settings, answer, None, ["vpc-cni", "coredns", "kube-proxy"])
     assert problem.startswith("eks_cluster_name: platform lacks the eks-pod-identity-agent add-on")

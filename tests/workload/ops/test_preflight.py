@@ -16,6 +16,7 @@ from tests.workload.ops.aws_account import (
     passing_account,
     schema_without,
 )
+from workload.deployment.settings import KUBECTL_SERVER_VERSIONS
 from workload.ops import preflight
 from workload.ops.preflight import Caller, failed, run_preflight
 from workload.ops.profiles import settings_for
@@ -67,14 +68,20 @@ FAILING = {
                               "us-west-2a (the first available zone of us-west-2, where the created VPC puts the nodes) "
                               "does not offer g7e.12xlarge"),
     "unsupported version": (Answers(version_status="UNSUPPORTED"), {}, "kubernetes",
-                            "EKS in us-west-2: Kubernetes 1.35 is UNSUPPORTED: choose another setting kubernetes_version"),
+                            "EKS in us-west-2: Kubernetes 1.34 is UNSUPPORTED: choose another setting kubernetes_version"),
     "schema-invalid add-on config": (Answers(observability_schema=schema_without("customMetrics")), {}, "addon",
-                                     "amazon-sagemaker-hyperpod-observability v1.0.0-eksbuild.1 rejects the "
+                                     "amazon-sagemaker-hyperpod-observability v1.0.6-eksbuild.1 rejects the "
                                      "configuration the deploy gives it at metricsProvider: Additional properties are "
                                      "not allowed ('customMetrics' was unexpected)"),
     "missing Identity Center": (Answers(identity_center=False), {"grafana": True}, "identity-center",
-                                "grafana_admin_user_ids/grafana_admin_group_ids name IAM Identity Center users, but no "
-                                "Identity Center instance answers in us-west-2"),
+                                "the Grafana workspace signs in only through IAM Identity Center, and no Identity "
+                                "Center instance answers in us-west-2: enable IAM Identity Center there"),
+    "missing Identity Center, nobody named": (Answers(identity_center=False), {}, "identity-center",
+                                              "the Grafana workspace signs in only through IAM Identity Center, and "
+                                              "no Identity Center instance answers in us-west-2"),
+    "nobody could sign in to Grafana": (Answers(deployer_in_identity_center=False), {}, "identity-center",
+                                        "nobody could sign in to Grafana: name an Identity Center user with -c "
+                                        "grafana_admin_user_ids=ID"),
     "not bootstrapped": (Answers(bootstrapped=False), {}, "bootstrap",
                          "the account is not bootstrapped for the CDK in us-west-2"),
     "denied action": (Answers(denied=("fsx:CreateFileSystem",)), {}, "permissions",
@@ -121,8 +128,8 @@ def test_an_addon_without_a_version_for_the_kubernetes_version_fails_hyperpod_an
     findings, _ = _run(settings_for("small"), Answers(addon_kubernetes_version="1.29"))
     lines = [f.message for f in failed(findings)]
     assert any(line.startswith("HyperPod's add-on amazon-sagemaker-hyperpod-observability lists no version for "
-                               "Kubernetes 1.35") for line in lines)
-    assert "EKS add-on vpc-cni has no version for Kubernetes 1.35 in us-west-2: deploy to a region that has " \
+                               "Kubernetes 1.34") for line in lines)
+    assert "EKS add-on vpc-cni has no version for Kubernetes 1.34 in us-west-2: deploy to a region that has " \
            "one" in lines
 
 
@@ -227,7 +234,8 @@ def test_recorded_parameter_answer_reads_as_a_bootstrap_version():
 
 def test_the_recorded_answers_say_where_they_come_from():
     assert all(r["source"] and r["service"] and r["operation"] for r in RECORDED)
-    assert DEPLOYER_ROLE.endswith(":role/deployer") and json.dumps(RECORDED)
+    assert DEPLOYER_ROLE.endswith(":role/aws-reserved/sso.amazonaws.com/AWSReservedSSO_AdministratorAccess_"
+                                  "0123456789abcdef") and json.dumps(RECORDED)
 
 
 def _versions(offered: dict[str, str]) -> list[dict]:
@@ -242,19 +250,43 @@ def _hyperpod(*versions: str) -> list[dict]:
     return [entry for version in versions for entry in addon_versions(preflight.OBSERVABILITY_ADDON, version)["addons"]]
 
 
-@pytest.mark.parametrize(("offered", "hyperpod", "chosen", "status"), [
-    # 2026-12-03: 1.34 has left standard support; HyperPod lists no 1.36 yet -> 1.35, standard support.
-    ({"1.34": "EXTENDED_SUPPORT", "1.35": "STANDARD_SUPPORT", "1.36": "STANDARD_SUPPORT"}, ("1.34", "1.35"),
-     "1.35", "STANDARD_SUPPORT"),
+@pytest.mark.parametrize(("offered", "addon", "listed", "chosen", "status"), [
+    # 2026-12-06: 1.34 has left standard support; HyperPod's page lists up to 1.34 -> 1.34, extended support,
+    # though EKS and the add-on offer 1.35 and 1.36 in standard support.
+    ({"1.34": "EXTENDED_SUPPORT", "1.35": "STANDARD_SUPPORT", "1.36": "STANDARD_SUPPORT"}, ("1.34", "1.35", "1.36"),
+     None, "1.34", "EXTENDED_SUPPORT"),
+    # Once HyperPod's page lists more, the newest listed in standard support wins ...
     ({"1.34": "STANDARD_SUPPORT", "1.35": "STANDARD_SUPPORT", "1.36": "STANDARD_SUPPORT"}, ("1.34", "1.35", "1.36"),
-     "1.36", "STANDARD_SUPPORT"),
-    # Standard support beats a newer version only in extended support.
-    ({"1.34": "STANDARD_SUPPORT", "1.35": "EXTENDED_SUPPORT"}, ("1.34", "1.35"), "1.34", "STANDARD_SUPPORT"),
-    ({"1.34": "EXTENDED_SUPPORT", "1.35": "EXTENDED_SUPPORT"}, ("1.34", "1.35"), "1.35", "EXTENDED_SUPPORT"),
+     ("1.34", "1.35", "1.36"), "1.36", "STANDARD_SUPPORT"),
+    # ... standard support beats a newer version only in extended support ...
+    ({"1.34": "STANDARD_SUPPORT", "1.35": "EXTENDED_SUPPORT"}, ("1.34", "1.35"), ("1.34", "1.35"),
+     "1.34", "STANDARD_SUPPORT"),
+    ({"1.34": "EXTENDED_SUPPORT", "1.35": "EXTENDED_SUPPORT"}, ("1.34", "1.35"), ("1.34", "1.35"),
+     "1.35", "EXTENDED_SUPPORT"),
+    # ... and the add-on must have a version for it too.
+    ({"1.34": "EXTENDED_SUPPORT", "1.35": "STANDARD_SUPPORT"}, ("1.34",), ("1.34", "1.35"), "1.34", "EXTENDED_SUPPORT"),
 ])
-def test_the_newest_version_eks_offers_and_hyperpod_supports_is_chosen(offered, hyperpod, chosen, status):
-    choice = preflight.newest_supported_version(_versions(offered), _hyperpod(*hyperpod), ("1.34", "1.35", "1.36"))
+def test_the_newest_version_eks_offers_of_those_hyperpod_lists_is_chosen(monkeypatch, offered, addon, listed, chosen,
+                                                                          status):
+    if listed:
+        monkeypatch.setattr(preflight, "HYPERPOD_KUBERNETES_VERSIONS", listed)
+    choice = preflight.newest_supported_version(_versions(offered), _hyperpod(*addon), ("1.34", "1.35", "1.36"))
     assert (choice.version, choice.status) == (chosen, status)
+
+
+def test_an_account_whose_eks_offers_1_36_first_gets_the_newest_version_hyperpod_lists():
+    """EKS lists 1.36 first, in standard support, and the add-on has a version for every one: the deploy still
+    takes 1.34, the newest HyperPod's own page lists, and says where that fact comes from."""
+    from tests.workload.ops.aws_account import StubbedAccount, add_version_choice
+
+    account = add_version_choice(StubbedAccount(region="us-west-2"), {
+        "1.36": "STANDARD_SUPPORT", "1.35": "STANDARD_SUPPORT", "1.34": "EXTENDED_SUPPORT"}, ("1.34", "1.35", "1.36"))
+    choice = preflight.choose_kubernetes_version(account, settings_for("small"), KUBECTL_SERVER_VERSIONS)
+    account.assert_all_answered()
+    assert (choice.version, choice.status) == ("1.34", "EXTENDED_SUPPORT")
+    assert ("of those HyperPod lists (1.34 of 1.34, 1.35, 1.36: AWS's SageMaker HyperPod EKS prerequisites, "
+            "\"Kubernetes version support\" (docs.amazonaws.cn/sagemaker/latest/dg/"
+            "sagemaker-hyperpod-eks-prerequisites.md, the newest copy, read 2026-12-06))") in choice.why
 
 
 def test_no_version_both_support_is_refused_naming_the_region():
@@ -263,5 +295,90 @@ def test_no_version_both_support_is_refused_naming_the_region():
     account = add_version_choice(StubbedAccount(region="us-west-2"), {"1.34": "UNSUPPORTED", "1.36": "STANDARD_SUPPORT"},
                                  ("1.34", "1.35"))
     with pytest.raises(preflight.PreflightError, match=r"none of Kubernetes 1.34, 1.35, 1.36 is offered by EKS in "
-                                                       r"us-west-2 \(offered: 1.36\) and supported by HyperPod there"):
+                                                       r"us-west-2 \(offered: 1.36\), listed by HyperPod"):
         preflight.choose_kubernetes_version(account, settings_for("small"), ("1.34", "1.35", "1.36"))
+
+
+def test_the_version_facts_name_their_source_date_and_support_cost():
+    import datetime
+
+    settings = settings_for("small")
+    entry = {"clusterVersion": "1.34", "versionStatus": "EXTENDED_SUPPORT",
+             "endOfExtendedSupportDate": datetime.datetime(2027, 12, 2)}
+    kubernetes, hyperpod = preflight.kubernetes_findings(settings, [entry], on=datetime.date(2026, 12, 6))
+    assert kubernetes.status == "warn" and kubernetes.message.startswith(
+        "Kubernetes 1.34 is in extended support (EKS DescribeClusterVersions in us-west-2 on 2026-12-06) until "
+        "2027-12-02, extended support: $0.60/h for the control plane (standard $0.10/h, "
+        "https://aws.amazon.com/eks/pricing/)")
+    assert hyperpod == preflight.Finding("hyperpod", "ok", "HyperPod lists Kubernetes 1.34 (1.28-1.34: AWS's "
+                                         "SageMaker HyperPod EKS prerequisites, \"Kubernetes version support\" "
+                                         "(docs.amazonaws.cn/sagemaker/latest/dg/sagemaker-hyperpod-eks-prerequisites"
+                                         ".md, the newest copy, read 2026-12-06))")
+
+
+def test_a_version_hyperpod_does_not_list_is_taken_only_when_set_and_with_a_warning():
+    import datetime
+
+    settings = settings_for("small", (("kubernetes_version", "1.35"),))
+    entry = {"clusterVersion": "1.35", "versionStatus": "STANDARD_SUPPORT",
+             "endOfStandardSupportDate": datetime.datetime(2027, 3, 27)}
+    kubernetes, hyperpod = preflight.kubernetes_findings(settings, [entry], on=datetime.date(2026, 12, 6))
+    assert kubernetes.status == "ok" and "standard support: $0.10/h" in kubernetes.message
+    assert hyperpod.status == "warn" and hyperpod.message.startswith(
+        "Kubernetes 1.35 is newer than any HyperPod lists (1.28-1.34: ")
+    assert "CreateCluster may refuse it after the EKS cluster and chart are built (~20 min)" in hyperpod.message
+
+
+def _schema_with_ray_at(*path: str) -> str:
+    from tests.workload.ops.aws_account import schema_without
+
+    schema = schema_without("rayMetrics")
+    if path:
+        node = schema["definitions"]["Observability"]
+        for key in path[:-1]:
+            node = node["properties"].setdefault(key, {"type": "object", "properties": {}})
+        node["properties"][path[-1]] = {"type": "boolean"}
+    return json.dumps(schema)
+
+
+def test_the_add_on_collects_ray_where_its_schema_has_the_switch():
+    from tests.workload.ops.aws_account import OBSERVABILITY_SCHEMA
+
+    path, why = preflight.ray_metrics_choice("v1.0.6-eksbuild.1", json.dumps(OBSERVABILITY_SCHEMA))
+    assert path == "addon" and "switched on at metricsProvider.rayMetrics" in why
+
+
+def test_an_add_on_from_before_ray_collection_gets_custom_targets():
+    path, why = preflight.ray_metrics_choice("v1.0.5-eksbuild.3", _schema_with_ray_at())
+    assert path == "scrape-targets" and "predates Ray collection (1.0.6)" in why
+
+
+def test_a_ray_switch_elsewhere_in_the_schema_fails_naming_it_and_the_constant():
+    with pytest.raises(preflight.PreflightError, match=r"names Ray at rayCollection, not "
+                                                       r"metricsProvider.rayMetrics: change RAY_METRICS_SWITCH"):
+        preflight.ray_metrics_choice("v1.0.7-eksbuild.1", _schema_with_ray_at("rayCollection", "enabled"))
+
+
+def test_a_new_add_on_without_a_ray_key_fails_naming_both_settings():
+    with pytest.raises(preflight.PreflightError, match=r"v1.0.8-eksbuild.1 \(>= 1.0.6, .*has no Ray key .*set -c "
+                                                       r"ray_metrics=addon .* or -c ray_metrics=scrape-targets"):
+        preflight.ray_metrics_choice("v1.0.8-eksbuild.1", _schema_with_ray_at())
+
+
+def test_the_newest_add_on_version_is_by_number_not_by_list_order():
+    versions = [{"addonVersion": v, "compatibilities": [{"clusterVersion": "1.34"}]}
+                for v in ("v1.0.10-eksbuild.1", "v1.0.9-eksbuild.4", "v1.0.6-eksbuild.1")]
+    versions.append({"addonVersion": "v1.1.0-eksbuild.1", "compatibilities": [{"clusterVersion": "1.35"}]})
+    assert preflight.newest_addon_version(versions, "1.34") == "v1.0.10-eksbuild.1"
+
+
+def test_an_add_on_without_the_ray_switch_names_the_other_path():
+    from tests.workload.ops.aws_account import schema_without
+
+    (failure,) = failed(_run(settings_for("small"), Answers(observability_schema=schema_without("rayMetrics")))[0])
+    assert failure.message.endswith("change to -c ray_metrics=scrape-targets (this version has no Ray switch at "
+                                    "metricsProvider.rayMetrics; `skymaze deploy` chooses it from the schema when "
+                                    "ray_metrics is unset)")
+    findings, _ = _run(settings_for("small", (("ray_metrics", "scrape-targets"),)),
+                       Answers(observability_schema=schema_without("rayMetrics")))
+    assert failed(findings) == []
