@@ -142,3 +142,12 @@ def test_the_hint_stages_the_data_then_submits_the_supervised_run_as_readme_step
     assert run == f"skymaze submit --recipe {profile} --size {profile} --supervise"
     for hint in (preflight, run):
         check(hint, complete=True)
+
+
+def test_the_endpoint_line_is_printed_only_for_a_size_that_deploys_the_endpoint():
+    """`small` deploys no Ray Serve endpoint (serving=false): plan showed its replicas anyway."""
+    lines = {args: [line for line in runner.invoke(app, ["plan", *args]).stdout.splitlines()
+                    if line.startswith("endpoint:")]
+             for args in (("--size", "small"), ("--size", "blog"), ("--size", "small", "-c", "serving=true"))}
+    assert lines[("--size", "small")] == []
+    assert len(lines[("--size", "blog")]) == 1 and len(lines[("--size", "small", "-c", "serving=true")]) == 1

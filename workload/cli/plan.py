@@ -74,7 +74,8 @@ def plan(
     for line in render_gpu_plan(gpu):
         typer.echo(line)
     for line in endpoint_lines(gpu_gib=gpu_gib, gpus=recipe.cluster.gpus_per_node,
-                               tensor_parallel=SERVE_TENSOR_PARALLEL, utilization=DEFAULT_GPU_MEMORY_UTILIZATION):
+                               tensor_parallel=SERVE_TENSOR_PARALLEL, utilization=DEFAULT_GPU_MEMORY_UTILIZATION
+                               ) if _serves(profile, context) else []:  # small deploys no endpoint (serving=false)
         typer.echo(line)
     for line in fit_lines:
         typer.echo(line)
@@ -115,6 +116,13 @@ def _refuse_misfit(recipe, profile: str, context: list[str]) -> None:
         for line in problems:
             typer.echo(f"error: {line}", err=True)
         fail(f"recipe {recipe.name!r} cannot run on profile {profile!r}", code=EXIT_USAGE)
+
+
+def _serves(profile: str, context: list[str]) -> bool:
+    """Whether the size deploys the Ray Serve endpoint (setting ``serving``)."""
+    from workload.ops.profiles import parse_overrides, settings_for
+
+    return settings_for(profile, parse_overrides(context)).serving
 
 
 def _cluster_fit(profile: str, context: list[str]) -> tuple[int, list[str], int]:
