@@ -119,6 +119,11 @@ def test_a_set_that_changes_the_step_count_says_so_under_steps_and_why():
         "              (recipe blog: 160; --set dataset.train_rows=300 makes it 200: dataset.train_rows 300 // "
         "trainer.train_batch_size 30 = 10 steps an epoch x dataset.epochs 20 = 200; fixes.aligned_epochs: 600 "
         "tickets (epochs of 20 steps end on the saves) x 10 epochs = 200)")
+    as_json = runner.invoke(app, ["plan", "--recipe", "blog", "--size", "blog", "--set", "dataset.train_rows=300",
+                                  "--json"])
+    import json
+
+    assert f"({json.loads(as_json.stdout)['steps_derivation']})" == lines[at + 1].strip()
 
 
 def test_without_a_set_the_line_under_steps_derives_the_count_from_the_recipes_fields():

@@ -59,6 +59,7 @@ def plan(
                          frame_px=recipe.dataset.maze_size * DEFAULT_CELL_PX)
     if as_json:
         print_json({"recipe": recipe_name, "run_id": recipe.run_id, "profile": profile, **vars(result),
+                    "steps_derivation": steps_line(recipe_name, recipe, list(sets or [])).strip().strip("()"),
                     "peak_bytes": result.peak_bytes, "fits_fsx": result.peak_bytes <= result.fsx_bytes,
                     "cluster_fit": [line.strip() for line in fit_lines], "warnings": warnings,
                     "gpu": {**vars(gpu), "train_bytes": gpu.train_bytes, "kv_tokens": gpu.kv_tokens}})
