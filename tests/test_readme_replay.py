@@ -573,7 +573,7 @@ def _maze_heldout(walk: Walk, ran: Ran) -> None:
 
 def _maze_freeze(walk: Walk, ran: Ran) -> None:
     _ok(ran)
-    (name,) = [f"{word}.json" for word in ran.argv if word in ("easy-64", "rehearsal-7x7-maps")]
+    (name,) = [f"{word}.json" for word in shlex.split(ran.argv[-1]) if word in ("easy-64", "rehearsal-7x7-maps")]
     committed = ROOT / "workload" / "maze" / "heldout" / name
     assert (Path(walk.values["heldout_dir"]) / name).read_bytes() == committed.read_bytes()
 
@@ -613,9 +613,9 @@ def _preflight_small(walk: Walk, ran: Ran) -> None:
 def _short_run_small(walk: Walk, ran: Ran) -> None:
     """The try's 2-step run keeps the run the preflight staged (--keep-run-name) and waits for its end, which here
     (no SkyRL outside the trainer image) is FAILED: exit 1, the job's state on stdout."""
-    _submitted("small")(walk, ran)
-    assert re.search(r"^raysubmit_\w+: FAILED", ran.stdout, re.M), ran.stdout
     _one_line_refusal(ran, 1, r"job raysubmit_\w+ is FAILED; see `skymaze logs raysubmit_\w+`")
+    assert re.search(rf"^submitted raysubmit_\w+ \(recipe small, run maze-small, {walk.ray_url}\)$", ran.stdout, re.M)
+    assert re.search(r"^raysubmit_\w+: FAILED", ran.stdout, re.M) and NOT_IN_IMAGE in ran.stdout, ran.stdout
 
 
 def _plan_capped(walk: Walk, ran: Ran) -> None:
