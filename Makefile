@@ -142,7 +142,9 @@ images: ## check the images' artifacts against their publishers, then build both
 	@echo "next: docker push, or make deploy (docs/deploy.md, Images)" >&2
 
 # One Qwen3-VL-8B LoRA policy step on a GPU with only torch, transformers and peft (no hub, vLLM or Ray): peak
-# memory and step time beside skymaze plan's estimate. PRESET=tiny runs the same path on a CPU in seconds.
+# memory and step time beside skymaze plan's estimate. PRESET=tiny runs the same path on a CPU: 2.3 GB of RAM at
+# its peak and 7 CPU s for the step (a 1,024-token sequence holding the recipe's 15 frames; /usr/bin/time -v on
+# the project's 2-core machine); `--seq-len 9216`, the recipe's full length, peaks at 17.4 GB.
 GPU_CHECK_PYTHON ?= $(if $(wildcard $(PY)),$(PY),python3)
 PRESET ?=
 gpu-check: ## one 8B LoRA forward/backward on a GPU, peak memory beside the plan (PRESET=tiny: on a CPU)

@@ -3,6 +3,11 @@
     python -m benchmarks.gpu_check                    # the 8B model on the first CUDA device (~2-5 min on one H200)
     python -m benchmarks.gpu_check --preset tiny      # the same path at tiny sizes on the CPU (what the tests run)
 
+The tiny preset keeps Qwen3-VL's vocabulary (the vision token ids are above 151,000), so its logits are
+``seq_len x 151,936`` floats: at the recipe's 9,216 tokens the loss alone peaked at 17.4 GB of RAM. Its default
+sequence is ``TINY_SEQ_LEN`` tokens, still holding the recipe's 15 frames (a laptop's memory; the figure is in the
+Makefile); ``--seq-len`` sets another.
+
 Qwen3-VL-8B-Instruct is built from its published config (below; no hub, no download) with seeded random
 weights in bf16, LoRA rank 32 goes on the language model's seven projections (vision tower excluded, as the
 `blog` recipe does), and one forward + backward runs with gradient checkpointing (SkyRL's default) on one
@@ -35,6 +40,8 @@ MAZE_CELL_PX = 25  # VisGym maze_2d's cell size (workload.maze.render.DEFAULT_CE
 LORA_TARGETS = r".*language_model.*\.(q_proj|k_proj|v_proj|o_proj|gate_proj|up_proj|down_proj)"
 LORA_STATE_BYTES = 4 * FP32_BYTES  # fp32 parameter, gradient, Adam exp_avg and exp_avg_sq
 SEED = 0
+# The tiny preset's default sequence: the recipe's 15 frames of 64 + 2 tokens (990) rounded up to a power of two.
+TINY_SEQ_LEN = 1024
 # Token ids of Qwen3-VL's tokenizer (Qwen/Qwen3-VL-8B-Instruct config.json).
 IMAGE_TOKEN_ID, VIDEO_TOKEN_ID, VISION_START_ID, VISION_END_ID = 151655, 151656, 151652, 151653
 
@@ -93,6 +100,13 @@ def recipe_workload(path: Path = RECIPE) -> Workload:
     return Workload(seq_len=int(skyrl["generator.max_input_length"])
                     + int(skyrl["generator.sampling_params.max_generate_length"]),
                     frames=int(skyrl["generator.max_turns"]), side_px=processed_side_px(frame_px))
+
+
+def workload_for(preset: str, seq_len: int | None = None) -> Workload:
+    """The recipe's longest sequence, ``seq_len`` tokens long when given (the tiny preset: ``TINY_SEQ_LEN``)."""
+    work = recipe_workload()
+    seq_len = seq_len if seq_len is not None else TINY_SEQ_LEN if preset == "tiny" else None
+    return work if seq_len is None else replace(work, seq_len=seq_len)
 
 
 def build_config(sizes: Sizes):
@@ -241,13 +255,12 @@ def main(argv: list[str] | None = None) -> int:
         description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="example: python -m benchmarks.gpu_check --preset tiny --seq-len 1536")
     parser.add_argument("--preset", choices=sorted(PRESETS), default="qwen3-vl-8b")
-    parser.add_argument("--seq-len", type=int, default=None, help="tokens (default: the blog recipe's longest)")
+    parser.add_argument("--seq-len", type=int, default=None,
+                        help=f"tokens (default: the blog recipe's longest; --preset tiny: {TINY_SEQ_LEN})")
     parser.add_argument("--rank", type=int, default=32, help="LoRA rank (the blog recipe's)")
     parser.add_argument("--device", default=None, help="torch device (default: cuda when available)")
     args = parser.parse_args(argv)
-    work = recipe_workload()
-    if args.seq_len is not None:
-        work = replace(work, seq_len=args.seq_len)
+    work = workload_for(args.preset, args.seq_len)
     import torch
 
     if args.preset != "tiny" and not torch.cuda.is_available() and args.device in (None, "cuda"):

@@ -138,12 +138,19 @@ def shown_output(command: str) -> list[str]:
     return shown
 
 
+def path_without_venvs(path: str) -> str:
+    """``PATH`` less every folder of a Python virtual environment: a fresh shell, before README's setup."""
+    return os.pathsep.join(folder for folder in path.split(os.pathsep)
+                           if folder and not (Path(folder).parent / "pyvenv.cfg").is_file())
+
+
 def _env(home: Path, **extra: str) -> dict[str, str]:
-    """A user's environment without AWS credentials: own HOME, AWS_* cleared, no instance metadata."""
-    env = {key: value for key, value in os.environ.items() if not key.startswith("AWS_")}
+    """A user's fresh shell without AWS credentials: own HOME, AWS_* cleared, no instance metadata, no virtual
+    environment on PATH (README's setup activates it)."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith("AWS_") and key != "VIRTUAL_ENV"}
     env.update(HOME=str(home), PYTHONPATH=str(ROOT), SHELL="/bin/bash", AWS_EC2_METADATA_DISABLED="true",
                AWS_SHARED_CREDENTIALS_FILE=str(home / ".aws" / "credentials"),
-               AWS_CONFIG_FILE=str(home / ".aws" / "config"))
+               AWS_CONFIG_FILE=str(home / ".aws" / "config"), PATH=path_without_venvs(os.environ["PATH"]))
     return {**env, **extra}
 
 
@@ -152,19 +159,36 @@ def _moto_env(walk: Walk) -> dict[str, str]:
                 AWS_SECRET_ACCESS_KEY="testing", AWS_DEFAULT_REGION=REGION, RAY_ADDRESS=walk.ray_url)
 
 
-CONSOLE_SCRIPT = Path(sys.executable).with_name("skymaze")  # the venv's entry point; PYTHONPATH picks this tree
+# README's setup lines the replay does not run, each with its reason; it runs the others (`source .venv/bin/activate`).
+SETUP_NOT_RUN = {
+    "make install": "the suite runs inside the installed environment; a reinstall is `make`'s own business",
+    "skymaze --version": "a command like the others, replayed and checked under CHECKS",
+}
 
 
-def _argv(command: str) -> list[str]:
-    words = shlex.split(command)
-    assert words[0] == "skymaze", command
-    return [str(CONSOLE_SCRIPT), *words[1:]]
+def readme_setup() -> list[str]:
+    """The lines of README's Setup block (```bash under `## Setup`), as a user pastes them into a new shell."""
+    section = docs.page("README.md").split("\n## Setup\n", 1)[1].split("\n## ", 1)[0]
+    (block,) = re.findall(r"```bash\n(.*?)```", section, re.S)
+    return [line.strip() for line in block.splitlines() if line.strip()]
+
+
+def in_setup_shell(command: str, cwd: Path) -> list[str]:
+    """``bash -c``: README's setup in the clone, then ``command`` in ``cwd`` as pasted (exec'd: signals reach it)."""
+    setup = [line for line in readme_setup() if line not in SETUP_NOT_RUN]
+    script = " && ".join([f"cd {shlex.quote(str(ROOT))}", *setup, f"cd {shlex.quote(str(cwd))}", f"exec {command}"])
+    return ["bash", "-c", script]
+
+
+def _argv(command: str, cwd: Path) -> list[str]:
+    assert shlex.split(command)[0] == "skymaze", command
+    return in_setup_shell(command, cwd)
 
 
 def _run(command: str, cwd: Path, env: dict[str, str]) -> Ran:
     started = time.monotonic()
-    done = subprocess.run(_argv(command), cwd=cwd, env=env, capture_output=True, text=True, timeout=COMMAND_TIMEOUT_S,
-                          stdin=subprocess.DEVNULL)
+    done = subprocess.run(_argv(command, cwd), cwd=cwd, env=env, capture_output=True, text=True,
+                          timeout=COMMAND_TIMEOUT_S, stdin=subprocess.DEVNULL)
     return Ran(done.args, done.returncode, done.stdout, done.stderr, time.monotonic() - started)
 
 
@@ -203,7 +227,9 @@ def _walk_ray(walk: Walk, commands: list[str]) -> None:
     """Submits first, as README orders them (the preflight before the run; `skymaze submit --size blog` last,
     so it is the newest job the job commands find), then the commands that read the jobs."""
     env = _env(walk.home, RAY_ADDRESS=walk.ray_url)
-    order = {"skymaze submit": 0, "skymaze submit --size blog --preflight --wait-s 600": 1,
+    order = {"skymaze submit --size small --preflight --wait-s 600": -3,  # deploy.md's `small` try, in its order
+             "skymaze submit --size small --keep-run-name --set trainer.max_training_steps=2 --wait-s 5400": -2,
+             "skymaze submit": 0, "skymaze submit --size blog --preflight --wait-s 600": 1,
              "skymaze submit --size blog --supervise": 2, "skymaze submit --size blog": 3}
     submits = sorted((c for c in commands if c.split()[1] == "submit"), key=lambda c: order.get(c, -1))
     for command in submits:
@@ -246,7 +272,7 @@ class _Server:
     def __init__(self, command: str, cwd: Path, env: dict[str, str]) -> None:
         self.log = cwd / f"serve-{len(list(cwd.glob('serve-*.log')))}.log"
         with self.log.open("w") as sink:
-            self.process = subprocess.Popen(_argv(command), cwd=cwd, env=env, stdout=sink, stderr=subprocess.STDOUT,
+            self.process = subprocess.Popen(_argv(command, cwd), cwd=cwd, env=env, stdout=sink, stderr=subprocess.STDOUT,
                                             text=True)
         self.argv = self.process.args
         started = time.monotonic()
@@ -471,11 +497,18 @@ def _cost_guard_line(walk: Walk, ran: Ran) -> None:
     _ok(ran)
     (line,) = [line.removeprefix("$ ") for line in docs.text().splitlines()
                if line.startswith("$ skymaze cost --size blog --hours 12 --left-up-hours 72 --guard-hours 14 |")]
-    env = _env(walk.home, PATH=f"{CONSOLE_SCRIPT.parent}{os.pathsep}{os.environ['PATH']}")
-    piped = subprocess.run(["bash", "-o", "pipefail", "-c", line], cwd=walk.root, env=env, capture_output=True,
-                           text=True, timeout=COMMAND_TIMEOUT_S)
+    argv = in_setup_shell(line, walk.root)
+    argv[-1] = argv[-1].replace(" && exec ", " && ")  # a pipeline: bash runs it
+    piped = subprocess.run(["bash", "-o", "pipefail", *argv[1:]], cwd=walk.root, env=_env(walk.home),
+                           capture_output=True, text=True, timeout=COMMAND_TIMEOUT_S)
     assert piped.returncode == 0, piped.stderr
     assert piped.stdout.splitlines() == shown_output(normalized(line))
+
+
+def _totals_of(ran: Ran) -> tuple[float, float]:
+    found = re.search(r"^total\s+([\d.]+)\s+([\d.]+)$", ran.stdout, re.M)
+    assert found, ran.stdout
+    return float(found.group(1)), float(found.group(2))
 
 
 def _cost_small(walk: Walk, ran: Ran) -> None:
@@ -542,7 +575,7 @@ def _maze_heldout(walk: Walk, ran: Ran) -> None:
 
 def _maze_freeze(walk: Walk, ran: Ran) -> None:
     _ok(ran)
-    (name,) = [f"{word}.json" for word in ran.argv if word in ("easy-64", "rehearsal-7x7-maps")]
+    (name,) = [f"{word}.json" for word in shlex.split(ran.argv[-1]) if word in ("easy-64", "rehearsal-7x7-maps")]
     committed = ROOT / "workload" / "maze" / "heldout" / name
     assert (Path(walk.values["heldout_dir"]) / name).read_bytes() == committed.read_bytes()
 
@@ -567,6 +600,31 @@ def _preflight(walk: Walk, ran: Ran) -> None:
     data = Path(walk.values["shared"]) / "runs" / "maze-blog" / "data"
     assert pq.read_metadata(data / "train.parquet").num_rows == 600  # 8 epochs x 20 steps x 30 / 8 rollouts
     assert pq.read_metadata(data / "eval.parquet").num_rows == 64
+
+
+def _preflight_small(walk: Walk, ran: Ran) -> None:
+    """deploy.md's `small` try: the preflight stages small's tickets (32 a step, 20-step epochs) in maze-small."""
+    import pyarrow.parquet as pq
+
+    _submitted("small")(walk, ran)
+    assert re.search(r"^raysubmit_\w+: SUCCEEDED", ran.stdout, re.M), ran.stdout
+    data = Path(walk.values["shared"]) / "runs" / "maze-small" / "data"
+    assert pq.read_metadata(data / "train.parquet").num_rows == 640 and pq.read_metadata(data / "eval.parquet").num_rows == 64
+
+
+def _short_run_small(walk: Walk, ran: Ran) -> None:
+    """The try's 2-step run keeps the run the preflight staged (--keep-run-name) and waits for its end, which here
+    (no SkyRL outside the trainer image) is FAILED: exit 1, the job's state on stdout."""
+    _one_line_refusal(ran, 1, r"job raysubmit_\w+ is FAILED; see `skymaze logs raysubmit_\w+`")
+    assert re.search(rf"^submitted raysubmit_\w+ \(recipe small, run maze-small, {walk.ray_url}\)$", ran.stdout, re.M)
+    assert re.search(r"^raysubmit_\w+: FAILED", ran.stdout, re.M) and NOT_IN_IMAGE in ran.stdout, ran.stdout
+
+
+def _plan_capped(walk: Walk, ran: Ran) -> None:
+    _plan_fits("small")(walk, ran)
+    assert re.search(r"^steps:\s+2 = trainer\.max_training_steps, of 8 epochs x 20 steps \(640 tickets\)$", ran.stdout,
+                     re.M), ran.stdout
+    assert "endpoint:" not in ran.stdout  # small deploys no endpoint
 
 
 def _supervised_submit(walk: Walk, ran: Ran) -> None:
@@ -718,12 +776,14 @@ CHECKS: dict[str, Callable[[Walk, Ran], None]] = {
     "skymaze --version": _version,
     "skymaze --install-completion": _completion,
     "skymaze cost --size small --hours 1": _cost_small,
+    "skymaze cost --size small --hours 5": lambda w, r: (_ok(r), _totals_of(r)),
     "skymaze cost --size blog --hours 1": lambda w, r: (_ok(r), r.stdout.startswith("Cost of profile 'blog' deployed for 1 h")),
     "skymaze cost --size blog --hours 14": lambda w, r: _prints_readmes_output(
         w, r, "skymaze cost --size blog --hours 14"),
     "skymaze cost --size blog --hours 12 --left-up-hours 72 --guard-hours 14": _cost_guard_line,
     "skymaze plan": _plan_fits("small"),
     "skymaze plan --size blog": _plan_shows_readmes_fit,
+    "skymaze plan --size small --set trainer.max_training_steps=2": _plan_capped,
     "skymaze plan --recipe blog --size blog": _plan_fits("blog"),
     "skymaze recipe list": _recipe_list,
     "skymaze recipe show blog": _recipe_show_blog,
@@ -742,6 +802,8 @@ CHECKS: dict[str, Callable[[Walk, Ran], None]] = {
     "skymaze preflight": _refused_for_credentials,
     "skymaze preflight --size blog": _refused_for_credentials,
     "skymaze deploy --size blog": _refused,
+    "skymaze deploy --size small -c max_deployed_hours=6 -c alert_emails=you@example.com": _refused,
+    "skymaze teardown --size small": _refused,
     "skymaze deploy --size blog --bootstrap": _refused,
     "skymaze deploy --size blog -c max_deployed_hours=16 -c alert_emails=you@example.com": _refused,
     "skymaze deploy --size blog -c alert_emails=ml@example.com -c budget_usd_per_month=3000 "
@@ -761,6 +823,8 @@ CHECKS: dict[str, Callable[[Walk, Ran], None]] = {
     "skymaze submit --size blog": _submitted("blog"),
     "skymaze submit --size blog --preflight --wait-s 600": _preflight,
     "skymaze submit --size blog --supervise": _supervised_submit,
+    "skymaze submit --size small --preflight --wait-s 600": _preflight_small,
+    "skymaze submit --size small --keep-run-name --set trainer.max_training_steps=2 --wait-s 5400": _short_run_small,
     "skymaze status": _status_failed,
     "skymaze logs": _logs,
     "skymaze logs --follow": _logs,
@@ -829,6 +893,19 @@ def test_every_hint_the_walk_prints_parses_and_the_offline_ones_run(walk):
 
 def _readme_commands() -> set[str]:
     return {normalized(c) for c, _ in readme_commands(docs.text())}
+
+
+def test_a_fresh_shell_finds_skymaze_only_after_readmes_setup(tmp_path):
+    """A new shell has no `skymaze` (command not found); README's setup, pasted as shown, puts it on PATH."""
+    setup = readme_setup()
+    assert setup[0] == "make install" and "source .venv/bin/activate" in setup, setup
+    env = _env(tmp_path)
+    assert shutil.which("skymaze", path=env["PATH"]) is None, "the test's PATH still holds a virtual environment"
+    bare = subprocess.run(["bash", "-c", "skymaze --version"], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=COMMAND_TIMEOUT_S)
+    assert bare.returncode == 127 and "skymaze: command not found" in bare.stderr, bare
+    ran = _run("skymaze --version", tmp_path, env)
+    _version(None, ran)
 
 
 def test_every_readme_command_is_replayed_or_excused():

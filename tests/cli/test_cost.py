@@ -8,6 +8,8 @@ import pytest
 from typer.testing import CliRunner
 
 from workload.cli.main import app
+from workload.deployment.settings import SUPPORTED_REGIONS
+from workload.ops.prices import DEFAULT_PRICES_PATH
 
 runner = CliRunner()
 
@@ -73,9 +75,25 @@ def test_usage_options_change_only_their_line():
 def test_a_region_without_prices_is_refused_listing_the_regions_known():
     result = runner.invoke(app, ["cost", "--size", "small", "--hours", "1", "-c", "region=us-east-1"])
     assert result.exit_code == 2
-    assert "-c region=us-east-1: the price table" in result.stderr
-    assert "has us-west-2 prices only (regions known: us-west-2); pass --prices FILE with us-east-1 prices" in result.stderr
+    assert result.stderr.startswith("error: the deployment's region is us-east-1 (from -c region=) but the price table")
     assert runner.invoke(app, ["cost", "--size", "small", "--hours", "1", "-c", "region=us-west-2"]).exit_code == 0
+
+
+@pytest.mark.parametrize("region", [r for r in SUPPORTED_REGIONS if r != "us-west-2"])
+def test_every_region_the_app_deploys_to_gets_a_way_forward_that_runs(region, tmp_path):
+    """AWS_REGION=us-east-1 blamed a `-c region=` never passed; the line names the source and the flags, both run."""
+    env = {"AWS_REGION": region}
+    result = runner.invoke(app, ["cost", "--size", "blog", "--hours", "1"], env=env)
+    assert result.exit_code == 2
+    (line,) = result.stderr.splitlines()
+    assert line.startswith(f"error: the deployment's region is {region} (from AWS_REGION) but the price table ")
+    assert line.endswith(f"Fix: pass --prices FILE with {region} prices (a copy of that table, each row updated from "
+                         "the page it names), or -c region=us-west-2 for the us-west-2 figures")
+    assert runner.invoke(app, ["cost", "--size", "blog", "--hours", "1", "-c", "region=us-west-2"], env=env).exit_code == 0
+    own = tmp_path / "prices.yaml"
+    own.write_text(DEFAULT_PRICES_PATH.read_text().replace("region: us-west-2", f"region: {region}"))
+    priced = runner.invoke(app, ["cost", "--size", "blog", "--hours", "1", "--prices", str(own)], env=env)
+    assert priced.exit_code == 0 and f"{region}, USD)" in priced.stdout.splitlines()[0], priced.output
 
 
 def test_the_deploy_guard_saving_is_the_gpu_hours_it_cuts():

@@ -64,6 +64,18 @@ def test_a_folder_that_holds_no_readable_adapter_is_bad_input_before_the_endpoin
     assert re.match(message, result.stderr), result.stderr
 
 
+def test_a_missing_adapter_folder_is_refused_before_waiting_for_the_endpoint(tmp_path):
+    """The promote hint's --wait-s 300 against a port-forward not yet up: the folder is checked first."""
+    with socket.socket() as free:  # nothing listens there
+        free.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{free.getsockname()[1]}"
+    result = runner.invoke(app, ["evaluate", "--endpoint", url, *SCRIPTED, "--adapter", str(tmp_path / "absent"),
+                                 "--wait-s", "20"])
+    assert result.exit_code == 2, result.output
+    assert "waiting up to" not in result.stderr, result.stderr
+    assert re.match(r"^error: --adapter .*absent: no adapter_config\.json there", result.stderr), result.stderr
+
+
 def test_json_report(solver_endpoint, tmp_path):  # noqa: F811
     url, _ = solver_endpoint
     adapter = _adapter(tmp_path / "a", "base")

@@ -1,7 +1,8 @@
 """Every "Next:" hint after a tiny rehearsal runs as printed and scores what the rehearsal scored.
 
-The hints are replayed in a fresh folder through the console entry point; only the serving port
-is swapped for a free one (8000 may be taken on a shared machine), in every hint alike.
+The hints are replayed in a fresh folder, as pasted into a shell after README's setup (PATH holds no virtual
+environment before it); only the serving port is swapped for a free one (8000 may be taken on a shared
+machine), in every hint alike.
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ import shlex
 import signal
 import socket
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -36,18 +36,24 @@ def next_hints(stdout: str) -> list[str]:
     return hints
 
 
-def _argv(hint: str, port: int) -> list[str]:
-    words = shlex.split(hint.replace(":8000", f":{port}").replace("--port 8000", f"--port {port}"))
-    assert words[0] == "skymaze", hint
-    return [sys.executable, "-m", "workload.cli.main", *words[1:]]
+def _argv(hint: str, port: int, cwd: Path) -> list[str]:
+    from tests.test_readme_replay import in_setup_shell
+
+    command = hint.replace(":8000", f":{port}").replace("--port 8000", f"--port {port}")
+    assert shlex.split(command)[0] in ("skymaze", "tensorboard"), hint
+    return in_setup_shell(command, cwd)
 
 
 def _env() -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    from tests.test_readme_replay import path_without_venvs
+
+    env = {key: value for key, value in os.environ.items() if key != "VIRTUAL_ENV"}
+    return {**env, "PYTHONPATH": str(Path(__file__).resolve().parents[2]),
+            "PATH": path_without_venvs(os.environ["PATH"])}
 
 
 def _run(hint: str, port: int, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run(_argv(hint, port), cwd=cwd, env=_env(), capture_output=True, text=True,
+    return subprocess.run(_argv(hint, port, cwd), cwd=cwd, env=_env(), capture_output=True, text=True,
                           timeout=COMMAND_TIMEOUT_S)
 
 
@@ -72,6 +78,9 @@ def test_every_hint_after_a_rehearsal_runs_and_scores_as_in_process(rehearsal_sm
     promote_hint, tensorboard_hint = next_hints(done.stdout)
     assert tensorboard_hint == f"tensorboard --logdir {run_root}/tensorboard"
     assert list((run_root / "tensorboard").rglob("events.out.tfevents.*"))
+    # the program the hint names is there after README's setup (the server it starts is not run here)
+    found = _run(tensorboard_hint.replace("tensorboard --logdir", "tensorboard --version_tb --logdir"), 0, tmp_path)
+    assert found.returncode == 0, found.stderr[-2000:]
 
     port = _free_port()
     promoted = _run(promote_hint, port, tmp_path)
@@ -81,7 +90,7 @@ def test_every_hint_after_a_rehearsal_runs_and_scores_as_in_process(rehearsal_sm
 
     log = tmp_path / "serve.log"
     with log.open("w") as sink:
-        server = subprocess.Popen(_argv(serve_hint, port), cwd=tmp_path, env=_env(), stdout=sink,
+        server = subprocess.Popen(_argv(serve_hint, port, tmp_path), cwd=tmp_path, env=_env(), stdout=sink,
                                   stderr=subprocess.STDOUT, text=True)
     try:
         _wait_until_serving(server, log)

@@ -50,7 +50,8 @@ def test_unreachable_dashboard_fails_with_a_hint():
     result = runner.invoke(app, ["stop", "raysubmit_x", "--address", f"http://127.0.0.1:{_closed_port()}"])
     assert result.exit_code == 1
     assert "cannot reach the Ray dashboard" in result.stderr
-    assert "port-forward" in result.stderr
+    # the port-forward `skymaze deploy` prints (README step 2), namespace included, pasteable as shown
+    assert "(kubectl -n ray port-forward svc/skymaze-train-head-svc 8265:8265 &, the command" in result.stderr
 
 
 def test_commands_document_an_example():

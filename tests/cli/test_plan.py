@@ -107,3 +107,52 @@ def test_without_recipe_plan_runs_the_recipe_sized_for_the_profile_and_it_fits(p
     assert result.exit_code == 0, result.output
     assert result.stdout.startswith(f"recipe {profile} (run ")
     assert f"skymaze submit --recipe {profile} --size {profile}" in result.stdout
+
+
+def test_a_set_that_changes_the_step_count_says_so_under_steps_and_why():
+    result = runner.invoke(app, ["plan", "--recipe", "blog", "--size", "blog", "--set", "dataset.train_rows=300",
+                                 "--set", "trainer.eval_interval=5"])
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    at = lines.index("steps:        200 = 10 epochs x 20 steps (600 tickets)")
+    assert lines[at + 1] == (
+        "              (recipe blog: 160; --set dataset.train_rows=300 makes it 200: dataset.train_rows 300 // "
+        "trainer.train_batch_size 30 = 10 steps an epoch x dataset.epochs 20 = 200; fixes.aligned_epochs: 600 "
+        "tickets (epochs of 20 steps end on the saves) x 10 epochs = 200)")
+    as_json = runner.invoke(app, ["plan", "--recipe", "blog", "--size", "blog", "--set", "dataset.train_rows=300",
+                                  "--json"])
+    import json
+
+    assert f"({json.loads(as_json.stdout)['steps_derivation']})" == lines[at + 1].strip()
+
+
+def test_without_a_set_the_line_under_steps_derives_the_count_from_the_recipes_fields():
+    """recipe show --fields says 256 rows and 20 epochs, SkyRL gets 8 epochs of 600: the plan says how."""
+    result = runner.invoke(app, ["plan", "--recipe", "blog", "--size", "blog"])
+    lines = result.stdout.splitlines()
+    at = lines.index("steps:        160 = 8 epochs x 20 steps (600 tickets)")
+    assert lines[at + 1].strip() == (
+        "(dataset.train_rows 256 // trainer.train_batch_size 30 = 8 steps an epoch x dataset.epochs 20 = 160; "
+        "fixes.aligned_epochs: 600 tickets (epochs of 20 steps end on the saves) x 8 epochs = 160)")
+
+
+@pytest.mark.parametrize("profile", sorted(PROFILES))
+def test_the_hint_stages_the_data_then_submits_the_supervised_run_as_readme_steps_4_and_5(profile):
+    from tests.cli.test_hints import next_hints
+    from tests.test_readme_commands import check
+
+    result = runner.invoke(app, ["plan", "--size", profile])
+    preflight, run = next_hints(result.stdout)
+    assert preflight == f"skymaze submit --recipe {profile} --size {profile} --preflight --wait-s 600"
+    assert run == f"skymaze submit --recipe {profile} --size {profile} --supervise"
+    for hint in (preflight, run):
+        check(hint, complete=True)
+
+
+def test_the_endpoint_line_is_printed_only_for_a_size_that_deploys_the_endpoint():
+    """`small` deploys no Ray Serve endpoint (serving=false): plan showed its replicas anyway."""
+    lines = {args: [line for line in runner.invoke(app, ["plan", *args]).stdout.splitlines()
+                    if line.startswith("endpoint:")]
+             for args in (("--size", "small"), ("--size", "blog"), ("--size", "small", "-c", "serving=true"))}
+    assert lines[("--size", "small")] == []
+    assert len(lines[("--size", "blog")]) == 1 and len(lines[("--size", "small", "-c", "serving=true")]) == 1

@@ -67,7 +67,32 @@ def test_next_commands_serve_the_promoted_folder_and_evaluate_with_the_adapter_s
     assert evaluate == ("skymaze evaluate --endpoint http://127.0.0.1:8000 --model maze-sft:maze-rehearsal "
                         "--adapter adapters/maze-rehearsal --wait-s 300 --out evals/maze-rehearsal")
     (remote,) = _next_commands(manifest, "s3://b/adapters/maze-grpo", tmp_path / "export")
-    assert f"--adapter {tmp_path / 'export'}" in remote
+    assert "--adapter" not in remote  # the export's folder is where promote ran, not where evaluate runs
+
+
+def test_after_a_promotion_to_s3_evaluate_gets_the_adapters_settings_as_options_not_the_pods_path(tmp_path):
+    """On the cluster promote runs in the head pod (/shared/...); evaluate runs beside the port-forward."""
+    from tests.test_readme_commands import check
+    from workload.cli.promote import _cluster_endpoint, _next_commands
+
+    export = tmp_path / "shared" / "runs" / "maze-blog" / "exports" / "global_step_40" / "policy"
+    export.mkdir(parents=True)
+    (export / "adapter_config.json").write_text(json.dumps({"base_model_name_or_path": "/shared/models/m", "r": 8}))
+    (export / "trainer_config.json").write_text(json.dumps({
+        "environment": {"heldout_set": "rehearsal-7x7-64", "maze": {"cell_px": 8, "size": 7}},
+        "generator": {"image_history": 1, "max_turns": 15, "eval_sampling_params": {"max_generate_length": 2}}}))
+    manifest = {"name": "maze-grpo", "base_model": "/shared/models/m"}
+    _, evaluate = _next_commands(manifest, "s3://b/adapters/maze-grpo", export, _cluster_endpoint("blog"))
+    assert str(tmp_path) not in evaluate
+    assert evaluate == ("skymaze evaluate --endpoint http://127.0.0.1:8000 --model Qwen/Qwen3-VL-8B-Instruct:maze-grpo "
+                        "--heldout rehearsal-7x7-64 --cell-px 8 --image-history 1 --max-tokens 2 --max-turns 15 "
+                        "--style compact --wait-s 300 --out evals/maze-grpo")
+    check(evaluate, complete=True)
+    # a cluster export has no trainer_config.json: the held-out set of the run's evaluation, when it has one
+    (export / "trainer_config.json").unlink()
+    _, evaluate = _next_commands({**manifest, "eval": {"set": "easy-64"}}, "s3://b/adapters/maze-grpo", export,
+                                 _cluster_endpoint("blog"))
+    assert " --heldout easy-64 --wait-s 300 " in evaluate
 
 
 def test_after_a_promotion_to_s3_the_hints_reach_the_profiles_endpoint_and_run_as_printed(tmp_path):
@@ -81,8 +106,8 @@ def test_after_a_promotion_to_s3_the_hints_reach_the_profiles_endpoint_and_run_a
     forward, evaluate = _next_commands(manifest, "s3://b/adapters/maze-grpo", tmp_path / "export",
                                        _cluster_endpoint("blog"))
     assert forward == "kubectl -n ray port-forward svc/skymaze-serve-serve-svc 8000:8000 &"
-    assert evaluate == (f"skymaze evaluate --endpoint http://127.0.0.1:8000 --model "
-                        f"VisGym/visgym_model/mixed_qwen3vl:maze-grpo --adapter {tmp_path / 'export'} --wait-s 300 --out evals/maze-grpo")
+    assert evaluate == ("skymaze evaluate --endpoint http://127.0.0.1:8000 --model "
+                        "VisGym/visgym_model/mixed_qwen3vl:maze-grpo --wait-s 300 --out evals/maze-grpo")
     assert not any(c in evaluate for c in "<>|;")
     check(evaluate, complete=True)  # parses against the CLI
     assert shlex.split(forward)[:3] == ["kubectl", "-n", "ray"]

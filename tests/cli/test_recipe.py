@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import re
+import shlex
 
+import pytest
 from typer.testing import CliRunner
 
 from workload.cli.main import app
@@ -22,6 +24,36 @@ def test_show_prints_exactly_the_overrides_and_the_next_step_on_stderr():
 def test_show_applies_set():
     result = runner.invoke(app, ["recipe", "show", "blog", "--set", "trainer.eval_interval=5"])
     assert "trainer.eval_interval=5" in result.stdout.splitlines()
+
+
+def test_show_prints_what_submit_sends_run_name_included():
+    """A changed setting trains under its own run name (plan and submit): show prints that run's overrides."""
+    sets = ["--set", "trainer.eval_interval=5"]
+    shown = runner.invoke(app, ["recipe", "show", "blog", *sets])
+    planned = runner.invoke(app, ["plan", "--recipe", "blog", "--size", "blog", *sets])
+    run = planned.stdout.splitlines()[0].removeprefix("recipe blog (run ").removesuffix(")")
+    assert run.startswith("maze-blog-")
+    assert f"trainer.run_name={run}" in shown.stdout.splitlines()
+    assert f"trainer.ckpt_path=/shared/runs/{run}/ckpts" in shown.stdout.splitlines()
+    assert f"run name {run}: settings differ from recipe blog" in shown.stderr
+
+
+def test_show_refuses_a_skyrl_key_the_recipe_derives_naming_the_field():
+    result = runner.invoke(app, ["recipe", "show", "blog", "--set", "trainer.epochs=10"])
+    assert result.exit_code == 2, result.output
+    assert "trainer.epochs is derived by the recipe from dataset.epochs" in result.stderr
+    assert "Fix: --set dataset.epochs=... instead" in result.stderr
+
+
+@pytest.mark.parametrize("name", ["blog", "blog-exact", "small", "local"])
+def test_shows_hint_runs_as_printed(name):
+    """`recipe show blog` hinted `recipe check blog`, which exits 1 on the default size (small)."""
+    from tests.cli.test_hints import next_hints
+
+    shown = runner.invoke(app, ["recipe", "show", name])
+    (hint,) = next_hints(shown.stderr)
+    checked = runner.invoke(app, shlex.split(hint)[1:])
+    assert checked.exit_code == 0, (hint, checked.output)
 
 
 def test_check_passes_the_blog_recipe_on_its_profile():

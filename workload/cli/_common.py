@@ -244,3 +244,19 @@ def deploy_target(profile: str, context: list[str], *, keep_data: bool = False) 
     overrides = parse_overrides(context)
     settings = settings_for(profile, overrides)
     return overrides, settings, target_for(settings, overrides=overrides, keep_data=keep_data)
+
+
+def load_run(recipe_name: str, sets: list[str], *, keep_run_name: bool = False):
+    """The recipe with ``sets``; changed settings get their own run name unless ``keep_run_name``."""
+    from workload.skyrl.recipe import load_recipe
+    from workload.skyrl.run_naming import distinct_run_sets
+
+    recipe = load_recipe(recipe_name, sets=sets)
+    if keep_run_name:
+        return recipe
+    named, new_id = distinct_run_sets(recipe.run_id, sets)
+    if new_id is None:
+        return recipe
+    typer.echo(f"run name {new_id}: settings differ from recipe {recipe_name} (run {recipe.run_id}); "
+               f"--keep-run-name resumes {recipe.run_id} instead", err=True)
+    return load_recipe(recipe_name, sets=named)

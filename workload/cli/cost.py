@@ -53,6 +53,7 @@ def cost(
     from workload.ops.prices import DEFAULT_PRICES_PATH, load_prices
     from workload.ops.profiles import parse_overrides, settings_for, shape_for
 
+    given_c = list(context)
     profile, context = resolve_size(profile, context)
     try:
         day = datetime.date.fromisoformat(on) if on else datetime.date.today()
@@ -64,9 +65,10 @@ def cost(
         table = load_prices(prices or DEFAULT_PRICES_PATH)
         if table.region != settings.region:
             raise ValueError(
-                f"-c region={settings.region}: the price table {prices or DEFAULT_PRICES_PATH} has {table.region} "
-                f"prices only (regions known: {table.region}); pass --prices FILE with {settings.region} prices "
-                f"(copy the table and update each row from its source)")
+                f"the deployment's region is {settings.region} (from {_region_source(given_c)}) but the price table "
+                f"{prices or DEFAULT_PRICES_PATH} holds {table.region} prices only. Fix: pass --prices FILE with "
+                f"{settings.region} prices (a copy of that table, each row updated from the page it names), or "
+                f"-c region={table.region} for the {table.region} figures")
         given = {"nat_gb_per_run": nat_gb, "amp_active_series": amp_series, "artifacts_gib": artifacts_gib}
         usage = Usage(**{key: value for key, value in given.items() if value is not None})
         report = estimate_cost(shape_for(settings), table, hours=hours, usage=usage, on=day)
@@ -86,6 +88,19 @@ def cost(
     if saving:
         typer.echo(f"\n{saving.render()}")
     next_step(f"skymaze deploy --size {profile}")
+
+
+def _region_source(given_c: list[str]) -> str:
+    """Where the region a command acts on came from, in resolve_size's order of precedence."""
+    from workload.cli._common import environment_region, recorded_context
+
+    if any(pair.startswith("region=") for pair in given_c):
+        return "-c region="
+    context = recorded_context()
+    if context is not None and any(pair.startswith("region=") for pair in context.deploy_sets):
+        return "the deployment recorded in .skymaze/context.json"
+    found = environment_region()
+    return found[1] if found else "the settings' default"
 
 
 def register(app: typer.Typer) -> None:

@@ -17,6 +17,7 @@ from workload.cli._common import (
     RUN_RECIPE_OPTION,
     doc_help,
     fail,
+    load_run,
     next_step,
     print_json,
     recipe_for_profile,
@@ -48,22 +49,6 @@ def _client(address: str | None):
     resolved = jobs.resolve_address(address, None)
     token, problem = find_token(resolved, os.environ)
     return resolved, jobs.connect(resolved, token, token_problem=problem)
-
-
-def load_run(recipe_name: str, sets: list[str], *, keep_run_name: bool = False):
-    """The recipe with ``sets``; changed settings get their own run name unless ``keep_run_name``."""
-    from workload.skyrl.recipe import load_recipe
-    from workload.skyrl.run_naming import distinct_run_sets
-
-    recipe = load_recipe(recipe_name, sets=sets)
-    if keep_run_name:
-        return recipe
-    named, new_id = distinct_run_sets(recipe.run_id, sets)
-    if new_id is None:
-        return recipe
-    typer.echo(f"run name {new_id}: settings differ from recipe {recipe_name} (run {recipe.run_id}); "
-               f"--keep-run-name resumes {recipe.run_id} instead", err=True)
-    return load_recipe(recipe_name, sets=named)
 
 
 JOB_HELP = "Job id printed by skymaze submit (default: the newest job skymaze submitted to this Ray cluster)."

@@ -14,12 +14,12 @@ from workload.cli._common import (
     doc_help,
     fail,
     flags,
+    load_run,
     next_step,
     print_json,
     recipe_for_profile,
     resolve_size,
 )
-from workload.cli.jobs import load_run
 
 
 def plan(
@@ -59,6 +59,7 @@ def plan(
                          frame_px=recipe.dataset.maze_size * DEFAULT_CELL_PX)
     if as_json:
         print_json({"recipe": recipe_name, "run_id": recipe.run_id, "profile": profile, **vars(result),
+                    "steps_derivation": steps_line(recipe_name, recipe, list(sets or [])).strip().strip("()"),
                     "peak_bytes": result.peak_bytes, "fits_fsx": result.peak_bytes <= result.fsx_bytes,
                     "cluster_fit": [line.strip() for line in fit_lines], "warnings": warnings,
                     "gpu": {**vars(gpu), "train_bytes": gpu.train_bytes, "kv_tokens": gpu.kv_tokens}})
@@ -66,12 +67,16 @@ def plan(
             raise typer.Exit(code=1)
         return
     typer.echo(f"recipe {recipe_name} (run {recipe.run_id})")
+    derivation = steps_line(recipe_name, recipe, list(sets or []))
     for line in render_plan(result):
         typer.echo(line)
+        if line.startswith("steps:"):
+            typer.echo(derivation)
     for line in render_gpu_plan(gpu):
         typer.echo(line)
     for line in endpoint_lines(gpu_gib=gpu_gib, gpus=recipe.cluster.gpus_per_node,
-                               tensor_parallel=SERVE_TENSOR_PARALLEL, utilization=DEFAULT_GPU_MEMORY_UTILIZATION):
+                               tensor_parallel=SERVE_TENSOR_PARALLEL, utilization=DEFAULT_GPU_MEMORY_UTILIZATION
+                               ) if _serves(profile, context) else []:  # small deploys no endpoint (serving=false)
         typer.echo(line)
     for line in fit_lines:
         typer.echo(line)
@@ -79,7 +84,28 @@ def plan(
         typer.echo(f"warning: {line}", err=True)
     if result.peak_bytes > result.fsx_bytes:
         fail("the run does not fit on FSx")
-    next_step(f"skymaze submit --recipe {recipe_name} --size {profile}{flags('--set', sets)}{flags('-c', given_c)}")
+    submit = f"skymaze submit --recipe {recipe_name} --size {profile}{flags('--set', sets)}{flags('-c', given_c)}"
+    # README steps 4 and 5: stage the data and the model (the job waits for the download), then the supervised run.
+    next_step(f"{submit} --preflight --wait-s {PREFLIGHT_WAIT_S}", f"{submit} --supervise")
+
+
+# README step 4: staging the data and downloading the SFT checkpoint to /shared takes about 10 min.
+PREFLIGHT_WAIT_S = 600
+# Recipe fields and SkyRL keys the step count follows (Recipe.total_steps).
+STEP_KEYS = ("dataset.train_rows", "dataset.epochs", "fixes.aligned_epochs", "trainer.train_batch_size",
+             "trainer.ckpt_interval", "trainer.hf_save_interval", "trainer.max_training_steps")
+
+
+def steps_line(recipe_name: str, recipe, sets: list[str]) -> str:
+    """The line under ``steps:``: how the recipe's fields give the count and, when ``sets`` moved it from the
+    recipe's own, which of them did."""
+    from workload.skyrl.recipe import load_recipe
+
+    before, after = load_recipe(recipe_name).total_steps(), recipe.total_steps()
+    movers = [item for item in sets if item.partition("=")[0].strip() in STEP_KEYS] or sets
+    changed = (f"recipe {recipe_name}: {before}; {' '.join(f'--set {item}' for item in movers)} makes it {after}: "
+               if before != after else "")
+    return f"              ({changed}{recipe.steps_derivation()})"
 
 
 def _refuse_misfit(recipe, profile: str, context: list[str]) -> None:
@@ -91,6 +117,13 @@ def _refuse_misfit(recipe, profile: str, context: list[str]) -> None:
         for line in problems:
             typer.echo(f"error: {line}", err=True)
         fail(f"recipe {recipe.name!r} cannot run on profile {profile!r}", code=EXIT_USAGE)
+
+
+def _serves(profile: str, context: list[str]) -> bool:
+    """Whether the size deploys the Ray Serve endpoint (setting ``serving``)."""
+    from workload.ops.profiles import parse_overrides, settings_for
+
+    return settings_for(profile, parse_overrides(context)).serving
 
 
 def _cluster_fit(profile: str, context: list[str]) -> tuple[int, list[str], int]:

@@ -94,8 +94,10 @@ def _next_commands(manifest: dict, to: str, export: Path, endpoint: tuple[str, s
     wait = f"--wait-s {SERVER_START_WAIT_S}"
     if to.startswith("s3://") or not base:
         forward, base_id = endpoint or ("", "BASE_MODEL_ID")
-        evaluate = (f"skymaze evaluate --endpoint {url} --model {base_id}:{name} --adapter {export} {wait} "
-                    f"--out evals/{name}")
+        # Evaluate runs where the port-forward is, which does not see the export's folder (on the cluster, a path
+        # only the pods have): the settings the adapter was trained with travel as options instead of --adapter.
+        evaluate = (f"skymaze evaluate --endpoint {url} --model {base_id}:{name}{_trained_with(manifest, export)} "
+                    f"{wait} --out evals/{name}")
         return [forward, evaluate] if forward else [evaluate]
     # One model-id scheme: a rehearsal's SFT model is `maze-sft` wherever it is served (the rehearsal's own
     # endpoint names it so); another base model is named after its folder, as `skymaze serve` does by default.
@@ -106,6 +108,20 @@ def _next_commands(manifest: dict, to: str, export: Path, endpoint: tuple[str, s
         f"skymaze serve --model {base}{model_id} --adapters {Path(to).parent} --port {LOCAL_ENDPOINT_PORT} &",
         f"skymaze evaluate --endpoint {url} --model {base_id}:{name} --adapter {to} {wait} --out evals/{name}",
     ]
+
+
+def _trained_with(manifest: dict, export: Path) -> str:
+    """`` --heldout SET --OPTION VALUE ...``: what the adapter in ``export`` was trained with (its
+    trainer_config.json), the held-out set of its run's evaluation else; empty when neither says."""
+    from workload.evaluate.adapter_facts import AdapterFolderError, read_adapter_facts
+
+    try:
+        settings = dict(read_adapter_facts(export).settings)
+    except AdapterFolderError:
+        settings = {}
+    heldout = settings.pop("set_name", None) or (manifest.get("eval") or {}).get("set")
+    options = [f"--{key.replace('_', '-')} {value}" for key, value in sorted(settings.items())]
+    return "".join(f" {option}" for option in ([f"--heldout {heldout}"] if heldout else []) + options)
 
 
 def register(app: typer.Typer) -> None:

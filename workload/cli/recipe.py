@@ -132,10 +132,14 @@ def show(
         for line in config.settings_table(model, defaults):
             typer.echo(line)
         return
+    size = ""
     if kind == "cluster":
-        from workload.skyrl.recipe import load_recipe
+        from workload.cli._common import load_run
 
-        lines = load_recipe(name, sets=sets).overrides()
+        # What submit sends: changed settings get their own run name (trainer.run_name and every path), as there.
+        recipe = load_run(name, list(sets or []))
+        lines = recipe.overrides()
+        size = _size_that_fits(recipe)
     else:
         from workload.local.config import load_config
 
@@ -143,10 +147,22 @@ def show(
     for line in lines:
         typer.echo(line)
     # stdout stays exactly the settings (usable as argv); the hint goes to stderr.
-    typer.echo(f"\nNext:\n  skymaze recipe check {name}{flags('--set', sets)}", err=True)
+    typer.echo(f"\nNext:\n  skymaze recipe check {name}{size}{flags('--set', sets)}", err=True)
 
 
 recipe_app.command("show", help=doc_help(show.__doc__))(show)
+
+
+def _size_that_fits(recipe) -> str:
+    """`` --size NAME`` of the recipe's own size, else the smallest deploy size it fits (check's default size
+    is the recorded one, else small, which a 3-node recipe does not fit); empty when none does."""
+    from workload.ops.profiles import PROFILES
+
+    sizes = [recipe.name] if recipe.name in PROFILES else []
+    for size in (*sizes, *sorted(PROFILES, key=lambda p: PROFILES[p].get("worker_count", 0))):
+        if not profile_fit_problems(recipe, size):
+            return f" --size {size}"
+    return ""
 
 
 def check(
@@ -177,9 +193,9 @@ def check(
         typer.echo(f"recipe {name!r}: ok (rehearsal; run {cfg.run_id})")
         next_step(f"skymaze rehearse --recipe {name}{flags('--set', sets)}")
         return
-    from workload.skyrl.recipe import load_recipe
+    from workload.cli._common import load_run
 
-    recipe = load_recipe(name, sets=sets)
+    recipe = load_run(name, list(sets or []))
     problems = problems_of(recipe, profile, context) + profile_fit_problems(recipe, profile, context)
     if as_json:
         print_json({"recipe": name, "run_id": recipe.run_id, "ok": not problems, "problems": problems,

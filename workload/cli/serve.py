@@ -143,9 +143,11 @@ def evaluate(
 
     given = {"style": style, "max_turns": max_turns, "image_history": image_history, "cell_px": cell_px,
              "max_tokens": max_tokens, "set_name": set_name}
+    # The folder first: a missing or unreadable --adapter is known at once, not after waiting --wait-s.
+    facts = _adapter_facts(adapter)
     if wait_s > 0:
         _wait_for_model(endpoint, model, wait_s)
-    settings = _evaluate_settings(endpoint, model, adapter, given)
+    settings = _evaluate_settings(endpoint, model, facts, given)
     try:
         with _progress(f"{model} on {settings['set_name']}", quiet=as_json) as on_episode:
             report = evaluate_endpoint(endpoint=endpoint, model=model, concurrency=concurrency, limit=limit,
@@ -167,15 +169,20 @@ def _wait_for_model(endpoint: str, model: str, wait_s: float) -> None:
     typer.echo(f"{endpoint} serves {model} (waited {waited_s:.0f} s)", err=True)
 
 
-def _evaluate_settings(endpoint: str, model: str, adapter: Path | None, given: dict) -> dict:
-    """The adapter-specific settings: the options given, else what the adapter (its folder, or the endpoint's
-    listing) was trained with, else the defaults; a bad --adapter folder or an option the adapter contradicts
-    exits 2 (``AdapterFolderError``, ``AdapterMismatch``)."""
-    from workload.evaluate.adapter_facts import AdapterFacts, endpoint_facts, read_adapter_facts, settle
+def _adapter_facts(adapter: Path | None):
+    """What the --adapter folder says (None without one); a bad folder exits 2 (``AdapterFolderError``)."""
+    from workload.evaluate.adapter_facts import read_adapter_facts
 
-    if adapter is not None:
-        facts = read_adapter_facts(adapter)
-    else:  # a skymaze endpoint states how each adapter was trained (GET /v1/models)
+    return None if adapter is None else read_adapter_facts(adapter)
+
+
+def _evaluate_settings(endpoint: str, model: str, facts, given: dict) -> dict:
+    """The adapter-specific settings: the options given, else what the adapter (``facts`` of its folder, or the
+    endpoint's listing) was trained with, else the defaults; an option the adapter contradicts exits 2
+    (``AdapterMismatch``)."""
+    from workload.evaluate.adapter_facts import AdapterFacts, endpoint_facts, settle
+
+    if facts is None:  # a skymaze endpoint states how each adapter was trained (GET /v1/models)
         facts = endpoint_facts(endpoint, model) or AdapterFacts(Path("."), None, {})
         if facts.settings:
             shown = ", ".join(f"{key} {value}" for key, value in sorted(facts.settings.items()))

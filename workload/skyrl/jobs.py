@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from workload.deployment.names import RAY_NAMESPACE, TRAINER_RAYCLUSTER
 from workload.errors import SkymazeError, UsageError
 from workload.skyrl.entrypoint import JobSpec
 from workload.skyrl.job_env import JobEnv, runtime_env_for
@@ -94,7 +95,8 @@ def connect(address: str, token: RayToken | None = None, *, token_problem: str =
 
     via_endpoint = address.startswith(f"{SAGEMAKER_SCHEME}://")
     hint = SAGEMAKER_HINT if via_endpoint else (
-        "Check the port-forward (kubectl port-forward svc/<cluster>-head-svc 8265:8265) or the address.")
+        f"Check the port-forward (kubectl -n {RAY_NAMESPACE} port-forward svc/{TRAINER_RAYCLUSTER}-head-svc "
+        "8265:8265 &, the command `skymaze deploy` printed) or the address.")
     try:
         return JobSubmissionClient(address, headers=token.headers(address) if token else None)
     except AuthenticationError as err:  # Ray answered 401 (no token) or 403 (a wrong one)

@@ -100,6 +100,8 @@ def build_plan(
     batch, epochs = int(values["trainer.train_batch_size"]), int(values["trainer.epochs"])
     per_epoch = schedule.steps_per_epoch(train_rows=train_rows, train_batch_size=batch)
     total = per_epoch * epochs
+    if values.get("trainer.max_training_steps") is not None:  # skyrl/train/trainer.py 0.4.0 caps the run there
+        total = min(total, int(values["trainer.max_training_steps"]))
     rank = int(values.get("trainer.policy.model.lora.rank", 0))
     lora = dims.lora_params(rank)
     ckpt_interval = int(values.get("trainer.ckpt_interval", 10))
@@ -143,7 +145,9 @@ def render_plan(plan: Plan) -> list[str]:
     return [
         f"GPUs:         {plan.policy_gpus} (FSDP policy) colocated with {plan.engines} vLLM engines",
         f"steps:        {plan.total_steps} = {plan.epochs} epochs x {plan.steps_per_epoch} steps "
-        f"({plan.train_rows} tickets)",
+        f"({plan.train_rows} tickets)" if plan.total_steps == plan.epochs * plan.steps_per_epoch else
+        f"steps:        {plan.total_steps} = trainer.max_training_steps, of {plan.epochs} epochs x "
+        f"{plan.steps_per_epoch} steps ({plan.train_rows} tickets)",
         f"rollouts:     {plan.trajectories_per_step} a step, {plan.train_episodes:,} training episodes, "
         f"up to {plan.train_episodes * plan.max_turns:,} model turns",
         f"evaluations:  {len(plan.eval_steps)} at steps {_steps(plan.eval_steps)} ({plan.eval_episodes:,} episodes)",

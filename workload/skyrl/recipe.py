@@ -4,8 +4,8 @@ A recipe (``recipes/<name>.yaml``) holds the cluster shape, the dataset, the thr
 the published run and a flat map of SkyRL keys. String values may use ``{shared_root}``,
 ``{run_id}`` and ``{run_dir}`` (= ``{shared_root}/runs/{run_id}``). ``extends: <name>``
 starts from another recipe; ``--set KEY=VALUE`` edits go through ``workload.config``. The
-recipe adds the keys that belong to this project (dataset paths, epochs); everything else is
-passed through unchanged.
+recipe adds the keys that belong to this project (``DERIVED_KEYS``: dataset paths, epochs) and
+refuses them under ``skyrl:``; everything else is passed through unchanged.
 """
 
 from __future__ import annotations
@@ -28,6 +28,26 @@ REHEARSAL_BLOCK = "rehearsal"
 NO_REHEARSAL_BLOCK = (f"{REHEARSAL_BLOCK}: a cluster recipe has no rehearsal block (it holds the CPU rehearsal's own "
                       "settings, which SkyRL has no key for, so the cluster would never read them); remove it, or set "
                       f"them on a rehearsal recipe: skymaze rehearse --set {REHEARSAL_BLOCK}.KEY=VALUE")
+# SkyRL keys the recipe sets itself (Recipe.resolved), each with the recipe field that sets it: under `skyrl:` or
+# through --set they would be overwritten without a word, so they are refused, naming the field.
+DERIVED_KEYS: dict[str, tuple[str, str]] = {
+    "trainer.epochs": ("dataset.epochs", "dataset.epochs is the passes over dataset.train_rows; with "
+                       "fixes.aligned_epochs the recipe rounds the tickets up and lowers the epochs so the step count "
+                       "stays dataset.train_rows // trainer.train_batch_size x dataset.epochs"),
+    "data.train_data": ("run_id", "the training tickets are written to {shared_root}/runs/{run_id}/data/train.parquet"),
+    "data.val_data": ("dataset.eval_set", "the held-out set dataset.eval_set is written to "
+                      "{shared_root}/runs/{run_id}/data/eval.parquet"),
+}
+
+
+def derived_key_problem(key: str) -> str | None:
+    """One line refusing a SkyRL key the recipe derives, naming the recipe field that sets it; None for any other."""
+    if key not in DERIVED_KEYS:
+        return None
+    field, why = DERIVED_KEYS[key]
+    return f"{key} is derived by the recipe from {field} ({why}). Fix: --set {field}=... instead"
+
+
 # (lowest, highest, lowest allowed) of SkyRL keys SkyRL 0.4.0 checks only once the job runs, or never: counts it
 # asserts positive (skyrl/train/utils/utils.py validate_batch_sizes, validate_cfg) or that mean nothing below 1, a
 # share of GPU memory (vLLM's gpu_memory_utilization), temperatures (0: greedy), a learning rate, a LoRA rank (0: off).
@@ -55,7 +75,7 @@ def skyrl_problems(values: dict[str, Any]) -> list[str]:
     """One line per SkyRL key SkyRL would refuse: unknown, of another type, or out of its range (``RANGES``)."""
     known, problems = load_known_keys(), []
     for key, value in values.items():
-        problem = known.problem(key, value)
+        problem = derived_key_problem(key) or known.problem(key, value)
         low, high, low_allowed = RANGES.get(key, (-math.inf, math.inf, True))
         if problem is None and key in RANGES and value is not None and not (
                 (low <= value if low_allowed else low < value) and value <= high):
@@ -172,6 +192,32 @@ class Recipe(config.ConfigModel):
         if not self.fixes.aligned_epochs or per_epoch == 0:
             return self.dataset.epochs
         return schedule.epochs_for_steps(steps=requested, per_epoch=per_epoch)
+
+    def total_steps(self) -> int:
+        """Optimizer steps SkyRL runs (skyrl/train/trainer.py 0.4.0: steps an epoch x trainer.epochs, capped by
+        trainer.max_training_steps when set)."""
+        batch = int(self.skyrl["trainer.train_batch_size"])
+        steps = schedule.total_steps(train_rows=self.train_rows(), train_batch_size=batch, epochs=self.epochs())
+        cap = self.skyrl.get("trainer.max_training_steps")
+        return steps if cap is None else min(steps, int(cap))
+
+    def steps_derivation(self) -> str:
+        """How the recipe's fields give its step count, e.g. for ``--set dataset.train_rows=300``:
+        ``dataset.train_rows 300 // trainer.train_batch_size 30 = 10 steps an epoch x dataset.epochs 20 = 200;
+        fixes.aligned_epochs: 600 tickets (epochs of 20 steps end on the saves) x 10 epochs``."""
+        batch = int(self.skyrl["trainer.train_batch_size"])
+        per_epoch = schedule.steps_per_epoch(train_rows=self.dataset.train_rows, train_batch_size=batch)
+        text = (f"dataset.train_rows {self.dataset.train_rows} // trainer.train_batch_size {batch} = {per_epoch} steps "
+                f"an epoch x dataset.epochs {self.dataset.epochs} = {per_epoch * self.dataset.epochs}")
+        if self.train_rows() != self.dataset.train_rows or self.epochs() != self.dataset.epochs:
+            aligned = schedule.steps_per_epoch(train_rows=self.train_rows(), train_batch_size=batch)
+            text += (f"; fixes.aligned_epochs: {self.train_rows()} tickets (epochs of {aligned} steps end on the "
+                     f"saves) x {self.epochs()} epochs = {aligned * self.epochs()}")
+        cap = self.skyrl.get("trainer.max_training_steps")
+        if cap is not None and int(cap) < schedule.total_steps(
+                train_rows=self.train_rows(), train_batch_size=batch, epochs=self.epochs()):
+            text += f"; trainer.max_training_steps {cap} stops it at {self.total_steps()}"
+        return text
 
     def served_model(self) -> tuple[str, str]:
         """(model id, weights path) of the base model an endpoint serves for this recipe's adapters."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import doctest
+import re
 
 import pytest
 from omegaconf import OmegaConf
@@ -123,7 +124,8 @@ def test_bad_recipe_field_is_reported_with_its_path():
 @pytest.mark.parametrize(("item", "message"), [
     ("trainer.eval_interval=five", r"trainer.eval_interval='five': SkyRL 0.4.0 types it int, got str"),
     ("generator.batched=3", r"generator.batched=3: SkyRL 0.4.0 types it bool, got int"),
-    ("data.val_data=/eval.parquet", r"data.val_data='/eval.parquet': SkyRL 0.4.0 types it list\[str\], got str"),
+    ("trainer.policy.torch_profiler_config.activities=cpu",
+     r"trainer.policy.torch_profiler_config.activities='cpu': SkyRL 0.4.0 types it list\[str\], got str"),
     ("trainer.train_batch_size=-30", r"trainer.train_batch_size=-30: must be >= 1\. Fix"),
     ("generator.inference_engine.gpu_memory_utilization=1.5",
      r"generator.inference_engine.gpu_memory_utilization=1.5: must be > 0 and <= 1"),
@@ -175,3 +177,30 @@ def test_a_rehearsal_setting_set_on_a_cluster_recipe_is_refused_in_one_line():
     with pytest.raises(ValueError, match=r"^recipe 'blog' is malformed: rehearsal: a cluster recipe has no rehearsal "
                                          r"block [^\n]*$"):
         load_recipe("blog", sets=["rehearsal.sft.lr=0.001"])
+
+
+@pytest.mark.parametrize(("key", "field"), [("trainer.epochs", "dataset.epochs"), ("data.train_data", "run_id"),
+                                            ("data.val_data", "dataset.eval_set")])
+def test_a_skyrl_key_the_recipe_derives_is_refused_naming_the_recipe_field_that_sets_it(key, field):
+    """Set under skyrl:, it would be overwritten by resolved() without a word (trainer.epochs=10 left 160 steps)."""
+    value = "10" if key == "trainer.epochs" else "['/x.parquet']"
+    with pytest.raises(ValueError, match=rf"^recipe 'blog' is malformed: skyrl: {re.escape(key)} is derived by the "
+                                         rf"recipe from {re.escape(field)} .*Fix: --set {re.escape(field)}=\.\.\. instead$"):
+        load_recipe("blog", sets=[f"{key}={value}"])
+
+
+def test_the_recipe_field_the_refusal_names_sets_the_step_count():
+    assert load_recipe("blog").total_steps() == 160
+    assert load_recipe("blog", sets=["dataset.epochs=10"]).total_steps() == 80  # 256 // 30 = 8 steps an epoch x 10
+    assert load_recipe("blog", sets=["dataset.train_rows=300"]).total_steps() == 200  # 10 steps an epoch x 20
+
+
+def test_max_training_steps_is_honoured_as_skyrl_honours_it_and_the_plan_shows_it():
+    """skyrl/train/trainer.py 0.4.0: total_training_steps = min(len(dataloader) x epochs, max_training_steps)."""
+    from workload.skyrl.plan import build_plan
+
+    recipe = load_recipe("blog", sets=["trainer.max_training_steps=10"])
+    plan = build_plan(recipe.resolved(), train_rows=recipe.train_rows(), fsx_gib=1200)
+    assert recipe.total_steps() == plan.total_steps == 10
+    assert plan.ckpt_steps == [10] and plan.eval_steps == [0, 10]
+    assert recipe.steps_derivation().endswith("; trainer.max_training_steps 10 stops it at 10")
