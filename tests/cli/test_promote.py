@@ -84,7 +84,7 @@ def test_after_a_promotion_to_s3_evaluate_gets_the_adapters_settings_as_options_
     manifest = {"name": "maze-grpo", "base_model": "/shared/models/m"}
     _, evaluate = _next_commands(manifest, "s3://b/adapters/maze-grpo", export, _cluster_endpoint("blog"))
     assert str(tmp_path) not in evaluate
-    assert evaluate == ("skymaze evaluate --endpoint http://127.0.0.1:8000 --model Qwen/Qwen3-VL-8B-Instruct:maze-grpo "
+    assert evaluate == ("skymaze evaluate --endpoint http://127.0.0.1:8000 --model VisGym/visgym_model/mixed_qwen3vl:maze-grpo "
                         "--heldout rehearsal-7x7-64 --cell-px 8 --image-history 1 --max-tokens 2 --max-turns 15 "
                         "--style compact --wait-s 300 --out evals/maze-grpo")
     check(evaluate, complete=True)
