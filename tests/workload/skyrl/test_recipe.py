@@ -175,3 +175,16 @@ def test_a_rehearsal_setting_set_on_a_cluster_recipe_is_refused_in_one_line():
     with pytest.raises(ValueError, match=r"^recipe 'blog' is malformed: rehearsal: a cluster recipe has no rehearsal "
                                          r"block [^\n]*$"):
         load_recipe("blog", sets=["rehearsal.sft.lr=0.001"])
+
+
+def test_a_null_under_a_free_map_leaves_the_key_out_so_the_library_default_holds():
+    # blog-exact's nulls undo blog's image size: vLLM gets no limit_mm_per_prompt (its own default
+    # profile), never a None it types int (tests/contract/test_engine_args.py runs vLLM on both).
+    exact = load_recipe("blog-exact")
+    kwargs = "generator.inference_engine.engine_init_kwargs."
+    assert exact.skyrl[kwargs + "limit_mm_per_prompt.image.width"] is None
+    assert [key for key in exact.resolved() if key.startswith(kwargs)] == [kwargs + "max_model_len"]
+    assert not [item for item in exact.overrides() if item.endswith("=null") and item.startswith(kwargs)]
+    # a typed SkyRL key keeps its null: there it is a value SkyRL takes
+    typed = load_recipe("blog", sets=["generator.inference_engine.served_model_name=null"])
+    assert typed.resolved()["generator.inference_engine.served_model_name"] is None
