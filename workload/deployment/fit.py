@@ -55,9 +55,12 @@ INSTANCES: dict[str, InstanceFacts] = {
     "ml.m5.8xlarge": InstanceFacts(32, 128, 0, 0, KUBELET_DEFAULT_MAX_PODS, f"{HYPERPOD_CLI_CONSTANTS}; {EC2_GENERAL_PURPOSE}"),
     "ml.m5.4xlarge": InstanceFacts(16, 64, 0, 0, KUBELET_DEFAULT_MAX_PODS, f"{HYPERPOD_CLI_CONSTANTS}; {EC2_GENERAL_PURPOSE}"),
 }
-# Memory of one GPU (GiB) of each GPU type, from the EC2 accelerated-computing page: g7e carries NVIDIA RTX
-# PRO 6000 Blackwell Server Edition GPUs of 96 GB each, g6e NVIDIA L40S of 48 GB each.
-GPU_MEMORY_GIB: dict[str, int] = {"ml.g7e.12xlarge": 96, "ml.g7e.24xlarge": 96, "ml.g6e.12xlarge": 48}
+# Memory of one GPU of each GPU type as the driver reports it (nvidia-smi memory.total, MiB): the EC2
+# accelerated-computing page's "96 GB" RTX PRO 6000 Blackwell Server Edition (g7e) has 97,887 MiB = 95.6 GiB,
+# its "48 GB" L40S (g6e) 46,068 MiB = 45.0 GiB. vLLM's gpu_memory_utilization is a share of what CUDA
+# reports (torch.cuda.mem_get_info), a few hundred MiB below nvidia-smi's total.
+GPU_MEMORY_MIB: dict[str, int] = {"ml.g7e.12xlarge": 97_887, "ml.g7e.24xlarge": 97_887, "ml.g6e.12xlarge": 46_068}
+GPU_MEMORY_GIB: dict[str, float] = {kind: mib / 1024 for kind, mib in GPU_MEMORY_MIB.items()}
 # /dev/shm of a Ray pod (memory-backed, so it counts against the pod's memory): NCCL, vLLM and Ray's object
 # store share it. Ray sizes its object store at min(30 % of the pod's memory, 95 % of /dev/shm)
 # (ray/_private/utils.py resolve_object_store_memory, Ray 2.60.0): 60.8 of 64 GiB on a g7e worker, leaving

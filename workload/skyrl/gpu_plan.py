@@ -7,6 +7,12 @@ The figures follow the code they describe (SkyRL at NovaSky-AI/SkyRL a9564572, t
   (-1: all policy GPUs), and all-gathers each unit in bf16 (``MixedPrecisionConfig.param_dtype``) for every
   forward and backward (``skyrl/train/config/config.py`` FSDPConfig; ``fsdp_utils.create_device_mesh``
   builds an (ddp, fsdp) mesh, i.e. hybrid sharding, when fsdp_size < world size);
+- the largest unit FSDP gathers is the root module (lm_head + the vision tower's patch mergers and patch
+  embedding, ``ModelDims.root_unit_params``: 785 M parameters, 1.57 GB in bf16), kept gathered through the
+  step (``fsdp_utils.apply_fsdp2``: "fsdp2 will not reshard_after_forward for root module");
+- the logits are bf16: transformers 5.16.1's Qwen3-VL returns ``self.lm_head(hidden_states)`` as is
+  (modeling_qwen3_vl.py line 1372) and SkyRL's log-probs take them as they come (model_wrapper.py lines 412-438:
+  flash-attn's cross entropy, in place);
 - with ``colocate_all`` the policy and the vLLM engines take turns on a GPU (the engines sleep while the
   policy trains, the policy is offloaded while they generate), so the two phases are budgeted apart;
 - vLLM's KV cache is what its ``gpu_memory_utilization`` share holds after the bf16 weights; it profiles
@@ -126,8 +132,8 @@ def build_gpu_plan(values: dict, *, gpu_gib: float, gpus_per_node: int, frame_px
         cross_reduce = lora * FP32_BYTES * 2 * (replicas - 1) / replicas * optimizer_steps
     else:
         cross_reduce = 0.0
-    # Gradient checkpointing keeps each decoder layer's bf16 input; the loss needs the fp32 logits.
-    activations = micro * longest * (dims.layers * dims.hidden * BF16_BYTES + dims.vocab * FP32_BYTES)
+    # Gradient checkpointing keeps each decoder layer's bf16 input; the loss takes the bf16 logits.
+    activations = micro * longest * (dims.layers * dims.hidden * BF16_BYTES + dims.vocab * BF16_BYTES)
     utilization = float(values.get("generator.inference_engine.gpu_memory_utilization", 0.9))
     tp = int(values.get("generator.inference_engine.tensor_parallel_size", 1))
     hinted = values.get("generator.inference_engine.engine_init_kwargs.limit_mm_per_prompt.image.width")
@@ -142,7 +148,7 @@ def build_gpu_plan(values: dict, *, gpu_gib: float, gpus_per_node: int, frame_px
         frame_tokens=image_tokens(side),
         micro_batch=micro,
         params_bytes=dims.total_params() * FP32_BYTES / shard,
-        gathered_unit_bytes=dims.vocab * dims.hidden * BF16_BYTES,  # the largest unit: lm_head / embeddings
+        gathered_unit_bytes=dims.root_unit_params() * BF16_BYTES,  # the root unit: lm_head + vision mergers
         lora_bytes=lora * LORA_TRAIN_BYTES / shard,
         activation_bytes=activations,
         engine_budget_bytes=utilization * gpu_gib * 2**30,
@@ -180,13 +186,14 @@ def render_gpu_plan(plan: GpuPlan) -> list[str]:
     sharding = (f"full shard over {plan.shard} GPUs" if plan.shard == plan.policy_gpus
                 else f"hybrid: shard over {plan.shard} GPUs of a node, {plan.policy_gpus // plan.shard} replicas")
     return [
-        f"GPU memory per GPU ({plan.gpu_bytes / 2**30:.0f} GiB = {gpu:.0f} GB; arithmetic, `make gpu-check` measures "
+        f"GPU memory per GPU ({plan.gpu_bytes / 2**30:.1f} GiB = {gpu:.1f} GB; arithmetic, `make gpu-check` measures "
         "the policy step):",
         f"  training   params fp32 / {plan.shard}            {plan.params_bytes / GB:6.1f} GB  ({sharding})",
-        f"             largest gathered unit bf16  {plan.gathered_unit_bytes / GB:6.1f} GB",
+        f"             largest gathered unit bf16  {plan.gathered_unit_bytes / GB:6.2f} GB  (root: lm_head + vision "
+        "mergers, gathered through the step)",
         f"             LoRA param+grad+Adam fp32   {plan.lora_bytes / GB:6.2f} GB",
         f"             activations                 {plan.activation_bytes / GB:6.1f} GB  ({plan.micro_batch} x "
-        f"{plan.longest_seq} tokens: checkpointed layer inputs + fp32 logits; {plan.frames} frames of "
+        f"{plan.longest_seq} tokens: checkpointed layer inputs + bf16 logits; {plan.frames} frames of "
         f"{plan.frame_tokens} tokens)",
         f"             total                       {plan.train_bytes / GB:6.1f} GB  "
         f"({plan.train_bytes / plan.gpu_bytes:.0%})",

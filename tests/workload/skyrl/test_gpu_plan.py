@@ -17,10 +17,12 @@ from workload.skyrl.plan import GB, QWEN3_VL_8B
 from workload.skyrl.recipe import load_recipe
 
 FRAME_PX = 9 * 25  # a 9 x 9 maze at VisGym's 25 px cells
+G7E_GIB = GPU_MEMORY_GIB["ml.g7e.12xlarge"]
 
 
 def _gpu(name: str, *sets: str):
-    return build_gpu_plan(load_recipe(name, sets=list(sets)).resolved(), gpu_gib=96, gpus_per_node=2, frame_px=FRAME_PX)
+    return build_gpu_plan(load_recipe(name, sets=list(sets)).resolved(), gpu_gib=G7E_GIB, gpus_per_node=2,
+                          frame_px=FRAME_PX)
 
 
 def test_a_maze_frame_is_resized_to_256_px_and_64_tokens():
@@ -62,7 +64,25 @@ def test_the_export_is_350_mb_of_fp32_lora_tensors():
 def test_the_kv_cache_is_what_the_engine_share_holds_after_the_weights():
     plan = _gpu("blog")
     assert plan.kv_bytes_per_token == 147_456  # 2 x 36 layers x 8 KV heads x 128 x bf16
-    assert plan.kv_tokens == int((0.45 * 96 * 2**30 - QWEN3_VL_8B.total_params() * 2) // 147_456)
+    assert plan.kv_tokens == int((0.45 * G7E_GIB * 2**30 - QWEN3_VL_8B.total_params() * 2) // 147_456)
+
+
+def test_the_g7e_gpu_is_the_97887_mib_the_driver_reports():
+    # the "96 GB" RTX PRO 6000 Blackwell Server Edition: nvidia-smi memory.total 97,887 MiB
+    assert round(G7E_GIB, 2) == 95.59 and _gpu("blog").gpu_bytes == 97_887 * 2**20
+
+
+def test_the_largest_gathered_unit_is_the_root_with_lm_head_and_the_vision_mergers():
+    # 622.3 M (lm_head) + 162.3 M (4 patch mergers, patch embedding): tests/contract/test_plan_figures.py
+    # counts both on transformers' Qwen3-VL under SkyRL's own wrapping
+    assert QWEN3_VL_8B.root_unit_params() == 784_601_472
+    assert _gpu("blog").gathered_unit_bytes / GB == pytest.approx(1.57, abs=0.005)
+
+
+def test_the_logits_are_counted_in_bf16():
+    plan = _gpu("blog")  # 4 x 9,216 tokens x (36 layer inputs x 4096 + 151,936 logits) x 2 bytes
+    assert plan.activation_bytes == 4 * 9216 * (36 * 4096 + 151_936) * 2
+    assert plan.activation_bytes / GB == pytest.approx(22.1, abs=0.05)
 
 
 def test_one_gpu_replicas_hold_the_model_without_traffic_between_gpus():
