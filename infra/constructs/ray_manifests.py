@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from workload.deployment.fit import POD_SHM_GIB, WORKER_OBJECT_STORE_GIB, PodSize
+from workload.deployment.fit import NCCL_SOCKET_ENV, POD_SHM_GIB, WORKER_OBJECT_STORE_GIB, PodSize
 from workload.deployment.names import RAY_GPU_GROUP
 
 RAY_API = "ray.io/v1"
@@ -138,12 +138,13 @@ def _pod(*, container: str, image: str, instance_type: str, size: PodSize, env: 
 
 def ray_cluster_spec(*, image: str, head_type: str, head: PodSize, worker_type: str, worker: PodSize,
                      workers: int, env: list[dict] | None = None, name: str | None = None) -> dict[str, Any]:
-    """A RayCluster spec: CPU head (no GPU, no tasks) of size `head`, and one GPU+EFA worker pod
+    """A RayCluster spec: CPU head (no GPU, no tasks) of size `head`, and one GPU worker pod
     of size `worker` per GPU node (sizes from `Settings.pod_sizes()`, checked to fit at synth).
     With `name` (the RayCluster's or RayService's), every pod carries it as CLUSTER_LABEL, which
     :func:`metrics_services` select on."""
     labels = {CLUSTER_LABEL: name} if name else None
-    worker_env = [{"name": "FI_PROVIDER", "value": "efa"}, {"name": "NCCL_SOCKET_IFNAME", "value": "^docker,lo,veth"},
+    worker_env = [{"name": "NCCL_SOCKET_IFNAME", "value": "^docker,lo,veth"},
+                  *[{"name": name, "value": str(value)} for name, value in NCCL_SOCKET_ENV.items()],
                   *(env or [])]
     return {
         "headGroupSpec": {

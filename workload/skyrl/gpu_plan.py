@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from workload.deployment.fit import POD_SHM_GIB, WORKER_OBJECT_STORE_GIB
+from workload.deployment.fit import NCCL_TCP_FLOWS, POD_SHM_GIB, TCP_FLOW_BYTES_PER_S, WORKER_OBJECT_STORE_GIB
 from workload.skyrl.plan import BF16_BYTES, FP32_BYTES, GB, QWEN3_VL_8B, ModelDims
 
 ADAM_STATE_BYTES = 2 * FP32_BYTES  # exp_avg and exp_avg_sq per trainable parameter
@@ -92,6 +92,14 @@ class GpuPlan:
     export_bytes: float
     object_store_bytes: float
     default_object_store_bytes: float
+    gpus_per_node: int
+    node_tcp_bytes_per_s: float
+
+    @property
+    def cross_node_s_per_step(self) -> float:
+        """Seconds a step spends moving its cross-node bytes over TCP: every GPU of a node shares its
+        network, NCCL's socket transport (no EFA plugin in the image) at NCCL_TCP_FLOWS flows."""
+        return self.cross_node_bytes_per_step * self.gpus_per_node / self.node_tcp_bytes_per_s
 
     @property
     def train_bytes(self) -> float:
@@ -162,6 +170,8 @@ def build_gpu_plan(values: dict, *, gpu_gib: float, gpus_per_node: int, frame_px
         export_bytes=lora * FP32_BYTES,
         object_store_bytes=WORKER_OBJECT_STORE_GIB * 2**30,
         default_object_store_bytes=RAY_OBJECT_STORE_SHM_SHARE * POD_SHM_GIB * 2**30,
+        gpus_per_node=gpus // nodes,
+        node_tcp_bytes_per_s=NCCL_TCP_FLOWS * TCP_FLOW_BYTES_PER_S,
     )
 
 
@@ -204,7 +214,8 @@ def render_gpu_plan(plan: GpuPlan) -> list[str]:
         f"per step:     FSDP all-gathers {plan.passes_per_step} passes x "
         f"{plan.gather_bytes_per_step / plan.passes_per_step / GB:.1f} GB "
         f"= {plan.gather_bytes_per_step / GB:.0f} GB into each GPU, {plan.cross_node_bytes_per_step / GB:.1f} GB of it "
-        "across nodes",
+        f"across nodes: {plan.cross_node_s_per_step:.1f} s a step over TCP ({NCCL_TCP_FLOWS} NCCL socket flows "
+        f"of {TCP_FLOW_BYTES_PER_S * 8 / 1e9:.0f} Gbps a node; no EFA)",
         f"              pixel values through Ray's object store {plan.pixel_bytes_per_step / GB:.1f} GB "
         f"(float32, {plan.frames} frames a trajectory); LoRA export {plan.export_bytes / GB:.2f} GB fp32",
         f"object store: {plan.object_store_bytes / 2**30:.0f} GiB a worker of its {POD_SHM_GIB} GiB /dev/shm "

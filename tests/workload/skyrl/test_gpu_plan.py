@@ -101,3 +101,12 @@ def test_the_table_names_each_term():
     for term in ("params fp32 / 2", "LoRA param+grad+Adam", "activations", "KV cache for", "across nodes",
                  "object store: 32 GiB"):
         assert term in text
+
+
+def test_a_steps_cross_node_bytes_take_their_time_over_nccls_tcp_sockets():
+    # no EFA plugin in the image: each node's 2 GPUs share 16 NCCL socket flows of 5 Gbps (10 GB/s)
+    hybrid, full = _gpu("blog"), _gpu("blog-exact")
+    assert hybrid.node_tcp_bytes_per_s == 16 * 5e9 / 8
+    assert hybrid.cross_node_s_per_step == pytest.approx(2 * 0.93e9 / 10e9, abs=0.01)
+    assert full.cross_node_s_per_step == pytest.approx(70.1, abs=0.2)  # ~3.1 h over 160 steps
+    assert "70.1 s a step over TCP (16 NCCL socket flows of 5 Gbps a node; no EFA)" in "\n".join(render_gpu_plan(full))
