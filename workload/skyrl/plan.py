@@ -6,7 +6,7 @@ shard of the policy, frozen base weights included, in fp32) and optimizer state 
 (skyrl/backends/skyrl_train/distributed/fsdp_strategy.py save_checkpoint, lines 388-410; the policy loads in
 fp32, skyrl/backends/skyrl_train/workers/fsdp/fsdp_worker.py line 73). A rank holds 1/fsdp_size of the model,
 so a checkpoint holds world_size / fsdp_size copies of it: one under a full shard, three under ``blog``'s
-hybrid sharding (fsdp_size 2 of 6 GPUs), ~105 GB. SkyRL prunes to ``trainer.max_ckpts_to_keep`` only after
+hybrid sharding (fsdp_size 2 of 6 GPUs), ~108 GB. SkyRL prunes to ``trainer.max_ckpts_to_keep`` only after
 a save has finished and ``latest_ckpt_global_step.txt`` names it (skyrl/train/trainer.py save_checkpoints,
 cleanup_old_checkpoints in skyrl/train/utils/trainer_utils.py), so a save needs room for one more than it
 keeps; resume reads only the checkpoint that file names. An ``hf_save_interval`` export holds only the
