@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 import vllm.config.model
 from skyrl.backends.skyrl_train.inference_servers.utils import build_vllm_cli_args
 from skyrl.train.config import SkyRLTrainConfig
 from vllm import AsyncEngineArgs
 from vllm.entrypoints.launchers.cli_args import FrontendArgs
+from vllm.multimodal import MULTIMODAL_REGISTRY
+from vllm.multimodal.encoder_budget import MultiModalBudget
 from vllm.platforms.interface import Platform, PlatformEnum
 from vllm.utils.argparse_utils import FlexibleArgumentParser
 
@@ -60,14 +63,28 @@ def probe(overrides: list[str], model: str) -> dict:
     except Exception as err:  # what vLLM or SkyRL refuses, reported to the test
         return {"error": f"{type(err).__name__}: {err}"}
     image = config.model_config.multimodal_config.limit_per_prompt.get("image")
+    # the encoder's profile: vLLM's own budget, with the model's processor (its dummy inputs follow the limits)
+    budget = MultiModalBudget(config, MULTIMODAL_REGISTRY)
     return {"error": None, "max_model_len": config.model_config.max_model_len,
             "gpu_memory_utilization": config.cache_config.gpu_memory_utilization,
             "enable_sleep_mode": config.model_config.enable_sleep_mode,
-            "image": None if image is None else {"count": image.count, "width": image.width, "height": image.height}}
+            "image": None if image is None else {"count": image.count, "width": image.width, "height": image.height},
+            "profiled_modality": budget.get_modality_with_max_tokens(),
+            "tokens_per_item": dict(budget.mm_max_toks_per_item)}
+
+
+def add_video_processor(model: Path) -> None:
+    """Qwen's Qwen3-VL checkpoints ship a video processor, which vLLM's multimodal budget loads; the tiny model
+    has none, so it gets transformers' Qwen3VLVideoProcessor at its defaults."""
+    from transformers import Qwen3VLVideoProcessor
+
+    if not (model / "video_preprocessor_config.json").is_file():
+        Qwen3VLVideoProcessor().save_pretrained(model)
 
 
 def main() -> None:
     request = json.load(sys.stdin)
+    add_video_processor(Path(request["model"]))
     vllm.config.model.current_platform = GpuNode()
     results = [probe(case["overrides"], request["model"]) for case in request["cases"]]
     print(RESULT_MARKER, json.dumps({"vllm": vllm.__version__, "results": results}))

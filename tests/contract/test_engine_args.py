@@ -43,7 +43,8 @@ REFUSED = {  # an override on top of blog -> what vLLM's refusal says
 
 
 def _model_dir(root: Path) -> Path:
-    """A Qwen3-VL checkpoint vLLM's config loader reads: the tiny model's files, the 8B's context length."""
+    """A Qwen3-VL checkpoint vLLM's config loader reads: the tiny model's files, the 8B's context length (the
+    probe adds a video processor, which needs torchvision)."""
     path = build_tiny_model(root / "qwen3-vl")
     config = json.loads((path / "config.json").read_text())
     config["text_config"]["max_position_embeddings"] = QWEN3_VL_8B_MAX_POSITIONS
@@ -85,6 +86,14 @@ def test_each_recipe_builds_vllms_engine_config(name, probed):
     # 999 images a prompt, profiled at the largest the processor admits; vllm/config/multimodal.py)
     width = values.get(f"{ENGINE_KWARGS}.limit_mm_per_prompt.image.width")
     assert result["image"] == ({"count": 999, "width": width, "height": width} if width else None)
+
+
+def test_blog_profiles_the_encoder_with_a_maze_frame_and_blog_exact_with_vllms_default(probed):
+    # vLLM profiles the modality with the most tokens an item; blog turns video off so that is its 64-token
+    # frame (225 px -> 256 px), blog-exact leaves both modalities at vLLM's 999, so video, larger, wins
+    assert (probed["blog"]["profiled_modality"], probed["blog"]["tokens_per_item"]) == ("image", {"image": 64})
+    exact = probed["blog-exact"]
+    assert exact["profiled_modality"] == "video" and exact["tokens_per_item"]["video"] > 64
 
 
 def test_blog_exact_reaches_vllm_without_a_null(probed):

@@ -85,6 +85,7 @@ class GpuPlan:
     engine_weight_bytes: float
     kv_bytes_per_token: int
     encoder_profile_tokens: int
+    video_profiled: bool
     passes_per_step: int
     gather_bytes_per_step: float
     cross_node_bytes_per_step: float
@@ -163,6 +164,8 @@ def build_gpu_plan(values: dict, *, gpu_gib: float, gpus_per_node: int, frame_px
         engine_weight_bytes=full_bf16 / tp,
         kv_bytes_per_token=2 * dims.layers * dims.kv_heads * dims.head_dim * BF16_BYTES,
         encoder_profile_tokens=image_tokens(profile_side),
+        # vLLM profiles the modality with the most tokens an item; video counts unless the recipe turns it off
+        video_profiled=values.get("generator.inference_engine.engine_init_kwargs.limit_mm_per_prompt.video") != 0,
         passes_per_step=passes,
         gather_bytes_per_step=passes * gather_per_pass,
         cross_node_bytes_per_step=passes * cross_per_pass + cross_reduce,
@@ -210,7 +213,7 @@ def render_gpu_plan(plan: GpuPlan) -> list[str]:
         f"  generation vLLM share                  {plan.engine_budget_bytes / GB:6.1f} GB  = weights bf16 "
         f"{plan.engine_weight_bytes / GB:.1f} GB + KV cache for {plan.kv_tokens:,} tokens "
         f"({plan.kv_bytes_per_token // 1024} KiB a token); encoder profiled at {plan.encoder_profile_tokens:,} "
-        "tokens an image",
+        "tokens an image" + (" or a video's, whichever is more (video not turned off)" if plan.video_profiled else ""),
         f"per step:     FSDP all-gathers {plan.passes_per_step} passes x "
         f"{plan.gather_bytes_per_step / plan.passes_per_step / GB:.1f} GB "
         f"= {plan.gather_bytes_per_step / GB:.0f} GB into each GPU, {plan.cross_node_bytes_per_step / GB:.1f} GB of it "

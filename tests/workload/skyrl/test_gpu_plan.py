@@ -46,6 +46,9 @@ def test_hybrid_sharding_keeps_the_all_gather_on_the_node():
 def test_the_encoder_is_profiled_at_the_frame_size_only_where_the_recipe_says_so():
     assert _gpu("blog").encoder_profile_tokens == 64
     assert _gpu("blog-exact").encoder_profile_tokens == 16_384  # 4096 px, the processor's largest image
+    # ... unless a video has more: vLLM profiles the modality with the most tokens an item
+    assert (_gpu("blog").video_profiled, _gpu("blog-exact").video_profiled) == (False, True)
+    assert "or a video's, whichever is more" in "\n".join(render_gpu_plan(_gpu("blog-exact")))
 
 
 def test_pixel_values_through_the_object_store_and_its_size():

@@ -84,7 +84,8 @@ def test_blog_exact_turns_every_fix_off_and_keeps_the_rest():
     # ...and the GPU settings as published: `blog` departs from them (workload/skyrl/gpu_plan.py has the figures)
     gpu_departures = {"trainer.policy.fsdp_config.fsdp_size": (-1, 2),
                       "generator.inference_engine.engine_init_kwargs.limit_mm_per_prompt.image.width": (None, 225),
-                      "generator.inference_engine.engine_init_kwargs.limit_mm_per_prompt.image.height": (None, 225)}
+                      "generator.inference_engine.engine_init_kwargs.limit_mm_per_prompt.image.height": (None, 225),
+                      "generator.inference_engine.engine_init_kwargs.limit_mm_per_prompt.video": (None, 0)}
     blog = load_recipe("blog").skyrl
     assert {k: (v, blog[k]) for k, v in exact.skyrl.items() if v != blog[k]} == gpu_departures
     assert exact.skyrl.keys() == blog.keys()
