@@ -97,11 +97,14 @@ test-fast: $(STAMP) ## the suite without tests marked slow, on TEST_WORKERS proc
 	$(PY) -m pytest -m "not slow" $(PYTEST_WORKERS)
 
 # The contract suite: the SkyRL plugin against the real SkyRL 0.4.0 in its own Python 3.12 venv
-# (the image's torch 2.13.0, run on the CPU; no vLLM). First build ~3 min and 5.2 GB on 2 cores.
+# (the image's torch 2.13.0, run on the CPU; no vLLM but in vllm-site/, which only the engine-argument
+# contract puts on its path). First build ~3 min and 6.1 GB on 2 cores.
 PYTHON312 ?= $(firstword $(wildcard $(HOME)/.pyenv/versions/3.12.*/bin/python3.12) python3.12)
 CONTRACT_VENV := .venv-contract
 CONTRACT_PY := $(CONTRACT_VENV)/bin/python
 CONTRACT_STAMP := $(CONTRACT_VENV)/.stamp
+# vLLM and what it imports, beside the environment (tests/contract/vllm-requirements.txt)
+CONTRACT_VLLM_SITE := $(CONTRACT_VENV)/vllm-site
 TRAINER_LOCK := containers/trainer/requirements.lock
 # uv installs the environment (parallel downloads: 3 min against pip's 13 min from cold caches) and
 # resolves the trainer lock; the same pin is in tests/contract/requirements.txt. --compile-bytecode:
@@ -111,7 +114,7 @@ TRAINER_LOCK := containers/trainer/requirements.lock
 UV_VERSION := 0.13.9
 CONTRACT_UV := $(CONTRACT_VENV)/bin/uv
 
-$(CONTRACT_STAMP): tests/contract/requirements.txt $(TRAINER_LOCK)
+$(CONTRACT_STAMP): tests/contract/requirements.txt tests/contract/vllm-requirements.txt $(TRAINER_LOCK)
 	@command -v $(PYTHON312) >/dev/null || { echo "error: $(PYTHON312) not found; install Python 3.12 (SkyRL 0.4.0 needs >=3.12) or set PYTHON312=" >&2; exit 2; }
 	@test -x $(CONTRACT_PY) || $(PYTHON312) -m venv $(CONTRACT_VENV)
 	@echo "contract: SkyRL 0.4.0 environment into $(CONTRACT_VENV) (first time: ~3 min, 5 GB)"
@@ -119,6 +122,8 @@ $(CONTRACT_STAMP): tests/contract/requirements.txt $(TRAINER_LOCK)
 	$(CONTRACT_PY) -m pip install -q uv==$(UV_VERSION)
 	$(CONTRACT_UV) pip install --python $(CONTRACT_PY) -q --compile-bytecode -r tests/contract/requirements.txt -c $(CONTRACT_VENV)/image-pins.txt
 	FLASH_ATTENTION_SKIP_CUDA_BUILD=TRUE $(CONTRACT_UV) pip install --python $(CONTRACT_PY) -q --no-deps --no-build-isolation flash-attn==2.8.3
+	rm -rf $(CONTRACT_VLLM_SITE)
+	$(CONTRACT_UV) pip install --python $(CONTRACT_PY) -q --compile-bytecode --no-deps --target $(CONTRACT_VLLM_SITE) -r tests/contract/vllm-requirements.txt
 	@touch $@
 
 contract: $(CONTRACT_STAMP) ## the plugin against the real SkyRL 0.4.0 (Python 3.12 venv) + the trainer lock re-resolved

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from workload.deployment.fit import POD_SHM_GIB, WORKER_OBJECT_STORE_GIB, PodSize
+from workload.deployment.fit import NCCL_SOCKET_ENV, POD_SHM_GIB, WORKER_OBJECT_STORE_GIB, PodSize
 from workload.deployment.names import RAY_GPU_GROUP
 
 RAY_API = "ray.io/v1"
@@ -163,7 +163,7 @@ def _pod(*, container: str, image: str, instance_type: str, size: PodSize, servi
 def ray_cluster_spec(*, image: str, head_type: str, head: PodSize, worker_type: str, worker: PodSize,
                      workers: int, ray_version: str, name: str, env: list[dict] | None = None,
                      service_account: str = SERVICE_ACCOUNT) -> dict[str, Any]:
-    """A RayCluster spec: CPU head (no GPU, no tasks) of size `head`, and one GPU+EFA worker pod
+    """A RayCluster spec: CPU head (no GPU, no tasks) of size `head`, and one GPU worker pod
     of size `worker` per GPU node (sizes from `Settings.pod_sizes()`, checked to fit at synth),
     with Ray's token auth on (:data:`AUTH_OPTIONS`; `ray_version` is the image's Ray).
     Every pod carries `name` (the RayCluster's or RayService's) as CLUSTER_LABEL, which
@@ -172,7 +172,8 @@ def ray_cluster_spec(*, image: str, head_type: str, head: PodSize, worker_type: 
         raise ValueError(f"ray_version {ray_version}: KubeRay's token auth needs Ray "
                          f"{'.'.join(map(str, AUTH_MIN_RAY_VERSION))} or later")
     labels = {CLUSTER_LABEL: name}
-    worker_env = [{"name": "FI_PROVIDER", "value": "efa"}, {"name": "NCCL_SOCKET_IFNAME", "value": "^docker,lo,veth"},
+    worker_env = [{"name": "NCCL_SOCKET_IFNAME", "value": "^docker,lo,veth"},
+                  *[{"name": key, "value": str(value)} for key, value in NCCL_SOCKET_ENV.items()],
                   *(env or [])]
     return {
         "rayVersion": ray_version,

@@ -47,10 +47,11 @@ def plan(
     recipe_name = recipe_for_profile(recipe_name, profile)
     recipe = load_run(recipe_name, list(sets or []))
     _refuse_misfit(recipe, profile, context)
-    settings_fsx_gib, fit_lines, gpu_gib = _cluster_fit(profile, context)
+    settings_fsx_gib, fit_lines, gpu_gib, fsx_mbps_per_tib = _cluster_fit(profile, context)
     fsx_gib = settings_fsx_gib if fsx_gib is None else fsx_gib
     try:
-        result = build_plan(recipe.resolved(), train_rows=recipe.train_rows(), fsx_gib=fsx_gib)
+        result = build_plan(recipe.resolved(), train_rows=recipe.train_rows(), fsx_gib=fsx_gib,
+                            fsx_throughput_mbps_per_tib=fsx_mbps_per_tib)
     except (KeyError, ValueError) as err:
         fail(f"recipe {recipe_name!r} cannot be planned: {err}", code=EXIT_USAGE)
     warnings = plan_warnings(result)
@@ -60,7 +61,8 @@ def plan(
     if as_json:
         print_json({"recipe": recipe_name, "run_id": recipe.run_id, "profile": profile, **vars(result),
                     "steps_derivation": steps_line(recipe_name, recipe, list(sets or [])).strip().strip("()"),
-                    "peak_bytes": result.peak_bytes, "fits_fsx": result.peak_bytes <= result.fsx_bytes,
+                    "peak_bytes": result.peak_bytes, "end_bytes": result.end_bytes, "save_s": result.save_s,
+                    "fits_fsx": result.peak_bytes <= result.fsx_bytes,
                     "cluster_fit": [line.strip() for line in fit_lines], "warnings": warnings,
                     "gpu": {**vars(gpu), "train_bytes": gpu.train_bytes, "kv_tokens": gpu.kv_tokens}})
         if result.peak_bytes > result.fsx_bytes:
@@ -126,8 +128,9 @@ def _serves(profile: str, context: list[str]) -> bool:
     return settings_for(profile, parse_overrides(context)).serving
 
 
-def _cluster_fit(profile: str, context: list[str]) -> tuple[int, list[str], int]:
-    """(the settings' FSx GiB, the lines of the profile's cluster fit, the GiB of one worker GPU)."""
+def _cluster_fit(profile: str, context: list[str]) -> tuple[int, list[str], float, int]:
+    """(the settings' FSx GiB, the lines of the profile's cluster fit, the GiB of one worker GPU, the
+    settings' FSx throughput in MB/s per TiB)."""
     from workload.deployment.fit import GPU_MEMORY_GIB
     from workload.ops.profiles import SettingsError, parse_overrides, settings_for
 
@@ -138,7 +141,8 @@ def _cluster_fit(profile: str, context: list[str]) -> tuple[int, list[str], int]
     lines = [f"cluster fit (profile {profile}; kubelet reservation and system pods from workload/deployment/fit.py):"]
     for group in settings.cluster_fit():
         lines += [f"  {row}" for row in group.rows()]
-    return settings.fsx_storage_gib, lines, GPU_MEMORY_GIB[settings.worker_instance_type]
+    return (settings.fsx_storage_gib, lines, GPU_MEMORY_GIB[settings.worker_instance_type],
+            settings.fsx_throughput_mbps_per_tib)
 
 
 def register(app: typer.Typer) -> None:

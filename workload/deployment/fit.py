@@ -55,9 +55,26 @@ INSTANCES: dict[str, InstanceFacts] = {
     "ml.m5.8xlarge": InstanceFacts(32, 128, 0, 0, KUBELET_DEFAULT_MAX_PODS, f"{HYPERPOD_CLI_CONSTANTS}; {EC2_GENERAL_PURPOSE}"),
     "ml.m5.4xlarge": InstanceFacts(16, 64, 0, 0, KUBELET_DEFAULT_MAX_PODS, f"{HYPERPOD_CLI_CONSTANTS}; {EC2_GENERAL_PURPOSE}"),
 }
-# Memory of one GPU (GiB) of each GPU type, from the EC2 accelerated-computing page: g7e carries NVIDIA RTX
-# PRO 6000 Blackwell Server Edition GPUs of 96 GB each, g6e NVIDIA L40S of 48 GB each.
-GPU_MEMORY_GIB: dict[str, int] = {"ml.g7e.12xlarge": 96, "ml.g7e.24xlarge": 96, "ml.g6e.12xlarge": 48}
+# EFA interfaces a Ray worker pod requests: none. NCCL reaches EFA only through a network plugin (AWS's
+# aws-ofi-nccl, over libfabric) that the trainer image does not carry, so with an EFA device NCCL still falls
+# back to TCP sockets; the request only held the device and set FI_PROVIDER for nothing. `blog` moves 0.9 GB a
+# step across nodes into each GPU (hybrid sharding) and `blog-exact` 351 GB; `skymaze plan` prints the time.
+WORKER_EFA_INTERFACES = 0
+# NCCL's socket transport on an AWS ENA: 2 helper threads x 8 TCP sockets a connection, what NCCL picks itself
+# when it sees the ENA's PCI vendor 0x1d0f (src/transport/net_socket.cc ncclNetSocketGetNsockNthread). In a pod
+# NCCL sees the pod's veth, which has no /sys/class/net/<if>/device/vendor, and falls back to one socket on its
+# main thread, so the worker pods are given NCCL's own ENA values (infra/constructs/ray_manifests.py).
+NCCL_SOCKET_ENV = {"NCCL_SOCKET_NTHREADS": 2, "NCCL_NSOCKS_PERTHREAD": 8}
+NCCL_TCP_FLOWS = NCCL_SOCKET_ENV["NCCL_SOCKET_NTHREADS"] * NCCL_SOCKET_ENV["NCCL_NSOCKS_PERTHREAD"]
+# One TCP flow between instances outside a cluster placement group carries at most 5 Gbps (EC2 User Guide,
+# "Amazon EC2 instance network bandwidth": single-flow traffic).
+TCP_FLOW_BYTES_PER_S = 5e9 / 8
+# Memory of one GPU of each GPU type as the driver reports it (nvidia-smi memory.total, MiB): the EC2
+# accelerated-computing page's "96 GB" RTX PRO 6000 Blackwell Server Edition (g7e) has 97,887 MiB = 95.6 GiB,
+# its "48 GB" L40S (g6e) 46,068 MiB = 45.0 GiB. vLLM's gpu_memory_utilization is a share of what CUDA
+# reports (torch.cuda.mem_get_info), a few hundred MiB below nvidia-smi's total.
+GPU_MEMORY_MIB: dict[str, int] = {"ml.g7e.12xlarge": 97_887, "ml.g7e.24xlarge": 97_887, "ml.g6e.12xlarge": 46_068}
+GPU_MEMORY_GIB: dict[str, float] = {kind: mib / 1024 for kind, mib in GPU_MEMORY_MIB.items()}
 # /dev/shm of a Ray pod (memory-backed, so it counts against the pod's memory): NCCL, vLLM and Ray's object
 # store share it. Ray sizes its object store at min(30 % of the pod's memory, 95 % of /dev/shm)
 # (ray/_private/utils.py resolve_object_store_memory, Ray 2.60.0): 60.8 of 64 GiB on a g7e worker, leaving

@@ -536,8 +536,10 @@ class Settings(ConfigModel):
         worker_facts, head_facts = self.worker_spec, self.head_spec
         worker_free = fit.free_for_ray(worker_facts, self.worker_threads_per_core, self.fit_features)
         cpu, memory = fit.whole(worker_free)
+        # No EFA interface is requested (fit.WORKER_EFA_INTERFACES): the trainer image has no NCCL network plugin
+        # for it, so NCCL talks TCP sockets either way (`skymaze plan` prints a step's time over them).
         worker = fit.PodSize("ray worker", self.worker_pod_cpu or cpu, self.worker_pod_memory_gib or memory,
-                             worker_facts.gpus, worker_facts.efa)
+                             worker_facts.gpus, fit.WORKER_EFA_INTERFACES)
         head_cpu, head_memory = fit.whole(fit.free_for_ray(head_facts, HEAD_THREADS_PER_CORE, self.fit_features))
         share = TRAINER_HEAD_SHARE_WITH_SERVING if self.serving else 1.0
         trainer = fit.PodSize("trainer ray head", int(head_cpu * share), int(head_memory * share))

@@ -40,8 +40,6 @@ REASONS: dict[str, str] = {
     "trainer.run_name": "The cluster names its run; a rehearsal is named by its settings' fingerprint.",
     "generator.eval_sampling_params.max_generate_length": "Evaluation replies are the same two tokens as rollouts "
     "here; the cluster's evaluation allows SkyRL's 1024.",
-    "trainer.max_ckpts_to_keep": "Resuming reads only the newest checkpoint, so the rehearsal keeps 2 (disk); the "
-    "cluster keeps every one (SkyRL's -1), 8 at 20-step intervals.",
     "trainer.max_training_steps": "The rehearsal counts GRPO steps; the cluster's run length is trainer.epochs x "
     "steps per epoch (160), with SkyRL's max_training_steps unset.",
     "trainer.policy.model.lora.target_modules": "The same layers: PEFT's all-linear less the output layer and the "

@@ -115,19 +115,42 @@ def prepare_data(spec: JobSpec) -> str:
 
 
 def prepare_model(spec: JobSpec, *, download: bool) -> str:
-    """Fetch the starting checkpoint to ``model_path`` on first use (the blog's train_job.sh did the same)."""
+    """Fetch the starting checkpoint to ``model_path`` on first use (the blog's train_job.sh did the same),
+    complete or not at all: the hub client downloads into a staging folder beside it (resuming there what an
+    interrupted job left, by its own per-file metadata), which is renamed into place once it has returned."""
     path = Path(spec.model_path)
-    if (path / "config.json").is_file():
+    suffix = f"/{spec.model_subfolder}" if spec.model_subfolder else ""
+    local_dir = Path(str(path)[: -len(suffix)] if suffix and str(path).endswith(suffix) else str(path))
+    staging = local_dir.with_name(local_dir.name + MODEL_STAGING_SUFFIX)
+    if (path / "config.json").is_file() and not _unfinished_download(local_dir):
         return f"model: reusing {path}"
     if not download:
         return f"model: {path} missing; the job downloads {spec.model_hub_id}/{spec.model_subfolder} there"
     from huggingface_hub import snapshot_download
 
-    suffix = f"/{spec.model_subfolder}" if spec.model_subfolder else ""
-    local_dir = str(path)[: -len(suffix)] if suffix and str(path).endswith(suffix) else str(path)
+    if local_dir.exists():  # written in place by an earlier version and unfinished: finish it in staging
+        if staging.exists():
+            raise SystemExit(f"model: both {local_dir} (an unfinished download) and {staging} exist; move one away "
+                             "and submit again")
+        local_dir.rename(staging)
     patterns = [f"{spec.model_subfolder}/*"] if spec.model_subfolder else None
-    snapshot_download(spec.model_hub_id, local_dir=local_dir, allow_patterns=patterns)
+    snapshot_download(spec.model_hub_id, local_dir=str(staging), allow_patterns=patterns)
+    staging.rename(local_dir)
     return f"model: downloaded {spec.model_hub_id} to {local_dir}"
+
+
+MODEL_STAGING_SUFFIX = ".download"
+"""A model downloads to ``<folder>.download`` beside its final folder and is renamed when complete."""
+
+
+def _unfinished_download(local_dir: Path) -> bool:
+    """Whether the hub client left a file unfinished in ``local_dir``. huggingface_hub keeps, under
+    ``.cache/huggingface/download/``, a ``FILE.lock`` for every file it starts, the ``.incomplete`` part while
+    it is written, and ``FILE.metadata`` (commit and etag) only once the file is whole (_local_folder.py
+    get_local_download_paths, file_download.py _download_to_tmp_and_move)."""
+    download = local_dir / ".cache" / "huggingface" / "download"
+    return any(download.rglob("*.incomplete")) or any(
+        not lock.with_suffix(".metadata").is_file() for lock in download.rglob("*.lock"))
 
 
 def require_skyrl() -> None:

@@ -7,6 +7,12 @@ The figures follow the code they describe (SkyRL at NovaSky-AI/SkyRL a9564572, t
   (-1: all policy GPUs), and all-gathers each unit in bf16 (``MixedPrecisionConfig.param_dtype``) for every
   forward and backward (``skyrl/train/config/config.py`` FSDPConfig; ``fsdp_utils.create_device_mesh``
   builds an (ddp, fsdp) mesh, i.e. hybrid sharding, when fsdp_size < world size);
+- the largest unit FSDP gathers is the root module (lm_head + the vision tower's patch mergers and patch
+  embedding, ``ModelDims.root_unit_params``: 785 M parameters, 1.57 GB in bf16), kept gathered through the
+  step (``fsdp_utils.apply_fsdp2``: "fsdp2 will not reshard_after_forward for root module");
+- the logits are bf16: transformers 5.16.1's Qwen3-VL returns ``self.lm_head(hidden_states)`` as is
+  (modeling_qwen3_vl.py line 1372) and SkyRL's log-probs take them as they come (model_wrapper.py lines 412-438:
+  flash-attn's cross entropy, in place);
 - with ``colocate_all`` the policy and the vLLM engines take turns on a GPU (the engines sleep while the
   policy trains, the policy is offloaded while they generate), so the two phases are budgeted apart;
 - vLLM's KV cache is what its ``gpu_memory_utilization`` share holds after the bf16 weights; it profiles
@@ -19,7 +25,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from workload.deployment.fit import POD_SHM_GIB, WORKER_OBJECT_STORE_GIB
+from workload.deployment.fit import NCCL_TCP_FLOWS, POD_SHM_GIB, TCP_FLOW_BYTES_PER_S, WORKER_OBJECT_STORE_GIB
 from workload.skyrl.plan import BF16_BYTES, FP32_BYTES, GB, QWEN3_VL_8B, ModelDims
 
 ADAM_STATE_BYTES = 2 * FP32_BYTES  # exp_avg and exp_avg_sq per trainable parameter
@@ -79,6 +85,7 @@ class GpuPlan:
     engine_weight_bytes: float
     kv_bytes_per_token: int
     encoder_profile_tokens: int
+    video_profiled: bool
     passes_per_step: int
     gather_bytes_per_step: float
     cross_node_bytes_per_step: float
@@ -86,6 +93,14 @@ class GpuPlan:
     export_bytes: float
     object_store_bytes: float
     default_object_store_bytes: float
+    gpus_per_node: int
+    node_tcp_bytes_per_s: float
+
+    @property
+    def cross_node_s_per_step(self) -> float:
+        """Seconds a step spends moving its cross-node bytes over TCP: every GPU of a node shares its
+        network, NCCL's socket transport (no EFA plugin in the image) at NCCL_TCP_FLOWS flows."""
+        return self.cross_node_bytes_per_step * self.gpus_per_node / self.node_tcp_bytes_per_s
 
     @property
     def train_bytes(self) -> float:
@@ -126,8 +141,8 @@ def build_gpu_plan(values: dict, *, gpu_gib: float, gpus_per_node: int, frame_px
         cross_reduce = lora * FP32_BYTES * 2 * (replicas - 1) / replicas * optimizer_steps
     else:
         cross_reduce = 0.0
-    # Gradient checkpointing keeps each decoder layer's bf16 input; the loss needs the fp32 logits.
-    activations = micro * longest * (dims.layers * dims.hidden * BF16_BYTES + dims.vocab * FP32_BYTES)
+    # Gradient checkpointing keeps each decoder layer's bf16 input; the loss takes the bf16 logits.
+    activations = micro * longest * (dims.layers * dims.hidden * BF16_BYTES + dims.vocab * BF16_BYTES)
     utilization = float(values.get("generator.inference_engine.gpu_memory_utilization", 0.9))
     tp = int(values.get("generator.inference_engine.tensor_parallel_size", 1))
     hinted = values.get("generator.inference_engine.engine_init_kwargs.limit_mm_per_prompt.image.width")
@@ -142,13 +157,15 @@ def build_gpu_plan(values: dict, *, gpu_gib: float, gpus_per_node: int, frame_px
         frame_tokens=image_tokens(side),
         micro_batch=micro,
         params_bytes=dims.total_params() * FP32_BYTES / shard,
-        gathered_unit_bytes=dims.vocab * dims.hidden * BF16_BYTES,  # the largest unit: lm_head / embeddings
+        gathered_unit_bytes=dims.root_unit_params() * BF16_BYTES,  # the root unit: lm_head + vision mergers
         lora_bytes=lora * LORA_TRAIN_BYTES / shard,
         activation_bytes=activations,
         engine_budget_bytes=utilization * gpu_gib * 2**30,
         engine_weight_bytes=full_bf16 / tp,
         kv_bytes_per_token=2 * dims.layers * dims.kv_heads * dims.head_dim * BF16_BYTES,
         encoder_profile_tokens=image_tokens(profile_side),
+        # vLLM profiles the modality with the most tokens an item; video counts unless the recipe turns it off
+        video_profiled=values.get("generator.inference_engine.engine_init_kwargs.limit_mm_per_prompt.video") != 0,
         passes_per_step=passes,
         gather_bytes_per_step=passes * gather_per_pass,
         cross_node_bytes_per_step=passes * cross_per_pass + cross_reduce,
@@ -156,6 +173,8 @@ def build_gpu_plan(values: dict, *, gpu_gib: float, gpus_per_node: int, frame_px
         export_bytes=lora * FP32_BYTES,
         object_store_bytes=WORKER_OBJECT_STORE_GIB * 2**30,
         default_object_store_bytes=RAY_OBJECT_STORE_SHM_SHARE * POD_SHM_GIB * 2**30,
+        gpus_per_node=gpus // nodes,
+        node_tcp_bytes_per_s=NCCL_TCP_FLOWS * TCP_FLOW_BYTES_PER_S,
     )
 
 
@@ -180,24 +199,26 @@ def render_gpu_plan(plan: GpuPlan) -> list[str]:
     sharding = (f"full shard over {plan.shard} GPUs" if plan.shard == plan.policy_gpus
                 else f"hybrid: shard over {plan.shard} GPUs of a node, {plan.policy_gpus // plan.shard} replicas")
     return [
-        f"GPU memory per GPU ({plan.gpu_bytes / 2**30:.0f} GiB = {gpu:.0f} GB; arithmetic, `make gpu-check` measures "
+        f"GPU memory per GPU ({plan.gpu_bytes / 2**30:.1f} GiB = {gpu:.1f} GB; arithmetic, `make gpu-check` measures "
         "the policy step):",
         f"  training   params fp32 / {plan.shard}            {plan.params_bytes / GB:6.1f} GB  ({sharding})",
-        f"             largest gathered unit bf16  {plan.gathered_unit_bytes / GB:6.1f} GB",
+        f"             largest gathered unit bf16  {plan.gathered_unit_bytes / GB:6.2f} GB  (root: lm_head + vision "
+        "mergers, gathered through the step)",
         f"             LoRA param+grad+Adam fp32   {plan.lora_bytes / GB:6.2f} GB",
         f"             activations                 {plan.activation_bytes / GB:6.1f} GB  ({plan.micro_batch} x "
-        f"{plan.longest_seq} tokens: checkpointed layer inputs + fp32 logits; {plan.frames} frames of "
+        f"{plan.longest_seq} tokens: checkpointed layer inputs + bf16 logits; {plan.frames} frames of "
         f"{plan.frame_tokens} tokens)",
         f"             total                       {plan.train_bytes / GB:6.1f} GB  "
         f"({plan.train_bytes / plan.gpu_bytes:.0%})",
         f"  generation vLLM share                  {plan.engine_budget_bytes / GB:6.1f} GB  = weights bf16 "
         f"{plan.engine_weight_bytes / GB:.1f} GB + KV cache for {plan.kv_tokens:,} tokens "
         f"({plan.kv_bytes_per_token // 1024} KiB a token); encoder profiled at {plan.encoder_profile_tokens:,} "
-        "tokens an image",
+        "tokens an image" + (" or a video's, whichever is more (video not turned off)" if plan.video_profiled else ""),
         f"per step:     FSDP all-gathers {plan.passes_per_step} passes x "
         f"{plan.gather_bytes_per_step / plan.passes_per_step / GB:.1f} GB "
         f"= {plan.gather_bytes_per_step / GB:.0f} GB into each GPU, {plan.cross_node_bytes_per_step / GB:.1f} GB of it "
-        "across nodes",
+        f"across nodes: {plan.cross_node_s_per_step:.1f} s a step over TCP ({NCCL_TCP_FLOWS} NCCL socket flows "
+        f"of {TCP_FLOW_BYTES_PER_S * 8 / 1e9:.0f} Gbps a node; no EFA)",
         f"              pixel values through Ray's object store {plan.pixel_bytes_per_step / GB:.1f} GB "
         f"(float32, {plan.frames} frames a trajectory); LoRA export {plan.export_bytes / GB:.2f} GB fp32",
         f"object store: {plan.object_store_bytes / 2**30:.0f} GiB a worker of its {POD_SHM_GIB} GiB /dev/shm "

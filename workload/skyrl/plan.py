@@ -1,9 +1,16 @@
 """What a recipe will do on the cluster: GPUs, steps, rollouts, saves, and FSx space over the run.
 
-Sizes follow SkyRL 0.4.0's FSDP checkpoint format: every full checkpoint stores the policy's
-``state_dict`` including the frozen base weights in fp32 (plus the LoRA optimizer state), so a
-LoRA run of an 8B model writes ~35 GB per checkpoint; an ``hf_save_interval`` export holds
-only the LoRA tensors (fp32) and small config/tokenizer files.
+Sizes follow SkyRL 0.4.0's FSDP checkpoint format: every rank writes its own ``state_dict()`` (its FSDP
+shard of the policy, frozen base weights included, in fp32) and optimizer state to
+``model_world_size_{W}_rank_{r}.pt`` / ``optim_world_size_{W}_rank_{r}.pt``
+(skyrl/backends/skyrl_train/distributed/fsdp_strategy.py save_checkpoint, lines 388-410; the policy loads in
+fp32, skyrl/backends/skyrl_train/workers/fsdp/fsdp_worker.py line 73). A rank holds 1/fsdp_size of the model,
+so a checkpoint holds world_size / fsdp_size copies of it: one under a full shard, three under ``blog``'s
+hybrid sharding (fsdp_size 2 of 6 GPUs), ~108 GB. SkyRL prunes to ``trainer.max_ckpts_to_keep`` only after
+a save has finished and ``latest_ckpt_global_step.txt`` names it (skyrl/train/trainer.py save_checkpoints,
+cleanup_old_checkpoints in skyrl/train/utils/trainer_utils.py), so a save needs room for one more than it
+keeps; resume reads only the checkpoint that file names. An ``hf_save_interval`` export holds only the
+LoRA tensors (fp32) and small config/tokenizer files.
 """
 
 from __future__ import annotations
@@ -18,11 +25,15 @@ FP32_BYTES = 4
 BF16_BYTES = 2
 ADAM_STATES = 2  # exp_avg and exp_avg_sq, fp32, for the trainable (LoRA) parameters only
 EXPORT_EXTRA_BYTES = 20e6  # config, tokenizer and processor files beside an exported adapter
+# A run may leave at most this share of FSx in use, so that a second run on the same file system has room
+# for its own saves (`blog`, 2 checkpoints kept: 238 GB left at the end, 346 GB while a save writes).
+END_SHARE_LIMIT = 0.6
 
 
 @dataclass(frozen=True)
 class ModelDims:
-    """Language-model shapes of the base model (its HF config.json) and its vision tower's size."""
+    """Language-model shapes of the base model (its HF config.json), its vision tower's size, and the part of
+    the tower FSDP leaves in the root unit (outside the vision blocks and the position embedding)."""
 
     hidden: int
     intermediate: int
@@ -32,6 +43,7 @@ class ModelDims:
     head_dim: int
     vocab: int
     vision_params: int
+    vision_root_params: int
 
     def text_params(self) -> int:
         attention = self.hidden * self.heads * self.head_dim * 2 + self.hidden * self.kv_heads * self.head_dim * 2
@@ -41,6 +53,13 @@ class ModelDims:
     def total_params(self) -> int:
         return self.text_params() + self.vision_params
 
+    def root_unit_params(self) -> int:
+        """The largest unit FSDP all-gathers: the root module. SkyRL wraps each decoder layer, each vision
+        block and each untied nn.Embedding in a unit of its own and the model last (fsdp_utils.py apply_fsdp2,
+        lines 226-235), so the root holds lm_head and the vision tower's patch mergers and patch embedding,
+        and is not resharded after forward."""
+        return self.vocab * self.hidden + self.vision_root_params
+
     def lora_params(self, rank: int) -> int:
         """LoRA A+B parameters on every language-model linear layer ("all-linear", vision excluded)."""
         q_out, kv_out = self.heads * self.head_dim, self.kv_heads * self.head_dim
@@ -49,10 +68,12 @@ class ModelDims:
         return self.layers * rank * sum(i + o for i, o in shapes)
 
 
-# Qwen/Qwen3-VL-8B-Instruct config.json (text_config); the vision tower (27 blocks of width 1152
-# plus the deepstack mergers) is ~0.58 B parameters, for 8.77 B in all.
+# Qwen/Qwen3-VL-8B-Instruct config.json (text_config); the vision tower (27 blocks of width 1152, the patch
+# merger and 3 deepstack mergers) counted by transformers 5.16.1's Qwen3VLForConditionalGeneration built on
+# that config (tests/contract/test_plan_figures.py): 576,388,336 parameters, 162,271,616 of them in the
+# mergers and the patch embedding; 8.77 B in all.
 QWEN3_VL_8B = ModelDims(hidden=4096, intermediate=12288, layers=36, heads=32, kv_heads=8, head_dim=128,
-                        vocab=151936, vision_params=580_000_000)
+                        vocab=151936, vision_params=576_388_336, vision_root_params=162_271_616)
 
 
 @dataclass(frozen=True)
@@ -73,28 +94,50 @@ class Plan:
     ckpt_interval: int
     export_steps: list[int]
     ckpt_bytes: float
+    ckpt_copies: int
     export_bytes: float
     model_bytes: float
     kept_ckpts: int
     fsx_bytes: float
+    fsx_bytes_per_s: float
 
     @property
     def train_episodes(self) -> int:
         return self.total_steps * self.trajectories_per_step
 
     @property
+    def saving_ckpts(self) -> int:
+        """Checkpoints on FSx while the last one is written: the kept ones and the new one (pruned after)."""
+        return min(self.kept_ckpts + 1, len(self.ckpt_steps))
+
+    def _bytes_with(self, ckpts: int) -> float:
+        return self.model_bytes + ckpts * self.ckpt_bytes + (len(self.export_steps) + 1) * self.export_bytes
+
+    @property
+    def end_bytes(self) -> float:
+        """FSx use at the end of the run: base model, kept checkpoints, exports and lora_sync."""
+        return self._bytes_with(self.kept_ckpts)
+
+    @property
     def peak_bytes(self) -> float:
-        """FSx use at the end of the run (nothing is deleted but pruned checkpoints)."""
-        return (
-            self.model_bytes
-            + self.kept_ckpts * self.ckpt_bytes
-            + len(self.export_steps) * self.export_bytes
-            + self.export_bytes
-        )
+        """FSx use at its highest: while the last checkpoint is written, before SkyRL prunes."""
+        return self._bytes_with(self.saving_ckpts)
+
+    @property
+    def save_s(self) -> float:
+        """Seconds a checkpoint takes to write at the file system's provisioned throughput."""
+        return self.ckpt_bytes / self.fsx_bytes_per_s
+
+
+def fsx_bytes_per_s(*, fsx_gib: int, throughput_mbps_per_tib: int) -> float:
+    """FSx for Lustre's throughput capacity: storage (TiB) x throughput per TiB (MB/s) (AWS, "Amazon FSx for
+    Lustre performance": throughput capacity = storage capacity x throughput per unit of storage)."""
+    return fsx_gib / 1024 * throughput_mbps_per_tib * 1e6
 
 
 def build_plan(
-    values: dict, *, train_rows: int, fsx_gib: int, dims: ModelDims = QWEN3_VL_8B, eval_set_size: int = 64
+    values: dict, *, train_rows: int, fsx_gib: int, fsx_throughput_mbps_per_tib: int, dims: ModelDims = QWEN3_VL_8B,
+    eval_set_size: int = 64,
 ) -> Plan:
     """Plan a run from resolved SkyRL overrides (``Recipe.resolved()``) and its training-set size."""
     batch, epochs = int(values["trainer.train_batch_size"]), int(values["trainer.epochs"])
@@ -111,6 +154,8 @@ def build_plan(
     policy_gpus = int(values["trainer.placement.policy_num_nodes"]) * int(
         values["trainer.placement.policy_num_gpus_per_node"]
     )
+    fsdp_size = int(values.get("trainer.policy.fsdp_config.fsdp_size", -1))
+    copies = 1 if fsdp_size < 0 or fsdp_size >= policy_gpus else policy_gpus // fsdp_size
     export_interval = int(values.get("trainer.hf_save_interval", -1))
     return Plan(
         policy_gpus=policy_gpus,
@@ -127,11 +172,13 @@ def build_plan(
         ckpt_steps=ckpt_steps,
         ckpt_interval=ckpt_interval,
         export_steps=schedule.save_steps(total=total, per_epoch=per_epoch, interval=export_interval),
-        ckpt_bytes=dims.total_params() * FP32_BYTES + lora * FP32_BYTES * ADAM_STATES,
+        ckpt_bytes=copies * ((dims.total_params() + lora) * FP32_BYTES + lora * FP32_BYTES * ADAM_STATES),
+        ckpt_copies=copies,
         export_bytes=lora * FP32_BYTES + EXPORT_EXTRA_BYTES,
         model_bytes=dims.total_params() * BF16_BYTES,
         kept_ckpts=len(ckpt_steps) if keep < 0 else min(keep, len(ckpt_steps)),
         fsx_bytes=fsx_gib * GIB,
+        fsx_bytes_per_s=fsx_bytes_per_s(fsx_gib=fsx_gib, throughput_mbps_per_tib=fsx_throughput_mbps_per_tib),
     )
 
 
@@ -152,12 +199,16 @@ def render_plan(plan: Plan) -> list[str]:
         f"up to {plan.train_episodes * plan.max_turns:,} model turns",
         f"evaluations:  {len(plan.eval_steps)} at steps {_steps(plan.eval_steps)} ({plan.eval_episodes:,} episodes)",
         f"checkpoints:  {len(plan.ckpt_steps)} at steps {_steps(plan.ckpt_steps)}, {plan.ckpt_bytes / GB:.1f} GB each "
-        "(fp32 base weights + LoRA Adam state)",
+        f"(one file a rank: fp32 weights + LoRA Adam state, {plan.ckpt_copies} "
+        f"cop{'y' if plan.ckpt_copies == 1 else 'ies'} of the model), {plan.save_s / 60:.0f} min a save at FSx's "
+        f"{plan.fsx_bytes_per_s / 1e6:.0f} MB/s; "
+        f"{plan.kept_ckpts} kept (resume reads the latest)",
         f"exports:      {len(plan.export_steps)} at steps {_steps(plan.export_steps)}, "
         f"{plan.export_bytes / GB:.2f} GB each (LoRA adapter)",
-        f"FSx /shared:  {plan.peak_bytes / GB:.0f} GB at the end of the run = "
+        f"FSx /shared:  {plan.end_bytes / GB:.0f} GB at the end of the run = "
         f"base model {plan.model_bytes / GB:.1f} GB "
-        f"+ {plan.kept_ckpts} checkpoints + exports + lora_sync; {share:.0%} of {plan.fsx_bytes / GIB:.0f} GiB",
+        f"+ {plan.kept_ckpts} checkpoints + exports + lora_sync; {plan.end_bytes / plan.fsx_bytes:.0%} of "
+        f"{plan.fsx_bytes / GIB:.0f} GiB; {share:.0%} while a save writes checkpoint {plan.saving_ckpts}",
     ]
 
 
@@ -167,7 +218,12 @@ def plan_warnings(plan: Plan) -> list[str]:
     if plan.peak_bytes > plan.fsx_bytes:
         warnings.append(
             f"the run needs {plan.peak_bytes / GB:.0f} GB but FSx has {plan.fsx_bytes / GIB:.0f} GiB: set "
-            "trainer.max_ckpts_to_keep (e.g. 3) or deploy with a larger fsx_storage_gib"
+            "trainer.max_ckpts_to_keep (e.g. 2) or deploy with a larger fsx_storage_gib"
+        )
+    elif plan.end_bytes > END_SHARE_LIMIT * plan.fsx_bytes:
+        warnings.append(
+            f"the run leaves {plan.end_bytes / plan.fsx_bytes:.0%} of FSx in use: the next run on this file system "
+            f"needs {plan.peak_bytes / GB:.0f} GB beside it; set trainer.max_ckpts_to_keep (e.g. 2)"
         )
     off_cadence = [
         s for s in plan.ckpt_steps if plan.ckpt_interval > 0 and s % plan.ckpt_interval and s != plan.total_steps

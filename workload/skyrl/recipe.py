@@ -224,9 +224,15 @@ class Recipe(config.ConfigModel):
         return self.model.base_model_id, self.resolved()["trainer.policy.model.path"]
 
     def resolved(self) -> dict[str, Any]:
-        """Every SkyRL key this recipe sets, placeholders filled in, project keys added."""
+        """Every SkyRL key this recipe sets (a null under a free map left out), placeholders filled in, project
+        keys added."""
         names = {"shared_root": self.shared_root.rstrip("/"), "run_id": self.run_id, "run_dir": self.run_dir}
-        values = {key: _fill(value, names) for key, value in self.skyrl.items()}
+        # A null under a free map (the raw keyword arguments SkyRL hands on, e.g. to vLLM) means "not given":
+        # the key is left out so the library's own default holds. Passed on, it would reach vLLM as None, which
+        # vLLM 0.30.0 refuses where it types an int (vllm/config/model.py ModelConfig.limit_mm_per_prompt).
+        free = load_known_keys().free_prefixes
+        values = {key: _fill(value, names) for key, value in self.skyrl.items()
+                  if value is not None or not any(key.startswith(prefix + ".") for prefix in free)}
         values["data.train_data"] = [f"{self.data_dir}/train.parquet"]
         values["data.val_data"] = [f"{self.data_dir}/eval.parquet"]
         values["trainer.epochs"] = self.epochs()

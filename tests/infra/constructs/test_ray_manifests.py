@@ -27,10 +27,15 @@ def _spec(worker_type: str = "ml.g7e.12xlarge", workers: int = 3) -> dict:
                                ray_version=rm.TRAINER_RAY_VERSION, name="t")
 
 
-def test_worker_requests_every_gpu_and_efa_interface_of_its_node():
+def test_worker_requests_every_gpu_of_its_node_and_no_efa_interface():
     spec = _spec("ml.g7e.24xlarge", workers=2)
-    limits = spec["workerGroupSpecs"][0]["template"]["spec"]["containers"][0]["resources"]["limits"]
-    assert (limits["nvidia.com/gpu"], limits["vpc.amazonaws.com/efa"]) == (4, 2)
+    container = spec["workerGroupSpecs"][0]["template"]["spec"]["containers"][0]
+    limits = container["resources"]["limits"]
+    # the image has no NCCL plugin for EFA: NCCL's sockets, with the flows it would pick on an ENA itself
+    assert limits["nvidia.com/gpu"] == 4 and "vpc.amazonaws.com/efa" not in limits
+    env = {item["name"]: item.get("value") for item in container["env"]}
+    assert "FI_PROVIDER" not in env
+    assert (env["NCCL_SOCKET_NTHREADS"], env["NCCL_NSOCKS_PERTHREAD"]) == ("2", "8")
     assert int(limits["cpu"]) < 48  # ThreadsPerCore=1: half the 96 vCPUs
 
 

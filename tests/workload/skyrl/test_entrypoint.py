@@ -134,3 +134,58 @@ def test_secret_values_are_masked_and_short_flags_are_not():
     assert sorted(secrets) == ["0123456789abcdef", "hf_abcdefgh123"]
     line = "Exporting `HF_TOKEN` to ray runtime env: hf_abcdefgh123; HF_HOME=/shared/hf"
     assert mask_secrets(line, secrets) == "Exporting `HF_TOKEN` to ray runtime env: ***; HF_HOME=/shared/hf"
+
+
+WEIGHTS = bytes(range(256)) * 4096  # 1 MiB
+
+
+@pytest.fixture
+def hub(monkeypatch):
+    """The blog recipe's model repository on a loopback Hub, reached by huggingface_hub's own client."""
+    from huggingface_hub import constants
+
+    from tests.workload.skyrl.hub_standin import HubStandin
+
+    server = HubStandin("VisGym/visgym_model", {"mixed_qwen3vl/config.json": b'{"model_type": "qwen3_vl"}',
+                                                "mixed_qwen3vl/model.safetensors": WEIGHTS,
+                                                "other_variant/model.safetensors": b"not this one"})
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)  # the suite is offline (tests/conftest.py) but for this
+    monkeypatch.setattr(constants, "ENDPOINT", server.url)
+    monkeypatch.setattr(constants, "HUGGINGFACE_CO_URL_TEMPLATE", server.url + "/{repo_id}/resolve/{revision}/{filename}")
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+def _interrupted(call) -> None:
+    with pytest.raises(Exception, match=r"peer closed connection"):  # the hub client's own error, retries spent
+        call()
+
+
+def test_an_interrupted_model_download_leaves_no_model_and_the_next_job_finishes_it(spec_file, hub):
+    spec, _ = spec_file
+    model = Path(spec.model_path)
+    hub.cut_downloads = 100  # more than the hub client's own retries: the job dies mid-file
+    _interrupted(lambda: prepare_model(spec, download=True))
+    assert not model.parent.exists()  # nothing at the model's path: a later job cannot take it for a model
+    assert prepare_model(spec, download=False).startswith(f"model: {model} missing")
+    hub.cut_downloads = 0
+    assert prepare_model(spec, download=True) == f"model: downloaded VisGym/visgym_model to {model.parent}"
+    assert (model / "model.safetensors").read_bytes() == WEIGHTS
+    assert not (model.parent.parent / f"{model.parent.name}.download").exists()
+    assert not (model.parent / "other_variant").exists()
+    assert prepare_model(spec, download=True) == f"model: reusing {model}"
+
+
+def test_a_download_left_unfinished_in_place_is_finished_not_reused(spec_file, hub):
+    from huggingface_hub import snapshot_download
+
+    spec, _ = spec_file
+    model = Path(spec.model_path)
+    hub.cut_downloads = 100  # as the earlier prepare_model left it: config.json there, the weights half-written
+    _interrupted(lambda: snapshot_download("VisGym/visgym_model", local_dir=str(model.parent),
+                                           allow_patterns=["mixed_qwen3vl/*"]))
+    assert (model / "config.json").is_file() and not (model / "model.safetensors").exists()
+    hub.cut_downloads = 0
+    assert prepare_model(spec, download=True).startswith("model: downloaded")
+    assert (model / "model.safetensors").read_bytes() == WEIGHTS

@@ -17,10 +17,12 @@ from workload.skyrl.plan import GB, QWEN3_VL_8B
 from workload.skyrl.recipe import load_recipe
 
 FRAME_PX = 9 * 25  # a 9 x 9 maze at VisGym's 25 px cells
+G7E_GIB = GPU_MEMORY_GIB["ml.g7e.12xlarge"]
 
 
 def _gpu(name: str, *sets: str):
-    return build_gpu_plan(load_recipe(name, sets=list(sets)).resolved(), gpu_gib=96, gpus_per_node=2, frame_px=FRAME_PX)
+    return build_gpu_plan(load_recipe(name, sets=list(sets)).resolved(), gpu_gib=G7E_GIB, gpus_per_node=2,
+                          frame_px=FRAME_PX)
 
 
 def test_a_maze_frame_is_resized_to_256_px_and_64_tokens():
@@ -44,6 +46,9 @@ def test_hybrid_sharding_keeps_the_all_gather_on_the_node():
 def test_the_encoder_is_profiled_at_the_frame_size_only_where_the_recipe_says_so():
     assert _gpu("blog").encoder_profile_tokens == 64
     assert _gpu("blog-exact").encoder_profile_tokens == 16_384  # 4096 px, the processor's largest image
+    # ... unless a video has more: vLLM profiles the modality with the most tokens an item
+    assert (_gpu("blog").video_profiled, _gpu("blog-exact").video_profiled) == (False, True)
+    assert "or a video's, whichever is more" in "\n".join(render_gpu_plan(_gpu("blog-exact")))
 
 
 def test_pixel_values_through_the_object_store_and_its_size():
@@ -62,7 +67,25 @@ def test_the_export_is_350_mb_of_fp32_lora_tensors():
 def test_the_kv_cache_is_what_the_engine_share_holds_after_the_weights():
     plan = _gpu("blog")
     assert plan.kv_bytes_per_token == 147_456  # 2 x 36 layers x 8 KV heads x 128 x bf16
-    assert plan.kv_tokens == int((0.45 * 96 * 2**30 - QWEN3_VL_8B.total_params() * 2) // 147_456)
+    assert plan.kv_tokens == int((0.45 * G7E_GIB * 2**30 - QWEN3_VL_8B.total_params() * 2) // 147_456)
+
+
+def test_the_g7e_gpu_is_the_97887_mib_the_driver_reports():
+    # the "96 GB" RTX PRO 6000 Blackwell Server Edition: nvidia-smi memory.total 97,887 MiB
+    assert round(G7E_GIB, 2) == 95.59 and _gpu("blog").gpu_bytes == 97_887 * 2**20
+
+
+def test_the_largest_gathered_unit_is_the_root_with_lm_head_and_the_vision_mergers():
+    # 622.3 M (lm_head) + 162.3 M (4 patch mergers, patch embedding): tests/contract/test_plan_figures.py
+    # counts both on transformers' Qwen3-VL under SkyRL's own wrapping
+    assert QWEN3_VL_8B.root_unit_params() == 784_601_472
+    assert _gpu("blog").gathered_unit_bytes / GB == pytest.approx(1.57, abs=0.005)
+
+
+def test_the_logits_are_counted_in_bf16():
+    plan = _gpu("blog")  # 4 x 9,216 tokens x (36 layer inputs x 4096 + 151,936 logits) x 2 bytes
+    assert plan.activation_bytes == 4 * 9216 * (36 * 4096 + 151_936) * 2
+    assert plan.activation_bytes / GB == pytest.approx(22.1, abs=0.05)
 
 
 def test_one_gpu_replicas_hold_the_model_without_traffic_between_gpus():
@@ -81,3 +104,12 @@ def test_the_table_names_each_term():
     for term in ("params fp32 / 2", "LoRA param+grad+Adam", "activations", "KV cache for", "across nodes",
                  "object store: 32 GiB"):
         assert term in text
+
+
+def test_a_steps_cross_node_bytes_take_their_time_over_nccls_tcp_sockets():
+    # no EFA plugin in the image: each node's 2 GPUs share 16 NCCL socket flows of 5 Gbps (10 GB/s)
+    hybrid, full = _gpu("blog"), _gpu("blog-exact")
+    assert hybrid.node_tcp_bytes_per_s == 16 * 5e9 / 8
+    assert hybrid.cross_node_s_per_step == pytest.approx(2 * 0.93e9 / 10e9, abs=0.01)
+    assert full.cross_node_s_per_step == pytest.approx(70.1, abs=0.2)  # ~3.1 h over 160 steps
+    assert "70.1 s a step over TCP (16 NCCL socket flows of 5 Gbps a node; no EFA)" in "\n".join(render_gpu_plan(full))

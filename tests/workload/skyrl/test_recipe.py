@@ -85,7 +85,8 @@ def test_blog_exact_turns_every_fix_off_and_keeps_the_rest():
     # ...and the GPU settings as published: `blog` departs from them (workload/skyrl/gpu_plan.py has the figures)
     gpu_departures = {"trainer.policy.fsdp_config.fsdp_size": (-1, 2),
                       "generator.inference_engine.engine_init_kwargs.limit_mm_per_prompt.image.width": (None, 225),
-                      "generator.inference_engine.engine_init_kwargs.limit_mm_per_prompt.image.height": (None, 225)}
+                      "generator.inference_engine.engine_init_kwargs.limit_mm_per_prompt.image.height": (None, 225),
+                      "generator.inference_engine.engine_init_kwargs.limit_mm_per_prompt.video": (None, 0)}
     blog = load_recipe("blog").skyrl
     assert {k: (v, blog[k]) for k, v in exact.skyrl.items() if v != blog[k]} == gpu_departures
     assert exact.skyrl.keys() == blog.keys()
@@ -204,3 +205,14 @@ def test_max_training_steps_is_honoured_as_skyrl_honours_it_and_the_plan_shows_i
     assert recipe.total_steps() == plan.total_steps == 10
     assert plan.ckpt_steps == [10] and plan.eval_steps == [0, 10]
     assert recipe.steps_derivation().endswith("; trainer.max_training_steps 10 stops it at 10")
+def test_a_null_under_a_free_map_leaves_the_key_out_so_the_library_default_holds():
+    # blog-exact's nulls undo blog's image size: vLLM gets no limit_mm_per_prompt (its own default
+    # profile), never a None it types int (tests/contract/test_engine_args.py runs vLLM on both).
+    exact = load_recipe("blog-exact")
+    kwargs = "generator.inference_engine.engine_init_kwargs."
+    assert exact.skyrl[kwargs + "limit_mm_per_prompt.image.width"] is None
+    assert [key for key in exact.resolved() if key.startswith(kwargs)] == [kwargs + "max_model_len"]
+    assert not [item for item in exact.overrides() if item.endswith("=null") and item.startswith(kwargs)]
+    # a typed SkyRL key keeps its null: there it is a value SkyRL takes
+    typed = load_recipe("blog", sets=["generator.inference_engine.served_model_name=null"])
+    assert typed.resolved()["generator.inference_engine.served_model_name"] is None
