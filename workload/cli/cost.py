@@ -48,12 +48,17 @@ def cost(
     Example:  skymaze cost --size blog --hours 12 --left-up-hours 72 --guard-hours 14
     """
     import datetime
+    import math
 
     from workload.ops.cost import Usage, estimate_cost, guard_saving, render_report
     from workload.ops.prices import DEFAULT_PRICES_PATH, load_prices
     from workload.ops.profiles import parse_overrides, settings_for, shape_for
 
     profile, context = resolve_size(profile, context)
+    for flag, value in (("--hours", hours), ("--nat-gb", nat_gb), ("--artifacts-gib", artifacts_gib),
+                        ("--left-up-hours", left_up_hours), ("--guard-hours", guard_hours)):
+        if value is not None and not (math.isfinite(value) and value >= 0):
+            raise UsageError(f"{flag} {value}: give a finite number >= 0, e.g. {flag} 12")
     try:
         day = datetime.date.fromisoformat(on) if on else datetime.date.today()
     except ValueError:
