@@ -131,7 +131,7 @@ def build_edges(settings: SupervisorSettings, client: Any, root_job: str, *, sub
     spec = ray_jobs.with_resume_latest(job_spec_of(client, root_job))
     job_env = job_env_of(client, root_job)  # --env, secrets and --runtime-env-json survive a resubmission
     metadata = {SUPERVISE_KEY: "resubmit", ROOT_KEY: root_job, JOB_SPEC_KEY: spec.to_json()}
-    release = scale_group = None
+    release = scale_group = group_released = None
     if settings.kube is not None:
         from workload.supervise.kube import KubeClient
 
@@ -157,6 +157,11 @@ def build_edges(settings: SupervisorSettings, client: Any, root_job: str, *, sub
             before = scale(boto3.client("sagemaker"), hp.cluster, hp.group, hp.idle_count)
             return f"HyperPod {hp.cluster}/{hp.group}: {before} -> {hp.idle_count} instances"
 
+        def group_released() -> bool:
+            from workload.supervise.hyperpod import target_count
+
+            return target_count(boto3.client("sagemaker").describe_cluster(ClusterName=hp.cluster), hp.group) == 0
+
     return Edges(
         submit=_claiming_submit(lambda job_id: jobs.submit(client, spec, submission_id=job_id, extra_metadata=metadata,
                                                            job_env=job_env), root_job, submissions),
@@ -165,6 +170,7 @@ def build_edges(settings: SupervisorSettings, client: Any, root_job: str, *, sub
         checkpoint_step=_checkpoint_reader(Path(spec.run_dir) / "ckpts"),
         release=release,
         scale_down_group=scale_group,
+        group_released=group_released,
     )
 
 
