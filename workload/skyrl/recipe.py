@@ -72,10 +72,6 @@ def _texts(value: Any) -> list[str]:
 def skyrl_problems(values: dict[str, Any]) -> list[str]:
     """One line per SkyRL key SkyRL would refuse: unknown, of another type, or out of its range (``RANGES``)."""
     known, problems = load_known_keys(), []
-    missing = [key for key in REQUIRED_SKYRL_KEYS if key not in values]
-    if missing:
-        problems.append(f"{missing[0]} is missing: the recipe sizes its epochs with it. Fix: set it, e.g. "
-                        f"--set {missing[0]}=16 (--set skyrl=... replaces every SkyRL key; set one key instead)")
     for key, value in values.items():
         if any(INTERPOLATION in text for text in _texts(value)):
             problems.append(f"{key}={value!r}: OmegaConf would resolve `${{...}}` on the cluster (oc.env reads the "
@@ -163,7 +159,10 @@ class Recipe(config.ConfigModel):
     @field_validator("skyrl")
     @classmethod
     def _typed(cls, values: dict[str, Any]) -> dict[str, Any]:
-        problems = skyrl_problems(values)
+        missing = [key for key in REQUIRED_SKYRL_KEYS if key not in values]
+        problems = [f"{key} is missing: the recipe sizes its epochs with it. Fix: set it, e.g. --set {key}=16 "
+                    "(--set skyrl=... replaces every SkyRL key; set one key instead)" for key in missing]
+        problems += skyrl_problems(values)
         if problems:
             raise ValueError("; ".join(problem.rstrip(".") for problem in problems))
         return values
