@@ -30,6 +30,9 @@ REFUSED = [
     (["cost", "--size", "blog", "--hours", "inf"], r"--hours inf: give a finite number >= 0"),
     (["cost", "--size", "blog", "--hours", "12", "--left-up-hours", "72", "--guard-hours", "nan"],
      r"--guard-hours nan: give a finite number >= 0"),
+    (["teardown", "--size", "blog", "--keep-data", "--export-timeout-s", "nan", "--dry-run"],
+     r"--export-timeout-s nan: give a finite number >= 0"),  # a NaN deadline: the export wait would never end
+    (["teardown", "--size", "blog", "--poll-s", "0", "--dry-run"], r"--poll-s 0.0: give a finite number >= 0.001"),
 ]
 
 
