@@ -81,7 +81,6 @@ def test_in_cluster_outside_a_pod_is_refused_up_front_in_one_line(tmp_path):
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--hyperpod-cluster", "skymaze"], "supervise.group_idle_s is not"),
         (["--set", "max_submissions=0"], "max_submissions=0: Input should be greater than or equal to 1"),
         (["--set", "max_submisions=3"], "unknown setting 'max_submisions'; did you mean max_submissions?"),
         (["--set", "backoff_base_s=5"], "unknown setting 'backoff_base_s'"),
