@@ -13,6 +13,7 @@ PyYAML and OmegaConf: every layer may import this module.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import difflib
 import typing
@@ -144,6 +145,29 @@ def validate_flat(model: type[BaseModel], values: Mapping[str, Any], *, what: st
     return validate(model, set_values(model, {}, values.items(), hint=hint), what=what, hint=hint)
 
 
+# A value on the command line is a scalar, or a list or map a few levels deep: deeper nesting (PyYAML builds
+# it recursively: `[[[...` 1,000 deep is a RecursionError) and anchors/aliases (`&a [*a, *a]` doubles with each
+# level once expanded) are refused before YAML builds anything.
+MAX_VALUE_DEPTH = 16
+_OPENING = (yaml.FlowSequenceStartToken, yaml.FlowMappingStartToken, yaml.BlockSequenceStartToken,
+            yaml.BlockMappingStartToken)
+_CLOSING = (yaml.FlowSequenceEndToken, yaml.FlowMappingEndToken, yaml.BlockEndToken)
+
+
+def _check_plain_yaml(key: str, text: str) -> None:
+    """Refuse YAML anchors, aliases and nesting deeper than ``MAX_VALUE_DEPTH`` in ``key``'s value (the scanner
+    reads tokens one by one: bounded time and memory whatever the text)."""
+    depth = 0
+    for token in yaml.scan(text):
+        if isinstance(token, yaml.AnchorToken | yaml.AliasToken):
+            raise ConfigError(f"{key}={text[:40]!r}{'...' if len(text) > 40 else ''}: YAML anchors and aliases "
+                              "(&name, *name) are not taken on the command line; write the value out")
+        depth += isinstance(token, _OPENING) - isinstance(token, _CLOSING)
+        if depth > MAX_VALUE_DEPTH:
+            raise ConfigError(f"{key}=...: nested more than {MAX_VALUE_DEPTH} levels deep; a setting takes a "
+                              "scalar, a list or a map of a few levels")
+
+
 def parse_value(key: str, text: str, annotation: Any) -> Any:
     """Text given for ``key`` on the command line -> what the model validates (it does the type conversion).
 
@@ -161,6 +185,8 @@ def parse_value(key: str, text: str, annotation: Any) -> Any:
         return text
     if not text:
         return ""
+    with contextlib.suppress(yaml.YAMLError):  # not YAML at all: safe_load below says so
+        _check_plain_yaml(key, text)
     try:
         return yaml.safe_load(text)
     except (ValueError, yaml.YAMLError) as err:

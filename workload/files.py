@@ -9,6 +9,9 @@ as ``open`` and ``mkdir`` would, so others sharing the file system can read them
 
 from __future__ import annotations
 
+import ctypes
+import errno
+import functools
 import json
 import math
 import os
@@ -43,17 +46,64 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
         tmp.unlink(missing_ok=True)
 
 
+# renameat2(2) (Linux 3.15, glibc 2.28): RENAME_EXCHANGE swaps two paths in one step (include/uapi/linux/fs.h).
+AT_FDCWD = -100
+RENAME_EXCHANGE = 1 << 1
+
+
+@functools.cache
+def _renameat2() -> Callable[..., int] | None:
+    try:
+        function = ctypes.CDLL(None, use_errno=True).renameat2
+    except (AttributeError, OSError):  # not glibc >= 2.28 (macOS, musl): the two-rename swap below
+        return None
+    function.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    return function
+
+
+def _exchange(first: Path, second: Path) -> bool:
+    """Swap ``first`` and ``second`` in one step; False where the system or file system cannot."""
+    function = _renameat2()
+    if function is None:
+        return False
+    if function(AT_FDCWD, os.fsencode(first), AT_FDCWD, os.fsencode(second), RENAME_EXCHANGE) == 0:
+        return True
+    code = ctypes.get_errno()
+    if code in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOTSUP):
+        return False
+    raise OSError(code, os.strerror(code), os.fspath(second))
+
+
+def _aside(path: Path) -> Path:
+    return path.with_name(f".{path.name}.old")
+
+
 def write_dir_atomic(path: str | Path, fill: Callable[[Path], object]) -> Path:
-    """Build a folder in a temp sibling with ``fill(tmp)``, then move it over ``path``."""
+    """Build a folder in a temp sibling with ``fill(tmp)``, then swap it in for ``path``.
+
+    A crash at any point leaves ``path`` whole, old or new: the new folder and the old one trade
+    places in one step (RENAME_EXCHANGE), and only then is the old one removed. Where the system
+    cannot swap, the old folder is renamed aside (``.NAME.old``) before the new one is renamed in,
+    and the next write puts it back if a crash came between the two.
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    aside = _aside(path)
+    if aside.exists() and not path.exists():  # a crash between the two renames: the old folder comes back
+        os.rename(aside, path)
     tmp = _temp_sibling(path)
     tmp.mkdir(mode=DIR_MODE)
     try:
         fill(tmp)
+        if path.exists() and _exchange(tmp, path):
+            return path  # tmp now holds the old folder: removed below
         if path.exists():
-            shutil.rmtree(path)
-        os.replace(tmp, path)
+            if aside.exists():
+                shutil.rmtree(aside)
+            os.rename(path, aside)
+        os.rename(tmp, path)
+        if aside.exists():
+            shutil.rmtree(aside)
     finally:
         if tmp.exists():
             shutil.rmtree(tmp)

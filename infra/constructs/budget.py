@@ -8,7 +8,8 @@
   (SNS) ``warn_before_hours`` before the deployment reaches ``max_deployed_hours``, then scales
   the HyperPod GPU groups to zero. It never deletes anything (cluster, FSx, S3 stay). It counts from the
   later of the cluster's creation and the last deploy (``deployed_at``), so a redeploy, which brings the
-  GPU group back, restarts its clock.
+  GPU group back, restarts its clock. A CloudWatch alarm on the guard function's own errors (a check that
+  raised: no scale-down, no e-mail from the function) e-mails the same topic.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from collections.abc import Sequence
 
 from aws_cdk import Duration, RemovalPolicy, Stack
 from aws_cdk import aws_budgets as budgets
+from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_cloudwatch_actions as cloudwatch_actions
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_scheduler as scheduler
@@ -33,6 +36,9 @@ ACTUAL_ALERT_PERCENT = 80
 FORECAST_ALERT_PERCENT = 100
 CHECK_PERIOD = Duration.minutes(15)
 BUDGETS_PRINCIPAL = "budgets.amazonaws.com"
+# CloudWatch publishes alarm actions to an encrypted topic only when the key lets it (SNS developer guide,
+# "Enable compatibility between event sources from AWS services and encrypted topics").
+CLOUDWATCH_PRINCIPAL = "cloudwatch.amazonaws.com"
 KEY_DELETION_WINDOW = Duration.days(7)  # the shortest waiting period KMS allows before deleting a key
 
 
@@ -55,7 +61,8 @@ class SpendingGuard(Construct):
                       removal_policy=RemovalPolicy.DESTROY if destroy else RemovalPolicy.RETAIN,
                       pending_window=KEY_DELETION_WINDOW if destroy else None)
         key.add_to_resource_policy(iam.PolicyStatement(
-            actions=["kms:GenerateDataKey*", "kms:Decrypt"], principals=[iam.ServicePrincipal(BUDGETS_PRINCIPAL)],
+            actions=["kms:GenerateDataKey*", "kms:Decrypt"],
+            principals=[iam.ServicePrincipal(BUDGETS_PRINCIPAL), iam.ServicePrincipal(CLOUDWATCH_PRINCIPAL)],
             resources=["*"], conditions={"StringEquals": {"aws:SourceAccount": stack.account}}))
         self.topic = sns.Topic(self, "Alerts", display_name=f"{name} spending alerts", master_key=key, enforce_ssl=True)
         self.topic.add_to_resource_policy(iam.PolicyStatement(
@@ -113,6 +120,14 @@ class SpendingGuard(Construct):
         schedule = scheduler.Schedule(self, "GuardSchedule", schedule=scheduler.ScheduleExpression.rate(CHECK_PERIOD),
                                       target=targets.LambdaInvoke(function, role=invoker),
                                       description="deploy guard: warn, then scale GPU groups to 0")
+        # The guard's own failure is loud: any check that raised within a period e-mails the alert topic.
+        self.guard_alarm = cloudwatch.Alarm(
+            self, "GuardErrors", metric=function.metric_errors(period=CHECK_PERIOD, statistic="Sum"), threshold=1,
+            evaluation_periods=1, comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+            alarm_description=f"{Stack.of(self).stack_name}: the deploy guard's check failed, so it may not scale "
+                              "the GPU groups down; see the function's log group")
+        self.guard_alarm.add_alarm_action(cloudwatch_actions.SnsAction(self.topic))
         function_id = Stack.of(self).get_logical_id(function.node.default_child)
         acknowledge(invoker, {
             f"AwsSolutions-IAM5[Resource::<{function_id}.Arn>:*]":

@@ -2,8 +2,9 @@
 
 It lives in the Ray namespace, in the trainer image, on the CPU head node (it must outlive
 the GPU nodes it watches), with /shared mounted to read checkpoints. Its service account may
-only read its namespace's pods and read/patch the trainer RayCluster; with
-``group_idle_s`` set, Pod Identity lets it describe and update that one HyperPod cluster.
+only read its namespace's pods and read/patch the trainer RayCluster; Pod Identity lets it describe that one
+HyperPod cluster (a GPU group the deploy guard scaled to 0 ends the run at once) and, with ``group_idle_s`` set,
+update it.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from infra.constructs import ray_manifests as rm
 from infra.constructs.pod_identity import pod_identity_role
 from workload.deployment import fit
 from workload.deployment.names import RAY_GPU_GROUP, SUPERVISOR_METRICS_PORT
-from workload.deployment.supervisor import SupervisorLimits, group_args, limit_args
+from workload.deployment.supervisor import SupervisorLimits, group_args, limit_args, watch_args
 
 NAME = "skymaze-supervisor"
 SUPERVISOR_LABELS = {"app.kubernetes.io/name": NAME}
@@ -68,6 +69,8 @@ class SupervisorConfig:
             args += ["--expected-workers", str(self.expected_workers)]
         if self.scales_group:
             args += group_args(self.limits, self.hyperpod_cluster)
+        elif self.hyperpod_cluster:
+            args += watch_args(self.hyperpod_cluster)
         return args
 
 
@@ -144,6 +147,11 @@ def metrics_endpoint(config: SupervisorConfig) -> str:
     return f"{NAME}.{config.namespace}.{rm.CLUSTER_DOMAIN}:{METRICS_PORT}"
 
 
+def describe_statements(cluster_arn: str) -> list[iam.PolicyStatement]:
+    """Describe one HyperPod cluster (read its GPU group's target count)."""
+    return [iam.PolicyStatement(actions=["sagemaker:DescribeCluster"], resources=[cluster_arn])]
+
+
 def hyperpod_statements(cluster_arn: str, execution_role_arn: str) -> list[iam.PolicyStatement]:
     """Describe and update one HyperPod cluster; UpdateCluster passes the group's execution role."""
     return [
@@ -154,7 +162,8 @@ def hyperpod_statements(cluster_arn: str, execution_role_arn: str) -> list[iam.P
 
 
 class RunSupervisor(Construct):
-    """The supervisor Deployment, its RBAC and (when it may scale HyperPod) its Pod Identity role."""
+    """The supervisor Deployment, its RBAC and (with a HyperPod cluster) its Pod Identity role: describe, and with
+    ``group_idle_s`` update."""
 
     def __init__(self, scope: Construct, construct_id: str, *, cluster: eks.ICluster, config: SupervisorConfig,
                  image: str, node_instance_type: str, env: list[dict], after: list[IDependable],
@@ -166,10 +175,12 @@ class RunSupervisor(Construct):
         for dependency in after:
             self.manifest.node.add_dependency(dependency)
         self.role: iam.Role | None = None
-        if config.limits.group_idle_s is not None and hyperpod_cluster_arn and execution_role_arn:
+        if config.hyperpod_cluster and hyperpod_cluster_arn:
+            statements = (hyperpod_statements(hyperpod_cluster_arn, execution_role_arn)
+                          if config.scales_group and execution_role_arn else describe_statements(hyperpod_cluster_arn))
             self.role = pod_identity_role(
                 self, "Role", cluster_name=cluster.cluster_name, namespace=config.namespace, service_account=NAME,
-                statements=hyperpod_statements(hyperpod_cluster_arn, execution_role_arn))
+                statements=statements)
             identity = eks.CfnPodIdentityAssociation(self, "Identity", cluster_name=cluster.cluster_name,
                                                      namespace=config.namespace, service_account=NAME,
                                                      role_arn=self.role.role_arn)

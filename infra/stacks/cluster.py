@@ -157,9 +157,9 @@ class ClusterStack(Stack):
                 after=[self.node_waiter.resource, *core])
             for arn in settings.user_principal_arns:
                 join_users_group(self.eks, f"User{_short_hash(arn)}")
-        if settings.budget_usd_per_month or settings.max_deployed_hours:
+        if settings.budget_usd_per_month or settings.deploy_guard_hours:
             SpendingGuard(self, "Spending", name=settings.name, budget_usd_per_month=settings.budget_usd_per_month,
-                          alert_emails=settings.alert_emails, max_deployed_hours=settings.max_deployed_hours,
+                          alert_emails=settings.alert_emails, max_deployed_hours=settings.deploy_guard_hours,
                           deployed_at=settings.deployed_at,
                           warn_before_hours=settings.deploy_guard_warn_hours,
                           hyperpod_cluster_name=self.hyperpod.cluster_name,

@@ -108,5 +108,19 @@ def test_the_deploy_guard_saving_is_the_gpu_hours_it_cuts():
 
 
 def test_a_guard_saving_without_a_guard_says_how_to_set_one():
-    result = runner.invoke(app, ["cost", "--size", "blog", "--hours", "12", "--left-up-hours", "72"])
+    result = runner.invoke(app, ["cost", "--size", "blog", "--hours", "12", "--left-up-hours", "72",
+                                 "-c", "max_deployed_hours=0"])
     assert result.exit_code == 2 and "max_deployed_hours" in result.stderr
+
+
+def test_cost_shows_what_the_default_guard_caps_and_that_0_turns_it_off():
+    import re
+
+    guarded = runner.invoke(app, ["cost", "--size", "blog", "--hours", "14"])
+    assert guarded.exit_code == 0, guarded.output
+    line = next(line for line in guarded.stdout.splitlines() if line.startswith("deploy guard:"))
+    hourly, cap = (float(x.replace(",", "")) for x in re.search(
+        r"capped at \$([\d,.]+) \(\$([\d.]+)/h\)", line).groups()[::-1])
+    assert "16 h after the deploy" in line and abs(cap - 16 * hourly) < 0.01
+    off = runner.invoke(app, ["cost", "--size", "blog", "--hours", "14", "-c", "max_deployed_hours=0"])
+    assert "deploy guard: off (max_deployed_hours=0)" in off.stdout

@@ -83,7 +83,6 @@ def test_in_cluster_outside_a_pod_is_refused_up_front_in_one_line(tmp_path):
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--hyperpod-cluster", "skymaze"], "supervise.group_idle_s is not"),
         (["--set", "max_submissions=0"], "max_submissions=0: Input should be greater than or equal to 1"),
         (["--set", "max_submisions=3"], "unknown setting 'max_submisions'; did you mean max_submissions?"),
         (["--set", "backoff_base_s=5"], "unknown setting 'backoff_base_s'"),
@@ -139,7 +138,9 @@ def test_a_supervised_preflight_is_watched_to_the_end_once(ray_head, tmp_path):
     watched = runner.invoke(app, ["supervise", "--watch", "--once", "--handled-file", str(handled), *flags])
     assert watched.exit_code == 0, watched.output
     assert f"supervised 1 run(s): {job_id}" in watched.stdout
-    assert handled.read_text().split() == [job_id]
+    from workload.supervise.service import read_handled
+
+    assert read_handled(handled) == {job_id: "done after 1 submission(s)"}
     again = runner.invoke(app, ["supervise", "--watch", "--once", "--handled-file", str(handled), *flags])
     assert "supervised 0 run(s)" in again.stdout
 
@@ -156,3 +157,84 @@ def test_a_job_submitted_without_supervise_cannot_be_supervised(ray_head, tmp_pa
     assert "skymaze submit --supervise" in result.stderr
     newest = runner.invoke(app, ["status", *address])  # no job id: the newest job skymaze submitted
     assert newest.stdout.startswith(f"{job_id}: ") and f"job {job_id} (the newest one; run maze-blog)" in newest.stderr
+
+
+def _supervised_preflight(ray_head, tmp_path) -> str:
+    submitted = runner.invoke(app, ["submit", "--recipe", "blog", "--size", "blog", "--set", f"shared_root={tmp_path}",
+                                    "--preflight", "--supervise", "--address", ray_head.dashboard_url])
+    assert submitted.exit_code == 0, submitted.output
+    return submitted.stdout.split()[1]
+
+
+@pytest.mark.slow
+@pytest.mark.e2e
+def test_a_root_whose_job_spec_does_not_parse_is_recorded_and_the_next_run_is_still_supervised(ray_head, tmp_path):
+    from ray.job_submission import JobSubmissionClient
+
+    from workload.supervise.service import read_handled
+    from workload.supervise.settings import JOB_SPEC_KEY, SUPERVISE_KEY
+
+    client = JobSubmissionClient(ray_head.dashboard_url)
+    broken = client.submit_job(entrypoint="python -c pass", metadata={SUPERVISE_KEY: "root", JOB_SPEC_KEY: "{not json"})
+    good = _supervised_preflight(ray_head, tmp_path)  # submitted after the broken one: watched after it
+    handled = tmp_path / "handled.txt"
+    watched = runner.invoke(app, ["supervise", "--watch", "--once", "--handled-file", str(handled), "--set",
+                                  "release_workers=false", "--poll-s", "0.2", "--metrics-port", "0",
+                                  "--address", ray_head.dashboard_url])
+    assert watched.exit_code == 0, watched.output
+    summary = next(line for line in watched.stdout.splitlines() if line.startswith("supervised "))
+    assert good in summary.split() and broken not in summary.split(), summary
+    reasons = read_handled(handled)
+    assert reasons[good] == "done after 1 submission(s)"
+    assert reasons[broken].startswith(f"skipped: job {broken}'s 'skymaze_job_spec' metadata is not a job spec")
+    skipped = [json.loads(line) for line in watched.stderr.splitlines() if '"root_skipped"' in line]
+    assert [line["job_id"] for line in skipped] == [broken]
+
+
+@pytest.mark.slow
+@pytest.mark.e2e
+def test_watch_retries_the_ray_api_while_the_head_is_unreachable(ray_head, tmp_path):
+    """The dashboard refuses connections (a head restarting) for two calls: watch waits 2 s, then 4 s, then goes
+    on, instead of exiting."""
+    from ray.job_submission import JobSubmissionClient
+
+    from workload.supervise.service import backoff_s, watch
+    from workload.supervise.settings import SupervisorSettings
+    from workload.supervise.telemetry import Telemetry
+
+    client = JobSubmissionClient(ray_head.dashboard_url)
+    reachable = client._address
+    client._address = f"http://127.0.0.1:{_closed_port()}"  # real HTTP to a port nobody listens on
+    waits = []
+
+    def head_comes_back(seconds):
+        waits.append(seconds)
+        if len(waits) == 2:
+            client._address = reachable
+
+    import io
+
+    settings = SupervisorSettings(address=ray_head.dashboard_url, metrics_port=None, poll_s=0.2)
+    watch(settings, client, tmp_path / "handled.txt", Telemetry("", io.StringIO()), forever=False,
+          sleep=head_comes_back)
+    assert waits == [backoff_s(1), backoff_s(2)] == [2.0, 4.0]
+
+
+@pytest.mark.slow
+@pytest.mark.e2e
+def test_of_two_supervisors_of_one_run_only_the_first_resubmits(ray_head, tmp_path):
+    """Ray refuses a second job with the same submission id: the run's second submission is made once."""
+    from ray.job_submission import JobSubmissionClient
+
+    from workload.supervise.service import AnotherSupervisor, build_edges, resubmission_id
+    from workload.supervise.settings import SupervisorSettings
+
+    client = JobSubmissionClient(ray_head.dashboard_url)
+    root = _supervised_preflight(ray_head, tmp_path)
+    settings = SupervisorSettings(address=ray_head.dashboard_url, metrics_port=None)
+    laptop, in_cluster = (build_edges(settings, client, root) for _ in range(2))
+    assert laptop.submit() == resubmission_id(root, 2)
+    with pytest.raises(AnotherSupervisor, match=rf"resubmission {root}-r2 already exists, made by another supervisor"):
+        in_cluster.submit()
+    made = [j.submission_id for j in client.list_jobs() if j.submission_id.startswith(f"{root}-r")]
+    assert made == [f"{root}-r2"]

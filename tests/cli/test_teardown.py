@@ -51,8 +51,8 @@ def test_declining_the_confirmation_changes_nothing(tmp_path, monkeypatch):
     with mock_aws():
         result = runner.invoke(app, ["teardown", "--size", "small", "--cdk-bin", tools.cdk], input="n\n")
     assert result.exit_code == 1
-    assert "in account 123456789012, us-west-2?" in result.output
-    assert tools.calls() == []
+    assert "in account 123456789012, us-west-2; the buckets above are deleted?" in result.output
+    assert tools.calls() == ["cdk list -c profile=small"], "only discovery ran (`cdk list` changes nothing)"
 
 
 def test_full_teardown_runs_every_step_and_ends_with_next_command(tmp_path, monkeypatch):
@@ -67,7 +67,7 @@ def test_full_teardown_runs_every_step_and_ends_with_next_command(tmp_path, monk
     assert kubectl_calls and all(call.startswith("kubectl --context skymaze-admin ") for call in kubectl_calls)
     assert "[16/16] delete-retained-buckets" in result.output
     assert tools.calls()[-1] == "cdk destroy --all --force -c profile=blog"
-    assert (tmp_path / "state" / "teardown-blog.json").exists()
+    assert list((tmp_path / "state").iterdir()) == [], "a completed teardown leaves no state file behind"
     assert result.output.rstrip().endswith("skymaze cost --size blog --hours 12   # what the run cost, from the price table")
 
 
@@ -95,3 +95,61 @@ def test_make_destroy_and_deploy_run_these_commands(repo_root):
                              capture_output=True, text=True)
         assert dry.returncode == 0, dry.stderr
         assert f".venv/bin/{command}" in dry.stdout.splitlines()[-1]
+
+
+def _buckets(session) -> set[str]:
+    return {b["Name"] for b in session.client("s3").list_buckets()["Buckets"]}
+
+
+def test_a_kept_deployment_survives_the_default_teardown_of_another_one(tmp_path, monkeypatch):
+    """Deployment A (name skymaze) is torn down with --keep-data; then deployment B (-c name=maze2, the same size)
+    is torn down without it. B's teardown deletes B's buckets and never A's kept artifacts bucket."""
+    with mock_aws():
+        session = boto3.Session(region_name="us-west-2")
+        kept = build_aws_world(session, bucket_policy="Retain")
+        tools = install_fakes(tmp_path, monkeypatch, server=kept.endpoint, kinds={})
+        common = ["--size", "blog", "--yes", "--cdk-bin", tools.cdk, "--poll-s", "0.01",
+                  "--state-dir", str(tmp_path / "state")]
+        first = runner.invoke(app, ["teardown", *common, "--keep-data"])
+        assert first.exit_code == 0, first.output
+        for stack in ("SkymazeStorage", "SkymazeNetwork"):  # what `cdk destroy` does; Retain keeps the buckets
+            session.client("cloudformation").delete_stack(StackName=stack)
+        session.client("eks").delete_cluster(name="skymaze-eks")
+        other = build_aws_world(session, app="Maze2", cluster="maze2-eks")
+        tools.set_server(other.endpoint)
+        monkeypatch.setenv("FAKE_CDK_LIST", "Maze2Network\nMaze2Storage")
+        second = runner.invoke(app, ["teardown", *common, "-c", "name=maze2"])
+        assert second.exit_code == 0, second.output
+        left = _buckets(session)
+    assert kept.artifacts_bucket in left and kept.logs_bucket in left, second.output
+    assert other.artifacts_bucket not in left and other.logs_bucket not in left
+    assert kept.artifacts_bucket not in second.output
+
+
+def test_the_prompt_lists_each_bucket_with_its_objects_and_promoted_adapters(tmp_path, monkeypatch):
+    with mock_aws():
+        world = build_aws_world(boto3.Session(region_name="us-west-2"))
+        s3 = world.session.client("s3")
+        for name in ("maze-a", "maze-b"):
+            s3.put_object(Bucket=world.artifacts_bucket, Key=f"adapters/{name}/adapter_model.safetensors", Body=b"w")
+        tools = install_fakes(tmp_path, monkeypatch, server=world.endpoint, kinds={})
+        result = runner.invoke(app, ["teardown", "--size", "blog", "--cdk-bin", tools.cdk,
+                                     "--state-dir", str(tmp_path / "state")], input="n\n")
+    assert result.exit_code == 1
+    assert f"  {world.artifacts_bucket}: 3 object(s); promoted adapters: maze-a, maze-b" in result.output
+    assert f"  {world.logs_bucket}: 0 object(s); promoted adapters: none" in result.output
+    assert "buckets of this deployment (deleted):" in result.output
+    assert _cdk_changes(tools.calls()) == [] and not [c for c in tools.calls() if c.startswith("kubectl")]
+
+
+def _cdk_changes(calls) -> list[str]:
+    return [call for call in calls if call.startswith("cdk") and not call.startswith("cdk list")]
+
+
+def test_removal_retain_keeps_the_buckets_and_waits_for_the_export():
+    result = runner.invoke(app, ["teardown", "--size", "blog", "-c", "removal=retain", "--dry-run"])
+    assert result.exit_code == 0, result.output
+    assert "artifacts bucket: kept (removal=retain)" in result.output
+    assert "[delete-retained-buckets]" not in result.output
+    keys = re.findall(r"^\s*\d+\. \[([a-z0-9-]+)\]", result.output, flags=re.MULTILINE)
+    assert keys.index("drain-fsx-export") < keys.index("cdk-destroy")

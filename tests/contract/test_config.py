@@ -176,3 +176,22 @@ def test_the_recorded_defaults_are_skyrls():
         if expanded != _effective(key):
             wrong[key] = (ours, _effective(key))
     assert wrong == {}
+
+
+def test_a_skyrl_value_with_braces_reaches_skyrl_as_written():
+    """The recipe fills only its own placeholders; a regex's `{0,3}` arrives in SkyRL's config unchanged."""
+    recipe = load_recipe("blog", sets=["trainer.policy.model.lora.exclude_modules=.*visual.{0,3}"])
+    cfg = SkyRLTrainConfig.from_cli_overrides(recipe.overrides())
+    assert cfg.trainer.policy.model.lora.exclude_modules == ".*visual.{0,3}"
+    assert cfg.trainer.ckpt_path.startswith(recipe.run_dir)  # `{run_dir}` is still filled in
+
+
+def test_skyrl_resolves_an_interpolation_from_the_environment_which_the_recipe_refuses(monkeypatch):
+    """Why `${...}` is refused: SkyRL's own parser reads the job's environment into the config."""
+    from workload.config import ConfigError
+
+    monkeypatch.setenv("SKYMAZE_PROBE", "from-the-environment")
+    cfg = SkyRLTrainConfig.from_cli_overrides(["trainer.policy.model.lora.exclude_modules=${oc.env:SKYMAZE_PROBE}"])
+    assert cfg.trainer.policy.model.lora.exclude_modules == "from-the-environment"
+    with pytest.raises(ConfigError, match=r"exclude_modules='\$\{oc.env:HOME\}': OmegaConf would resolve"):
+        load_recipe("blog", sets=["trainer.policy.model.lora.exclude_modules=${oc.env:HOME}"])

@@ -65,10 +65,24 @@ def test_bad_unattended_settings_name_the_key(overrides, message):
         load_settings({"profile": "blog", **overrides})
 
 
-def test_without_guards_there_is_no_budget_and_the_supervisor_is_on_by_default():
+def test_by_default_the_supervisor_and_a_16_hour_guard_are_on_and_no_budget():
     from workload.deployment.settings import load_settings
 
     settings = load_settings({"profile": "blog"})
-    assert settings.supervisor and settings.budget_usd_per_month is None and settings.max_deployed_hours is None
+    assert settings.supervisor and settings.budget_usd_per_month is None and settings.deploy_guard_hours == 16.0
+    assert load_settings({"profile": "small", "max_deployed_hours": "0"}).deploy_guard_hours is None
     assert load_settings({"profile": "blog", "alert_emails": "a@example.com, b@example.com"}).alert_emails == (
         "a@example.com", "b@example.com")
+
+
+@pytest.mark.slow
+def test_a_default_gpu_deploy_has_the_guard_and_its_failure_alarm(synth):
+    """No setting given: the cluster stack scales the GPU group down 16 h after the deploy (README's 160-step run
+    takes about 14), and the guard's own errors raise an alarm on the alert topic."""
+    cluster = synth.templates["cluster"]
+    functions = [f for f in resources(cluster, "AWS::Lambda::Function").values()
+                 if "MAX_HOURS" in f["Properties"].get("Environment", {}).get("Variables", {})]
+    assert [f["Properties"]["Environment"]["Variables"]["MAX_HOURS"] for f in functions] == ["16.0"]
+    _, alarm = one(cluster, "AWS::CloudWatch::Alarm")
+    assert alarm["Properties"]["MetricName"] == "Errors" and len(alarm["Properties"]["AlarmActions"]) == 1
+    assert not resources(cluster, "AWS::Budgets::Budget")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -99,3 +100,66 @@ def test_files_and_folders_get_the_permissions_the_umask_gives(tmp_path, umask, 
         ["a.txt", "b.json", "c.bin", "d.pt"], file_mode
     )
     assert stat.S_IMODE(folder.stat().st_mode) == dir_mode
+
+
+class _Crash(BaseException):
+    """The process dies: this call and every later one never happen."""
+
+
+def _crash_at(monkeypatch, call: int) -> list[str]:
+    """Make the ``call``-th file-system change of write_dir_atomic (and every one after it) a crash."""
+    import shutil
+
+    import workload.files as files
+
+    seen = []
+    for owner, name in ((os, "rename"), (os, "replace"), (shutil, "rmtree"), (files, "_exchange")):
+        real = getattr(owner, name)
+
+        def wrapped(*args, _real=real, _name=name, **kwargs):
+            seen.append(_name)
+            if len(seen) >= call:
+                raise _Crash(_name)
+            return _real(*args, **kwargs)
+
+        monkeypatch.setattr(owner, name, wrapped)
+    return seen
+
+
+def _folder(path) -> dict[str, str]:
+    return {p.name: p.read_text() for p in path.iterdir()} if path.is_dir() else {}
+
+
+OLD = {"state.json": "old", "weights.bin": "old"}
+NEW = {"state.json": "new", "weights.bin": "new"}
+
+
+@pytest.mark.parametrize("swap", [True, False], ids=["exchange", "two-renames"])
+def test_a_crash_at_any_point_of_the_folder_swap_leaves_the_old_or_the_new_folder(tmp_path, monkeypatch, swap):
+    import workload.files as files
+
+    if not swap:  # a system without renameat2 (macOS, musl)
+        monkeypatch.setattr(files, "_renameat2", lambda: None)
+    elif files._renameat2() is None:
+        pytest.skip("this system's libc has no renameat2")
+
+    def fill(folder, content):
+        for name, text in content.items():
+            (folder / name).write_text(text)
+
+    for call in range(1, 8):
+        target = tmp_path / str(call) / "global_step_20"
+        write_dir_atomic(target, lambda tmp: fill(tmp, OLD))
+        with monkeypatch.context() as patch:
+            seen = _crash_at(patch, call)
+            with contextlib.suppress(_Crash):
+                write_dir_atomic(target, lambda tmp: fill(tmp, NEW))
+        if not swap and not target.exists():  # the crash came between the two renames: the old folder is aside
+            assert _folder(target.with_name(".global_step_20.old")) == OLD, seen
+
+            def fails(_tmp):
+                raise RuntimeError("the next write fails too")
+
+            with pytest.raises(RuntimeError):
+                write_dir_atomic(target, fails)  # ... and the next write puts it back before anything else
+        assert _folder(target) in (OLD, NEW), (call, seen)

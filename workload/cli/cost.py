@@ -48,6 +48,7 @@ def cost(
     Example:  skymaze cost --size blog --hours 12 --left-up-hours 72 --guard-hours 14
     """
     import datetime
+    import math
 
     from workload.ops.cost import Usage, estimate_cost, guard_saving, render_report
     from workload.ops.prices import DEFAULT_PRICES_PATH, load_prices
@@ -55,6 +56,10 @@ def cost(
 
     given_c = list(context)
     profile, context = resolve_size(profile, context)
+    for flag, value in (("--hours", hours), ("--nat-gb", nat_gb), ("--artifacts-gib", artifacts_gib),
+                        ("--left-up-hours", left_up_hours), ("--guard-hours", guard_hours)):
+        if value is not None and not (math.isfinite(value) and value >= 0):
+            raise UsageError(f"{flag} {value}: give a finite number >= 0, e.g. {flag} 12")
     try:
         day = datetime.date.fromisoformat(on) if on else datetime.date.today()
     except ValueError:
@@ -72,19 +77,25 @@ def cost(
         given = {"nat_gb_per_run": nat_gb, "amp_active_series": amp_series, "artifacts_gib": artifacts_gib}
         usage = Usage(**{key: value for key, value in given.items() if value is not None})
         report = estimate_cost(shape_for(settings), table, hours=hours, usage=usage, on=day)
-        limit = guard_hours or getattr(settings, "max_deployed_hours", None)
+        limit = guard_hours or settings.deploy_guard_hours
         if left_up_hours is not None and limit is None:
-            raise ValueError("no deploy guard to price: pass --guard-hours or deploy with -c max_deployed_hours=H")
-        saving = None
+            raise ValueError("no deploy guard to price: pass --guard-hours or deploy with -c max_deployed_hours=H "
+                             "(0 turns it off)")
+        saving = cap = None
+        if limit:
+            cap = guard_saving(shape_for(settings), table, left_up_hours=limit, guard_hours=limit)
         if left_up_hours:
             saving = guard_saving(shape_for(settings), table, left_up_hours=left_up_hours, guard_hours=limit)
     except (ValueError, KeyError) as exc:  # settings (SettingsError is one), the price table, the hours
         raise UsageError(str(exc).strip("'\"")) from None
     if as_json:
         print_json({**vars(report), "usd_per_hour": report.usd_per_hour, "usd_per_run": report.usd_per_run,
-                    "has_estimates": report.has_estimates, "guard_saving": saving})
+                    "has_estimates": report.has_estimates, "guard_saving": saving,
+                    "guard_cap_usd": cap.usd_cap if cap else None})
         return
     typer.echo(render_report(report))
+    typer.echo(f"\n{cap.render_cap()}" if cap else "\ndeploy guard: off (max_deployed_hours=0): the GPU nodes bill "
+               "until teardown")
     if saving:
         typer.echo(f"\n{saving.render()}")
     next_step(f"skymaze deploy --size {profile}")

@@ -348,7 +348,7 @@ def supervise(
     gpu_group: str = typer.Option(RAY_GPU_GROUP, "--gpu-group", help="Its GPU worker group."),
     expected_workers: int = typer.Option(None, "--expected-workers", help="GPU workers the run needs (default: the group's replicas; locally: Ray's worker nodes)."),
     sets: list[str] = typer.Option([], RECIPE_FLAG, metavar="KEY=VALUE", help=LIMITS_HELP),
-    hyperpod_cluster: str = typer.Option(None, "--hyperpod-cluster", help="HyperPod cluster whose GPU group to scale down (needs --set group_idle_s=SECONDS)."),
+    hyperpod_cluster: str = typer.Option(None, "--hyperpod-cluster", help="HyperPod cluster whose GPU group to read (scaled to 0: the run ends) and, with --set group_idle_s=SECONDS, scale down."),
     hyperpod_group: str = typer.Option(HYPERPOD_GPU_GROUP, "--hyperpod-group", help="Its GPU instance group."),
     metrics_port: int = typer.Option(SUPERVISOR_METRICS_PORT, "--metrics-port", help="Serve Prometheus /metrics here (0: off)."),
     metrics_host: str = typer.Option("127.0.0.1", "--metrics-host", help="In the pod: 0.0.0.0, so the scraper reaches it."),

@@ -76,6 +76,10 @@ NODE_VOLUME_GIB = 500
 # The deploy guard e-mails this long before it scales the GPU group down, or halfway through a shorter
 # max_deployed_hours (1 h: a warning after 30 min; infra/MANUAL_TEST.md runs it so).
 DEPLOY_GUARD_WARN_HOURS = 2.0
+# The deploy guard is on unless turned off (max_deployed_hours=0): GPU groups scale to 0 this long after the
+# deploy. README's 160-step blog run is about 14 h from deploy to teardown (3 h deploy, 10 h training, 45 min
+# teardown); 16 h leaves it 2 h.
+DEFAULT_MAX_DEPLOYED_HOURS = 16.0
 # The cluster endpoint's vLLM LoRA slots: adapters one batch mixes (vLLM max_loras) and adapters a
 # replica keeps loaded (Serve's LRU, vLLM max_cpu_loras); a batch mixes only adapters the replica holds.
 ENDPOINT_MAX_LORAS = 4
@@ -203,8 +207,9 @@ class Settings(ConfigModel):
                                                "alert_emails (unset: none).")
     alert_emails: tuple[str, ...] = Field((), description="E-mail addresses (comma-separated) of the budget and "
                                           "deploy-guard alerts.")
-    max_deployed_hours: float | None = Field(default=None, gt=0, description="Hours after which the deploy guard "
-                                             "scales the GPU group to 0 (unset: no guard).")
+    max_deployed_hours: float = Field(default=DEFAULT_MAX_DEPLOYED_HOURS, ge=0, allow_inf_nan=False,
+                                      description="Hours after the deploy at which the deploy guard scales the GPU "
+                                      "group to 0 (16: README's 160-step run fits; 0: no guard).")
     # The HyperPod Ray endpoint (README "Reaching Ray"): a public, authenticated dashboard per Ray cluster
     # for `sagemaker_ray://` addresses; off, Ray is reached by `kubectl port-forward` as before.
     ray_endpoint: bool = Field(False, description="Install the HyperPod Ray endpoint operator (and the SageMaker "
@@ -368,8 +373,8 @@ class Settings(ConfigModel):
 
     @model_validator(mode="after")
     def _spending_guard(self) -> Settings:
-        if (self.budget_usd_per_month or self.max_deployed_hours) and not self.alert_emails:
-            raise ValueError("budget_usd_per_month / max_deployed_hours alert by e-mail: set alert_emails=you@example.com")
+        if self.budget_usd_per_month and not self.alert_emails:
+            raise ValueError("budget_usd_per_month alerts by e-mail: set alert_emails=you@example.com")
         return self
 
     @model_validator(mode="after")
@@ -500,9 +505,14 @@ class Settings(ConfigModel):
     def deploy_guard_warn_hours(self) -> float:
         """Hours before the deploy guard's scale-down that it e-mails a warning (DEPLOY_GUARD_WARN_HOURS, or
         half of a shorter max_deployed_hours)."""
-        if self.max_deployed_hours is None:
+        if not self.max_deployed_hours:
             return DEPLOY_GUARD_WARN_HOURS
         return min(DEPLOY_GUARD_WARN_HOURS, self.max_deployed_hours / 2)
+
+    @property
+    def deploy_guard_hours(self) -> float | None:
+        """Hours after which the deploy guard scales the GPU group down; None when turned off (0)."""
+        return self.max_deployed_hours or None
 
     @property
     def creates_vpc(self) -> bool:

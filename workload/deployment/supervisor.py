@@ -70,7 +70,12 @@ def limit_args(limits: SupervisorLimits) -> list[str]:
     return [arg for name in names for arg in _set(limits, name)]
 
 
+def watch_args(hyperpod_cluster: str) -> list[str]:
+    """The options that let the supervisor read ``hyperpod_cluster``'s GPU group: a run whose group was scaled to 0
+    (the deploy guard) ends at once instead of waiting ``node_wait_timeout_s`` for nodes that cannot come."""
+    return ["--hyperpod-cluster", hyperpod_cluster, "--hyperpod-group", HYPERPOD_GPU_GROUP]
+
+
 def group_args(limits: SupervisorLimits, hyperpod_cluster: str) -> list[str]:
     """The options that let the supervisor scale ``hyperpod_cluster``'s GPU group after ``group_idle_s``."""
-    return [*_set(limits, "group_idle_s"), "--hyperpod-cluster", hyperpod_cluster, "--hyperpod-group",
-            HYPERPOD_GPU_GROUP, *_set(limits, "group_idle_count")]
+    return [*_set(limits, "group_idle_s"), *watch_args(hyperpod_cluster), *_set(limits, "group_idle_count")]

@@ -24,17 +24,20 @@ import numpy as np
 WALL = 1
 FLOOR = 0
 MIN_SIZE = 5
+# Largest board: 163 cells at VisGym's 25 px is the largest frame drawn (render.MAX_FRAME_SIDE_PX, 4096 px), and
+# Wilson's walk over 163x163 takes about 2 s on one core (255: 5 s, 4001: minutes).
+MAX_SIZE = 163
 WILSON_SEED_BOUND = 2**32  # VisGym: WilsonMazeGenerator(seed=int(np_random.integers(2**32)))
 # Wilson walk directions as (row, col) steps, in VisGym's order (its randint(0, 3) indexes this).
 _WALK_STEPS = ((0, 1), (1, 0), (0, -1), (-1, 0))
 
 
 def check_size(size: int) -> int:
-    """Return ``size`` if it is an odd int >= 5 (VisGym: easy 9, hard 11), else raise ValueError."""
-    if isinstance(size, bool) or not isinstance(size, int) or size < MIN_SIZE or size % 2 == 0:
-        raise ValueError(
-            f"maze size must be an odd integer >= {MIN_SIZE} (9 = VisGym easy, 11 = hard), got {size!r}"
-        )
+    """Return ``size`` if it is an odd int from 5 to ``MAX_SIZE`` (VisGym: easy 9, hard 11), else raise ValueError."""
+    if (isinstance(size, bool) or not isinstance(size, int) or not MIN_SIZE <= size <= MAX_SIZE
+            or size % 2 == 0):
+        raise ValueError(f"maze size must be an odd integer from {MIN_SIZE} to {MAX_SIZE} (9 = VisGym easy, "
+                         f"11 = hard), got {size!r}")
     return size
 
 

@@ -15,6 +15,9 @@ import numpy as np
 
 # VisGym maze_2d: `_window_pixel_size = 25` and its colours.
 DEFAULT_CELL_PX = 25
+# Largest frame side drawn: 4096 px is a 48 MiB RGB frame (VisGym's 9x9 and 11x11 boards at 25 px are 225 and
+# 275 px); a bigger board or cell is refused before any memory is taken.
+MAX_FRAME_SIDE_PX = 4096
 BACKGROUND_RGB = (255, 255, 255)
 WALL_RGB = (169, 169, 169)
 TARGET_RGB = (255, 0, 0)
@@ -60,6 +63,10 @@ class Canvas:
     def __init__(self, height_cells: int, width_cells: int, *, cell_px: int = DEFAULT_CELL_PX):
         if isinstance(cell_px, bool) or not isinstance(cell_px, int) or cell_px < 1:
             raise ValueError(f"cell_px must be a positive int (VisGym draws 25), got {cell_px!r}")
+        if max(height_cells, width_cells) * cell_px > MAX_FRAME_SIDE_PX:
+            raise ValueError(f"a {height_cells}x{width_cells} board at {cell_px} px a cell is "
+                             f"{max(height_cells, width_cells) * cell_px} px a side, over the {MAX_FRAME_SIDE_PX} px "
+                             f"drawn at most: at most {MAX_FRAME_SIDE_PX // cell_px} cells at {cell_px} px")
         self.cell_px = cell_px
         self.shape_cells = (height_cells, width_cells)
         self.frame = np.empty((height_cells * cell_px, width_cells * cell_px, 3), dtype=np.uint8)

@@ -53,14 +53,24 @@ def _existing(stacks: list[str], describe):
 
 
 def stack_resources(session, stacks: list[str], resource_type: str) -> list[StackResource]:
-    """Every resource of ``resource_type`` in ``stacks``; stacks that are gone are skipped."""
+    """Every resource of ``resource_type`` in ``stacks`` (names, or stack ids: CloudFormation answers for a
+    deleted stack by its id, retained resources included); stacks that are gone are skipped."""
     cfn = session.client("cloudformation")
     found = []
     for stack, described in _existing(stacks, lambda name: cfn.describe_stack_resources(StackName=name)):
         resources = described["StackResources"]
-        found += [StackResource(stack, r["LogicalResourceId"], r.get("PhysicalResourceId", ""), r["ResourceType"])
+        found += [StackResource(r.get("StackName", stack), r["LogicalResourceId"], r.get("PhysicalResourceId", ""),
+                                r["ResourceType"])
                   for r in resources if r["ResourceType"] == resource_type]
     return found
+
+
+def stack_ids(session, stacks: list[str]) -> dict[str, str]:
+    """``{name: stack id}`` of each of ``stacks`` that exists now. The id (an ARN with a unique suffix) names one
+    stack for good: after its deletion CloudFormation still describes it, and its resources, by that id."""
+    cfn = session.client("cloudformation")
+    return {name: described["Stacks"][0]["StackId"]
+            for name, described in _existing(stacks, lambda name: cfn.describe_stacks(StackName=name))}
 
 
 def deletion_policy(session, resource: StackResource) -> str:
@@ -241,6 +251,68 @@ def empty_and_delete_bucket(session, name: str) -> bool:
             s3.delete_objects(Bucket=name, Delete={"Objects": keys, "Quiet": True})
     s3.delete_bucket(Bucket=name)
     return True
+
+
+ADAPTERS_PREFIX = "adapters/"  # s3://<artifacts bucket>/adapters/NAME/ (workload/cli/promote.py)
+INVENTORY_MAX_OBJECTS = 100_000  # counting stops here ("100000+"): a prompt must not page a huge bucket for minutes
+
+
+@dataclass(frozen=True)
+class BucketInventory:
+    """What a bucket holds, for the teardown prompt: current objects (at most ``INVENTORY_MAX_OBJECTS``
+    counted) and the names of the adapters promoted into it."""
+
+    name: str
+    exists: bool
+    objects: int = 0
+    more: bool = False
+    adapters: tuple[str, ...] = ()
+
+    def line(self) -> str:
+        if not self.exists:
+            return f"{self.name}: already gone"
+        count = f"{self.objects}{'+' if self.more else ''} object(s)"
+        adapters = ", ".join(self.adapters) if self.adapters else "none"
+        return f"{self.name}: {count}; promoted adapters: {adapters}"
+
+
+def bucket_inventory(session, name: str, *, max_objects: int = INVENTORY_MAX_OBJECTS) -> BucketInventory:
+    """Count ``name``'s current objects (up to ``max_objects``) and list its promoted adapters."""
+    if not bucket_exists(session, name):
+        return BucketInventory(name, exists=False)
+    s3 = session.client("s3")
+    objects, more = 0, False
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=name):
+        objects += page.get("KeyCount", len(page.get("Contents", [])))
+        if objects >= max_objects:
+            objects, more = max_objects, bool(page.get("IsTruncated")) or objects > max_objects
+            break
+    adapters = []
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=name, Prefix=ADAPTERS_PREFIX, Delimiter="/"):
+        adapters += [p["Prefix"][len(ADAPTERS_PREFIX):].rstrip("/") for p in page.get("CommonPrefixes", [])]
+    return BucketInventory(name, exists=True, objects=objects, more=more, adapters=tuple(sorted(adapters)))
+
+
+# FSx for Lustre publishes the age of the oldest change waiting for automatic export (AWS/FSx, dimension
+# FileSystemId); AWS's DeleteFileSystem guidance: it must be zero before deleting, or queued changes are lost
+# (https://docs.aws.amazon.com/fsx/latest/APIReference/API_DeleteFileSystem.html).
+EXPORT_QUEUE_METRIC = ("AWS/FSx", "AgeOfOldestQueuedMessage")
+EXPORT_QUEUE_WINDOW_S = 600  # the datapoints read: FSx publishes the metric every minute
+
+
+def export_queue_age_s(session, file_system_id: str, *, now) -> float | None:
+    """The newest ``AgeOfOldestQueuedMessage`` (seconds; 0: nothing waits for export) of ``file_system_id``
+    within ``EXPORT_QUEUE_WINDOW_S`` before ``now`` (an aware datetime); None when FSx published none."""
+    import datetime as _dt
+
+    namespace, metric = EXPORT_QUEUE_METRIC
+    points = session.client("cloudwatch").get_metric_statistics(
+        Namespace=namespace, MetricName=metric, Dimensions=[{"Name": "FileSystemId", "Value": file_system_id}],
+        StartTime=now - _dt.timedelta(seconds=EXPORT_QUEUE_WINDOW_S), EndTime=now + _dt.timedelta(seconds=60),
+        Period=60, Statistics=["Maximum"])["Datapoints"]
+    if not points:
+        return None
+    return float(max(points, key=lambda p: p["Timestamp"])["Maximum"])
 
 
 def iam_principal_arn(caller_arn: str, iam_client=None) -> str:

@@ -215,6 +215,16 @@ class GuardSaving:
     def usd_saved(self) -> float:
         return self.hours_saved * self.gpu_usd_per_hour
 
+    @property
+    def usd_cap(self) -> float:
+        """The most the GPU nodes bill in one deployment: ``guard_hours`` of them."""
+        return self.guard_hours * self.gpu_usd_per_hour
+
+    def render_cap(self) -> str:
+        return (f"deploy guard: GPU nodes scaled to 0 {self.guard_hours:g} h after the deploy; their bill is capped "
+                f"at ${self.usd_cap:,.2f} (${self.gpu_usd_per_hour:.2f}/h); the head node, FSx, EKS and NAT bill "
+                "until teardown (-c max_deployed_hours=H changes the limit, 0 turns the guard off)")
+
     def render(self) -> str:
         if not self.hours_saved:
             return f"deploy guard ({self.guard_hours:g} h): left up {self.left_up_hours:g} h, the guard never fires"

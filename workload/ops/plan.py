@@ -24,6 +24,10 @@ KUBE_KINDS = (
 DEFAULT_KUBE_TIMEOUT_S = 600
 DEFAULT_AWS_TIMEOUT_S = 900
 DEFAULT_POLL_INTERVAL_S = 10.0
+# How long a teardown that keeps the data waits for FSx to finish exporting /shared/runs to S3 before it
+# stops (nothing deleted yet; rerun to wait again): an hour drains tens of GiB of checkpoints at FSx's
+# export rates; 0 skips the wait and says so.
+DEFAULT_EXPORT_TIMEOUT_S = 3600
 
 
 @dataclass(frozen=True)
@@ -34,11 +38,24 @@ class TeardownTarget:
     region: str
     app_name: str                       # prefix of the app's stacks and of the EKS cluster name
     keep_data: bool = False
+    retain_data: bool = False           # settings removal=retain: `cdk destroy` keeps the buckets; teardown too
     stacks: tuple[str, ...] = ()        # the app's stacks in deploy order; empty: `cdk destroy --all`
     overrides: tuple[tuple[str, str], ...] = ()  # the `-c KEY=VALUE` settings the profile was deployed with
     existing_eks_cluster: str | None = None  # settings eks_cluster_name: a cluster the app did not create
     ray_namespace: str = RAY_NAMESPACE  # settings ray_namespace
     existing_vpc: str | None = None     # settings vpc_id: a VPC the app did not create (it outlives the stacks)
+
+    @property
+    def keeps_data(self) -> bool:
+        """Whether the buckets outlive the teardown: --keep-data, or a deployment with removal=retain."""
+        return self.keep_data or self.retain_data
+
+    @property
+    def data_fate(self) -> str:
+        """What happens to the buckets, in words (the plan's header and the last line)."""
+        if self.keep_data:
+            return "kept (--keep-data)"
+        return "kept (removal=retain)" if self.retain_data else "deleted"
 
     @property
     def eks_cluster_name(self) -> str:
@@ -125,6 +142,11 @@ def _aws_steps() -> list[Step]:
 def build_teardown_plan(target: TeardownTarget) -> list[Step]:
     """The ordered steps that tear ``target`` down; see the module docstring for the order."""
     steps = _kube_steps(target.kube_namespace) + _aws_steps()
+    if target.keeps_data:
+        steps.append(Step("drain-fsx-export", "drain_fsx_export",
+                          "wait until FSx has exported every change of /shared/runs to the artifacts bucket "
+                          "(AgeOfOldestQueuedMessage is 0, AWS's check before DeleteFileSystem): `cdk destroy` "
+                          "deletes the file system and with it whatever is still queued"))
     if target.keep_data:
         steps.append(Step("retain-artifacts", "retain_artifacts_bucket",
                           "make sure the artifacts bucket's DeletionPolicy is Retain (redeploy the stack that "
@@ -149,17 +171,17 @@ def build_teardown_plan(target: TeardownTarget) -> list[Step]:
     steps.append(Step("delete-log-groups", "delete_log_groups",
                       "delete the log groups AWS created outside CloudFormation: Lambda functions of the app's "
                       "stacks, the EKS control plane, the HyperPod cluster's nodes"))
-    if not target.keep_data:
+    if not target.keeps_data:
         steps.append(Step("delete-retained-buckets", "delete_retained_buckets",
-                          "empty and delete the app's buckets (artifacts with the promoted adapters and exported "
-                          "runs, access logs) that survived `cdk destroy` because they were deployed with "
-                          "removal=retain; --keep-data keeps them"))
+                          "empty and delete the buckets of this deployment's stacks (artifacts with the promoted "
+                          "adapters and exported runs, access logs) that survived `cdk destroy`; --keep-data or "
+                          "removal=retain keeps them"))
     return steps
 
 
 def render_plan(target: TeardownTarget, steps: list[Step]) -> str:
     """Numbered, human-readable plan for ``--dry-run``."""
-    data = "kept (--keep-data)" if target.keep_data else "deleted"
+    data = target.data_fate
     lines = [
         f"Teardown plan for profile {target.profile!r} ({target.app_name}, {target.region}); "
         f"artifacts bucket: {data}",

@@ -57,7 +57,8 @@ def target_for(settings: Settings, *, overrides: tuple[tuple[str, str], ...] = (
                keep_data: bool = False) -> TeardownTarget:
     """What ``skymaze teardown`` acts on for these settings."""
     return TeardownTarget(profile=settings.profile, region=settings.region, app_name=settings.name,
-                          keep_data=keep_data, overrides=overrides, existing_eks_cluster=settings.eks_cluster_name,
+                          keep_data=keep_data, retain_data=not settings.destroy_data, overrides=overrides,
+                          existing_eks_cluster=settings.eks_cluster_name,
                           ray_namespace=RAY_NAMESPACE, existing_vpc=settings.vpc_id)
 
 

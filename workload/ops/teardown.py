@@ -1,13 +1,17 @@
 """Run a teardown plan: each step once, in order, stopping at the first failure with a clear message.
 
 What the steps act on is discovered at the start: the app's stacks from `cdk list` (exactly this
-app's, never another deployment's), then their EKS cluster, VPC and buckets from CloudFormation.
-It is saved to a small state file, so that a rerun after `cdk destroy` removed some stacks still
-knows the VPC to check and the buckets to delete.
+app's, never another deployment's), then their EKS cluster, VPC, file systems and buckets from
+CloudFormation. The stacks' ids are saved to a state file of this deployment alone (name, region,
+account: ``state_file_name``), so that a rerun after `cdk destroy` removed some stacks still reads
+them: CloudFormation describes a deleted stack's resources by its id. A bucket is deleted only when
+this run's reading of this deployment's stacks names it; the state file is removed when a teardown
+completes.
 """
 
 from __future__ import annotations
 
+import datetime
 import json
 import re
 import time
@@ -32,6 +36,7 @@ from workload.ops.kube import (
 )
 from workload.ops.plan import (
     DEFAULT_AWS_TIMEOUT_S,
+    DEFAULT_EXPORT_TIMEOUT_S,
     DEFAULT_KUBE_TIMEOUT_S,
     DEFAULT_POLL_INTERVAL_S,
     Step,
@@ -53,6 +58,13 @@ class Waits:
     kube_timeout_s: float = DEFAULT_KUBE_TIMEOUT_S
     aws_timeout_s: float = DEFAULT_AWS_TIMEOUT_S
     poll_interval_s: float = DEFAULT_POLL_INTERVAL_S
+    export_timeout_s: float = DEFAULT_EXPORT_TIMEOUT_S
+
+
+def state_file_name(app_name: str, region: str, account: str) -> str:
+    """The state file of one deployment: settings ``name`` in one region of one account. Two deployments
+    never share one, whatever their size."""
+    return f"teardown-{app_name}-{region}-{account}.json"
 
 
 @dataclass
@@ -60,6 +72,7 @@ class Discovered:
     """What teardown acts on; saved between runs so that a rerun after partial deletion still knows it."""
 
     stacks: list[str] = field(default_factory=list)
+    stack_ids: dict[str, str] = field(default_factory=dict)  # name -> id of each stack of this deployment seen live
     cluster_name: str | None = None
     vpc_id: str | None = None
     artifacts_bucket: str | None = None
@@ -95,26 +108,29 @@ def poll_until_empty(check: Callable[[], list], *, timeout_s: float, interval_s:
 
 
 def discover(stacks: list[str], session, saved: Discovered, image_parameters: list[str] = ()) -> Discovered:
-    """Find the EKS cluster, VPC, buckets and images of ``stacks``; keep saved values for what is already gone."""
-    found = Discovered(**asdict(saved))
-    found.stacks = stacks
-    clusters = aws.stack_resources(session, stacks, "AWS::EKS::Cluster")
+    """Find the EKS cluster, VPC, file systems, buckets and images of ``stacks`` (this deployment's, from
+    `cdk list`), reading each stack by its id: the live ones' and those ``saved`` saw live before they were
+    deleted. Buckets and file systems come only from that reading, never from the saved lists."""
+    stack_ids = {name: sid for name, sid in saved.stack_ids.items() if name in stacks}
+    stack_ids.update(aws.stack_ids(session, stacks))
+    read = [stack_ids.get(name, name) for name in stacks]
+    found = Discovered(stacks=stacks, stack_ids=stack_ids, vpc_id=saved.vpc_id, images=saved.images)
+    clusters = aws.stack_resources(session, read, "AWS::EKS::Cluster")
     # The cluster stack names its EKS cluster `<name>-eks` (infra settings `name`).
     found.cluster_name = clusters[0].physical_id if clusters else saved.cluster_name
-    vpcs = aws.stack_resources(session, stacks, "AWS::EC2::VPC")
+    vpcs = aws.stack_resources(session, read, "AWS::EC2::VPC")
     if vpcs:
         found.vpc_id = vpcs[0].physical_id
-    all_buckets = aws.stack_resources(session, stacks, "AWS::S3::Bucket")
-    if all_buckets:
-        found.buckets = sorted({b.physical_id for b in all_buckets} | set(saved.buckets))
+    all_buckets = aws.stack_resources(session, read, "AWS::S3::Bucket")
+    found.buckets = sorted({b.physical_id for b in all_buckets})
     buckets = [b for b in all_buckets if ARTIFACTS_LOGICAL_ID.search(b.logical_id)]
     if buckets:
         found.artifacts_bucket = buckets[0].physical_id
         found.artifacts_stack, found.artifacts_logical_id = buckets[0].stack, buckets[0].logical_id
-    elif not found.artifacts_bucket:  # adopted from an earlier deploy (reuse_artifacts_bucket): only an output
-        found.artifacts_bucket = aws.stack_output(session, stacks, ARTIFACTS_OUTPUT)
-    file_systems = aws.stack_resources(session, stacks, "AWS::FSx::FileSystem")
-    found.file_systems = sorted({f.physical_id for f in file_systems} | set(saved.file_systems))
+    else:  # adopted from an earlier deploy (reuse_artifacts_bucket): only an output of this deployment's stack
+        found.artifacts_bucket = aws.stack_output(session, read, ARTIFACTS_OUTPUT)
+    file_systems = aws.stack_resources(session, read, "AWS::FSx::FileSystem")
+    found.file_systems = sorted({f.physical_id for f in file_systems})
     found.images = sorted(set(aws.image_uris(session, image_parameters)) | set(saved.images))
     return found
 
@@ -136,8 +152,8 @@ class TeardownExecutor:
         self._kube_enabled = True
         self.found = Discovered()
 
-    def run(self, steps: list[Step]) -> None:
-        """Discover, then run every step in order; the first failure raises ``TeardownError``."""
+    def discover(self) -> Discovered:
+        """Read this deployment's stacks (see ``discover``), save what was found, and return it."""
         saved = Discovered.load(self._state_path)
         try:  # exactly this app's stacks (a shared name prefix must never pull in another deployment)
             stacks = list(self.target.stacks) or list_stacks(self._cdk, self.target.cdk_context)
@@ -147,9 +163,25 @@ class TeardownExecutor:
         self.found = discover(stacks, self._session, saved, images)
         self.found.cluster_name = self.found.cluster_name or self.target.eks_cluster_name
         self.found.save(self._state_path)
+        return self.found
+
+    @property
+    def buckets(self) -> list[str]:
+        """The buckets this run's discovery tied to this deployment's stacks."""
+        return sorted(set(self.found.buckets) | ({self.found.artifacts_bucket} - {None}))
+
+    def run(self, steps: list[Step], *, discovered: bool = False) -> None:
+        """Discover (unless ``discovered``), then run every step in order; the first failure raises
+        ``TeardownError``. Once every step is done the state file goes: nothing is left for it to remember."""
+        if not discovered:
+            self.discover()
         self._echo(f"stacks: {', '.join(self.found.stacks) or '(none left)'}; EKS cluster: "
                    f"{self.found.cluster_name or '?'}; VPC: {self.found.vpc_id or '?'}; "
                    f"artifacts bucket: {self.found.artifacts_bucket or '?'}")
+        self._run_steps(steps)
+        self._state_path.unlink(missing_ok=True)
+
+    def _run_steps(self, steps: list[Step]) -> None:
         for number, step in enumerate(steps, start=1):
             self._echo(f"[{number}/{len(steps)}] {step.key}: {step.title}")
             try:
@@ -332,8 +364,40 @@ class TeardownExecutor:
         deleted = aws.delete_log_groups(self._session, prefixes)
         self._echo(f"  deleted {len(deleted)} log groups" + (f": {', '.join(deleted[:10])}" if deleted else ""))
 
+    def drain_fsx_export(self, step: Step) -> None:
+        """Wait, up to ``export_timeout_s``, until every file system's automatic-export queue is empty."""
+        if not self.found.file_systems:
+            self._echo("  no file system recorded: nothing to drain")
+            return
+        timeout_s = self._waits.export_timeout_s
+        if timeout_s <= 0:
+            self._echo(f"  --export-timeout-s 0: NOT waiting for the export of {', '.join(self.found.file_systems)}; "
+                       "changes still queued for export are lost with the file system")
+            return
+
+        def queued() -> list[str]:
+            now = datetime.datetime.now(datetime.UTC)
+            left = []
+            for file_system in self.found.file_systems:
+                age = aws.export_queue_age_s(self._session, file_system, now=now)
+                if age is None:
+                    left.append(f"{file_system} (no {aws.EXPORT_QUEUE_METRIC[1]} datapoint yet)")
+                elif age > 0:
+                    left.append(f"{file_system} (oldest change queued {age:g} s ago)")
+            return left
+
+        try:
+            poll_until_empty(queued, timeout_s=timeout_s, interval_s=self._waits.poll_interval_s,
+                             what="changes waiting for FSx's export to S3", sleep=self._sleep)
+        except TeardownError as exc:
+            raise TeardownError(
+                f"{exc}; nothing is deleted yet: rerun to wait longer (--export-timeout-s), check "
+                f"{aws.EXPORT_QUEUE_METRIC[1]} in CloudWatch ({aws.EXPORT_QUEUE_METRIC[0]}), or pass "
+                "--export-timeout-s 0 to delete the file system without waiting") from None
+        self._echo(f"  {', '.join(self.found.file_systems)}: every change is exported")
+
     def delete_retained_buckets(self, step: Step) -> None:
-        buckets = sorted(set(self.found.buckets) | ({self.found.artifacts_bucket} - {None}))
+        buckets = self.buckets
         if not buckets:
             self._echo("  no bucket recorded: nothing to delete")
         for bucket in buckets:

@@ -79,6 +79,22 @@ def from_shell(names: Sequence[str], environ: Mapping[str, str]) -> dict[str, st
     return values
 
 
+MAX_RUNTIME_ENV_DEPTH = 16  # Ray's runtime_env fields nest 3 levels at most (container.run_options, conda specs)
+TOO_DEEP = (f"--runtime-env-json is nested more than {MAX_RUNTIME_ENV_DEPTH} levels deep; Ray's runtime_env fields "
+            "are a few levels (pip, env_vars, working_dir, ...)")
+
+
+def _depth(value: object) -> int:
+    """How deep lists and objects nest in ``value`` (walked without recursion)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict | list):
+            deepest = max(deepest, depth)
+            stack += [(child, depth + 1) for child in (item.values() if isinstance(item, dict) else item)]
+    return deepest
+
+
 def parse_runtime_env(text: str | None) -> dict[str, object]:
     """``--runtime-env-json``: a JSON object Ray accepts as runtime_env, minus the keys skymaze sets."""
     if not text:
@@ -87,6 +103,10 @@ def parse_runtime_env(text: str | None) -> dict[str, object]:
         value = json.loads(text)
     except json.JSONDecodeError as err:
         raise JobEnvError(f"--runtime-env-json is not JSON ({err.msg} at column {err.colno})") from None
+    except RecursionError:  # the decoder nests one call a level
+        raise JobEnvError(TOO_DEEP) from None
+    if _depth(value) > MAX_RUNTIME_ENV_DEPTH:
+        raise JobEnvError(TOO_DEEP)
     if not isinstance(value, dict):
         raise JobEnvError("--runtime-env-json must be a JSON object, e.g. '{\"pip\": [\"rich\"]}'")
     reserved = [key for key in RESERVED_RUNTIME_ENV_KEYS if key in value]

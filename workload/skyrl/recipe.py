@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -71,10 +72,31 @@ RANGES: dict[str, tuple[float, float, bool]] = {
 }
 
 
+# The recipe's own placeholders in SkyRL text values; any other brace is the value's own (a regex such as
+# `.*visual.{0,3}`) and passes through untouched.
+PLACEHOLDER = re.compile(r"\{(shared_root|run_id|run_dir)\}")
+# OmegaConf resolves `${...}` in SkyRL's config when the job starts (SkyRLTrainConfig.from_cli_overrides builds it
+# with OmegaConf.from_cli): `${oc.env:NAME}` would read the trainer pod's environment into the config, and an
+# interpolation of a missing key fails only on the cluster. Refused here.
+INTERPOLATION = "${"
+# Keys the recipe reads itself (train_rows, epochs): a recipe without them cannot be resolved.
+REQUIRED_SKYRL_KEYS = ("trainer.train_batch_size",)
+
+
+def _texts(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    return [item for item in value if isinstance(item, str)] if isinstance(value, list) else []
+
+
 def skyrl_problems(values: dict[str, Any]) -> list[str]:
     """One line per SkyRL key SkyRL would refuse: unknown, of another type, or out of its range (``RANGES``)."""
     known, problems = load_known_keys(), []
     for key, value in values.items():
+        if any(INTERPOLATION in text for text in _texts(value)):
+            problems.append(f"{key}={value!r}: OmegaConf would resolve `${{...}}` on the cluster (oc.env reads the "
+                            "trainer pod's environment). Fix: write the value itself")
+            continue
         problem = derived_key_problem(key) or known.problem(key, value)
         low, high, low_allowed = RANGES.get(key, (-math.inf, math.inf, True))
         if problem is None and key in RANGES and value is not None and not (
@@ -149,15 +171,19 @@ class Recipe(config.ConfigModel):
     @model_validator(mode="before")
     @classmethod
     def _no_rehearsal_block(cls, data: Any) -> Any:
+        skyrl = data.get("skyrl") if isinstance(data, dict) else None
         if isinstance(data, dict) and (REHEARSAL_BLOCK in data or any(
-                str(key).split(".")[0] == REHEARSAL_BLOCK for key in data.get("skyrl") or {})):
+                str(key).split(".")[0] == REHEARSAL_BLOCK for key in (skyrl if isinstance(skyrl, dict) else {}))):
             raise ValueError(NO_REHEARSAL_BLOCK)
         return data
 
     @field_validator("skyrl")
     @classmethod
     def _typed(cls, values: dict[str, Any]) -> dict[str, Any]:
-        problems = skyrl_problems(values)
+        missing = [key for key in REQUIRED_SKYRL_KEYS if key not in values]
+        problems = [f"{key} is missing: the recipe sizes its epochs with it. Fix: set it, e.g. --set {key}=16 "
+                    "(--set skyrl=... replaces every SkyRL key; set one key instead)" for key in missing]
+        problems += skyrl_problems(values)
         if problems:
             raise ValueError("; ".join(problem.rstrip(".") for problem in problems))
         return values
@@ -245,7 +271,7 @@ class Recipe(config.ConfigModel):
 
 def _fill(value: Any, names: dict[str, str]) -> Any:
     if isinstance(value, str):
-        return value.format_map(names)
+        return PLACEHOLDER.sub(lambda match: names[match.group(1)], value)
     if isinstance(value, list):
         return [_fill(item, names) for item in value]
     return value

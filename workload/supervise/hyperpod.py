@@ -21,7 +21,17 @@ from typing import Any
 
 from workload.deployment.hyperpod import CARRIED, MIN_INSTANCE_COUNT, declared, group_count, update_request
 
-__all__ = ["CARRIED", "MIN_INSTANCE_COUNT", "HyperPodError", "declared", "group_count", "scale_group", "update_request"]
+__all__ = ["CARRIED", "MIN_INSTANCE_COUNT", "HyperPodError", "declared", "group_count", "scale_group", "target_count",
+           "update_request"]
+
+
+def target_count(described: dict[str, Any], group: str) -> int:
+    """The instances HyperPod is asked to keep in ``group`` (DescribeCluster's TargetCount; 0 once the deploy guard
+    or a person scaled it down), whatever runs now."""
+    for g in described.get("InstanceGroups", []):
+        if g["InstanceGroupName"] == group:
+            return int(g.get("TargetCount", g.get("CurrentCount", 0)))
+    raise ValueError(f"cluster {described.get('ClusterName')!r} has no instance group {group!r}")
 
 
 class HyperPodError(RuntimeError):

@@ -30,6 +30,8 @@ class Edges:
     checkpoint_step: Callable[[], int | None]
     release: Callable[[], str] | None = None
     scale_down_group: Callable[[], str] | None = None
+    group_released: Callable[[], bool] | None = None
+    """Whether the GPU group's target count is 0 (HyperPod DescribeCluster); None: not known here."""
     clock: Callable[[], float] = time.monotonic
     sleep: Callable[[float], None] = time.sleep
     last_expected: int = 0
@@ -55,6 +57,10 @@ def observe(edges: Edges, job_id: str, now_s: float) -> Observation:
     except Exception:  # same: a failed readiness read counts as no worker Ready
         ready, expected = 0, max(1, edges.last_expected)
     edges.last_expected = expected
+    try:
+        released = bool(edges.group_released and edges.group_released())
+    except Exception:  # unknown reads as not released: the node wait's own timeout still bounds it
+        released = False
     cause = causes.classify(view.status, view.message, view.log_tail)
     return Observation(
         now_s=now_s,
@@ -64,6 +70,7 @@ def observe(edges: Edges, job_id: str, now_s: float) -> Observation:
         step_reached=causes.last_step_logged(view.log_tail) if cause else None,
         ready_workers=ready,
         expected_workers=expected,
+        group_released=released,
     )
 
 

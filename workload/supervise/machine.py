@@ -84,6 +84,9 @@ class Observation:
     """Last step the job logged; with ``ckpt_step`` it gives the steps a failure lost."""
     ready_workers: int = 0
     expected_workers: int = 0
+    group_released: bool = False
+    """The HyperPod GPU group's target count is 0 (the deploy guard past max_deployed_hours, or a person): no node
+    comes back before a redeploy, so waiting for one only keeps the head billing."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -223,12 +226,20 @@ def _nodes_whole(obs: Observation) -> bool:
     return obs.ready_workers >= obs.expected_workers
 
 
+GROUP_RELEASED = ("the GPU group was scaled to 0 (the deploy guard past max_deployed_hours, or by hand): no node "
+                  "comes back before `skymaze deploy` brings the group back; then `skymaze supervise` resumes the run "
+                  "from its last checkpoint")
+
+
 def decide(state: State, obs: Observation, policy: Policy) -> tuple[State, Action]:
     """The next state and the one action to take now."""
     if state.phase in (Phase.ENDED, Phase.RELEASED, Phase.DONE):
         return _after_end(state, obs, policy)
     if state.phase is Phase.RUNNING:
         return _running(state, obs, policy)
+    if obs.group_released and not _nodes_whole(obs):  # BACKOFF or WAITING_FOR_NODES: nothing to wait for
+        waited = obs.now_s - state.waiting_since_s if state.waiting_since_s is not None else 0.0
+        return _end(state, obs, Kind.GIVE_UP, GROUP_RELEASED, waited_for_nodes_s=waited)
     if state.phase is Phase.BACKOFF:
         assert state.retry_at_s is not None
         if obs.now_s < state.retry_at_s:

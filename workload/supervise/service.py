@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -14,10 +16,22 @@ from workload.supervise.settings import JOB_SPEC_KEY, ROOT_KEY, SUPERVISE_KEY, S
 from workload.supervise.telemetry import Telemetry
 
 CKPT_MARKER = "latest_ckpt_global_step.txt"  # SkyRL's marker in trainer.ckpt_path
+# A failed Ray Jobs API call (the head restarting: its dashboard is down for a minute or two) is retried after
+# 2, 4, 8 ... s, at most 120 s apart; watch mode keeps retrying, `--once` gives up after ONCE_ATTEMPTS.
+RETRY_FIRST_S = 2.0
+RETRY_MAX_S = 120.0
+ONCE_ATTEMPTS = 5
+# A root whose supervision fails this many times in a row (an edge that never recovers) is recorded as handled
+# with the last error, so the runs after it are still supervised.
+MAX_ROOT_FAILURES = 3
 
 
 class SuperviseError(UsageError, RuntimeError):
     """The job cannot be supervised (no job spec, unknown job): exit 2; the message says what to do."""
+
+
+class AnotherSupervisor(SuperviseError):
+    """Another supervisor already acts on the run: this one refuses to."""
 
 
 def job_spec_of(client: Any, job_id: str) -> Any:
@@ -33,7 +47,12 @@ def job_spec_of(client: Any, job_id: str) -> Any:
             f"job {job_id} carries no {JOB_SPEC_KEY!r} metadata, so it cannot be resubmitted. "
             "Fix: submit it with `skymaze submit --supervise`."
         )
-    return JobSpec.from_json(text)
+    try:
+        return JobSpec.from_json(text)
+    except (ValueError, TypeError, KeyError) as err:  # not JSON, or not a job spec of this skymaze
+        raise SuperviseError(f"job {job_id}'s {JOB_SPEC_KEY!r} metadata is not a job spec this supervisor reads "
+                             f"({type(err).__name__}: {err}). Fix: submit the run again with `skymaze submit "
+                             "--supervise`.") from None
 
 
 def job_env_of(client: Any, job_id: str) -> Any:
@@ -76,14 +95,43 @@ def _ray_workers(address: str, expected: int) -> Callable[[], tuple[int, int]]:
     return count
 
 
-def build_edges(settings: SupervisorSettings, client: Any, root_job: str) -> Edges:
-    """Edges for a job submitted with ``--supervise`` (its job.json travels in its metadata)."""
+def resubmission_id(root_job: str, submission: int) -> str:
+    """The Ray submission id of a run's ``submission``-th job (2, 3, ...). Ray refuses a second job with an id it
+    already has (JobManager.submit_job: "already exists"), so of two supervisors acting on one run, only the
+    first makes each resubmission: the other learns it is not alone and stops."""
+    return f"{root_job}-r{submission}"
+
+
+def _claiming_submit(submit: Callable[[str], str], root_job: str, first: int) -> Callable[[], str]:
+    made = [first]
+
+    def claim() -> str:
+        from workload.skyrl.jobs import JobsError
+
+        made[0] += 1
+        job_id = resubmission_id(root_job, made[0])
+        try:
+            return submit(job_id)
+        except JobsError as err:
+            if "already exists" in str(err):
+                raise AnotherSupervisor(
+                    f"run {root_job}: resubmission {job_id} already exists, made by another supervisor (the "
+                    "in-cluster Deployment or another `skymaze supervise`); this one stops so that one run is "
+                    "never submitted twice") from None
+            raise
+
+    return claim
+
+
+def build_edges(settings: SupervisorSettings, client: Any, root_job: str, *, submissions: int = 1) -> Edges:
+    """Edges for a job submitted with ``--supervise`` (its job.json travels in its metadata); ``submissions``:
+    jobs of the run made so far (the next resubmission's id follows from it: ``resubmission_id``)."""
     from workload.skyrl import jobs
 
     spec = ray_jobs.with_resume_latest(job_spec_of(client, root_job))
     job_env = job_env_of(client, root_job)  # --env, secrets and --runtime-env-json survive a resubmission
     metadata = {SUPERVISE_KEY: "resubmit", ROOT_KEY: root_job, JOB_SPEC_KEY: spec.to_json()}
-    release = scale_group = None
+    release = scale_group = group_released = None
     if settings.kube is not None:
         from workload.supervise.kube import KubeClient
 
@@ -109,13 +157,20 @@ def build_edges(settings: SupervisorSettings, client: Any, root_job: str) -> Edg
             before = scale(boto3.client("sagemaker"), hp.cluster, hp.group, hp.idle_count)
             return f"HyperPod {hp.cluster}/{hp.group}: {before} -> {hp.idle_count} instances"
 
+        def group_released() -> bool:
+            from workload.supervise.hyperpod import target_count
+
+            return target_count(boto3.client("sagemaker").describe_cluster(ClusterName=hp.cluster), hp.group) == 0
+
     return Edges(
-        submit=lambda: jobs.submit(client, spec, extra_metadata=metadata, job_env=job_env),
+        submit=_claiming_submit(lambda job_id: jobs.submit(client, spec, submission_id=job_id, extra_metadata=metadata,
+                                                           job_env=job_env), root_job, submissions),
         job=lambda job_id: ray_jobs.observe(client, job_id),
         workers=workers,
         checkpoint_step=_checkpoint_reader(Path(spec.run_dir) / "ckpts"),
         release=release,
         scale_down_group=scale_group,
+        group_released=group_released,
     )
 
 
@@ -135,8 +190,8 @@ def run_one(settings: SupervisorSettings, client: Any, job_id: str, telemetry: T
     telemetry.run_id = job_spec_of(client, job_id).run_id
     made = successors(client.list_jobs(), job_id)
     current = made[-1] if made else job_id
-    return supervise(current, build_edges(settings, client, job_id), settings.policy, telemetry, poll_s=settings.poll_s,
-                     submissions=1 + len(made))
+    edges = build_edges(settings, client, job_id, submissions=1 + len(made))
+    return supervise(current, edges, settings.policy, telemetry, poll_s=settings.poll_s, submissions=1 + len(made))
 
 
 def roots_to_supervise(jobs: list[Any], handled: set[str]) -> list[str]:
@@ -146,23 +201,74 @@ def roots_to_supervise(jobs: list[Any], handled: set[str]) -> list[str]:
     return [j.submission_id for j in roots]
 
 
-def watch(settings: SupervisorSettings, client: Any, handled_file: Path, telemetry: Telemetry, *,
-          forever: bool = True) -> list[str]:
-    """The in-cluster mode: supervise every job submitted with --supervise, one at a time.
+def read_handled(handled_file: Path) -> dict[str, str]:
+    """``{root id: how it was handled}`` from ``handled_file`` (one ``ID<TAB>REASON`` a line; a bare id too)."""
+    if not handled_file.is_file():
+        return {}
+    rows = (line.partition("\t") for line in handled_file.read_text().splitlines() if line.strip())
+    return {job_id.strip(): reason.strip() for job_id, _, reason in rows}
 
-    Handled root ids are kept in ``handled_file`` (on /shared) so a restarted pod does not take
-    a finished run up again.
-    """
+
+def _record_handled(handled_file: Path, job_id: str, reason: str) -> None:
     from workload.files import write_text_atomic
 
+    handled = {**read_handled(handled_file), job_id: " ".join(reason.split())}
+    write_text_atomic(handled_file, "".join(f"{key}\t{value}\n" for key, value in sorted(handled.items())))
+
+
+def backoff_s(failures: int) -> float:
+    """Seconds before retry number ``failures`` (1, 2, ...): doubling from RETRY_FIRST_S up to RETRY_MAX_S."""
+    return min(RETRY_MAX_S, RETRY_FIRST_S * 2 ** (failures - 1))
+
+
+def _say(event: str, **fields: Any) -> None:
+    """One JSON line on stderr (stdout carries the decision records)."""
+    print(json.dumps({"event": event, **fields}, sort_keys=True), file=sys.stderr, flush=True)
+
+
+def watch(settings: SupervisorSettings, client: Any, handled_file: Path, telemetry: Telemetry, *,
+          forever: bool = True, sleep: Callable[[float], None] = time.sleep) -> list[str]:
+    """The in-cluster mode: supervise every job submitted with --supervise, one at a time.
+
+    Handled root ids are kept in ``handled_file`` (on /shared), each with how it ended, so a restarted
+    pod does not take a run up again. One root never stops the others: a root whose job spec cannot be
+    read is recorded with the reason and skipped; a Ray API call that fails (the head restarting) is
+    retried with backoff (``backoff_s``), and a root that fails ``MAX_ROOT_FAILURES`` times in a row is
+    recorded with its last error.
+    """
     done: list[str] = []
+    api_failures = 0
+    root_failures: dict[str, int] = {}
     while True:
-        handled = set(handled_file.read_text().split()) if handled_file.is_file() else set()
-        for job_id in roots_to_supervise(client.list_jobs(), handled):
-            run_one(settings, client, job_id, telemetry)
-            handled.add(job_id)
-            write_text_atomic(handled_file, "\n".join(sorted(handled)) + "\n")
+        try:
+            jobs = client.list_jobs()
+        except Exception as err:  # the client raises RuntimeError or requests' errors while the head restarts
+            api_failures += 1
+            if not forever and api_failures >= ONCE_ATTEMPTS:
+                raise
+            _say("ray_api_retry", call="list_jobs", error=str(err)[:300], attempt=api_failures,
+                 retry_in_s=backoff_s(api_failures))
+            sleep(backoff_s(api_failures))
+            continue
+        api_failures = 0
+        for job_id in roots_to_supervise(jobs, set(read_handled(handled_file))):
+            try:
+                outcome = run_one(settings, client, job_id, telemetry)
+            except SuperviseError as err:  # this root can never be supervised: say why, go on to the next
+                _record_handled(handled_file, job_id, f"skipped: {err}")
+                _say("root_skipped", job_id=job_id, reason=str(err))
+                continue
+            except Exception as err:  # an edge failed mid-run: retried on the next pass, then given up
+                root_failures[job_id] = root_failures.get(job_id, 0) + 1
+                if root_failures[job_id] < MAX_ROOT_FAILURES:
+                    _say("root_retry", job_id=job_id, error=str(err)[:300], attempt=root_failures[job_id])
+                    continue
+                _record_handled(handled_file, job_id, f"failed {MAX_ROOT_FAILURES} times: {err}")
+                _say("root_failed", job_id=job_id, error=str(err)[:300])
+                continue
+            _record_handled(handled_file, job_id, f"{outcome.state.phase.value} after "
+                            f"{len(outcome.job_ids)} submission(s)")
             done.append(job_id)
         if not forever:
             return done
-        time.sleep(settings.poll_s)
+        sleep(settings.poll_s)

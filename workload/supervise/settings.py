@@ -32,7 +32,8 @@ class KubeTarget:
 
 @dataclass(frozen=True)
 class HyperPodTarget:
-    """The HyperPod GPU instance group to scale down after the idle period (``group_idle_s``)."""
+    """The HyperPod GPU instance group: read each poll (a group scaled to 0 ends the run), and scaled down after the
+    idle period when ``group_idle_s`` is set."""
 
     cluster: str
     group: str
@@ -58,10 +59,5 @@ class SupervisorSettings:
     poll_s: float = 15.0
 
     def __post_init__(self) -> None:
-        if self.hyperpod is not None and self.policy.group_idle_s is None:
-            raise ConfigError(
-                "supervise.hyperpod_cluster is set but supervise.group_idle_s is not: "
-                "say after how many idle seconds the GPU group is scaled down (e.g. --set group_idle_s=1800)"
-            )
         if self.poll_s <= 0:
             raise ConfigError(f"supervise.poll_s={self.poll_s}: must be > 0")

@@ -60,6 +60,28 @@ def test_the_guard_is_scheduled_and_may_touch_only_its_cluster():
 
 
 @pytest.mark.slow  # CDK synth
+def test_a_failing_guard_check_alarms_to_the_same_topic_the_e_mails_subscribe_to():
+    template = _template(max_deployed_hours=16, warn_before_hours=2, hyperpod_cluster_name="skymaze-hyperpod",
+                         hyperpod_cluster_arn=ARN, execution_role_arn=ROLE, gpu_groups=["workers"])
+    topic_id, _ = one(template, "AWS::SNS::Topic")
+    function_id = next(key for key, value in resources(template, "AWS::Lambda::Function").items()
+                       if "MAX_HOURS" in value["Properties"].get("Environment", {}).get("Variables", {}))
+    _, alarm = one(template, "AWS::CloudWatch::Alarm")
+    props = alarm["Properties"]
+    assert (props["Namespace"], props["MetricName"], props["Statistic"]) == ("AWS/Lambda", "Errors", "Sum")
+    assert props["Dimensions"] == [{"Name": "FunctionName", "Value": {"Ref": function_id}}]
+    assert props["Period"] == CHECK_PERIOD.to_seconds() and props["EvaluationPeriods"] == 1
+    assert (props["Threshold"], props["ComparisonOperator"]) == (1, "GreaterThanOrEqualToThreshold")
+    assert props["TreatMissingData"] == "notBreaching"
+    assert props["AlarmActions"] == [{"Ref": topic_id}]
+    # The topic is encrypted: CloudWatch may publish only where the key lets it.
+    _, key = one(template, "AWS::KMS::Key")
+    services = [s["Principal"].get("Service") for s in key["Properties"]["KeyPolicy"]["Statement"]
+                if "kms:Decrypt" in s["Action"] and isinstance(s.get("Principal"), dict)]
+    assert any("cloudwatch.amazonaws.com" in (svc if isinstance(svc, list) else [svc]) for svc in services), services
+
+
+@pytest.mark.slow  # CDK synth
 def test_a_warning_later_than_the_limit_is_refused():
     with pytest.raises(ValueError, match="warn_before_hours=30 must be > 0 and below max_deployed_hours=24"):
         _template(max_deployed_hours=24, warn_before_hours=30, hyperpod_cluster_name="c", hyperpod_cluster_arn=ARN,

@@ -111,7 +111,28 @@ def test_pod_identity_may_update_only_that_cluster_and_pass_only_its_role():
 
 
 @pytest.mark.slow
-def test_without_a_group_idle_period_the_supervisor_gets_no_aws_role():
+def test_without_a_group_idle_period_the_supervisor_may_only_describe_its_cluster():
+    """It reads the GPU group's target count (the deploy guard scaled it to 0: the run ends at once), and may
+    change nothing."""
+    from workload.cli.main import app
+
+    config = sv.SupervisorConfig(namespace="ray", raycluster="skymaze-train", hyperpod_cluster="skymaze-hyperpod")
+    command = config.command()
+    assert command[command.index("--hyperpod-cluster") + 1] == "skymaze-hyperpod" and "group_idle_s" not in str(command)
+    assert CliRunner().invoke(app, [*command[1:], "--help"]).exit_code == 0
+    template = _synth(config)
+    (association,) = resources(template, "AWS::EKS::PodIdentityAssociation").values()
+    assert association["Properties"]["ServiceAccount"] == sv.NAME
+    statements = [s for p in resources(template, "AWS::IAM::Policy").values()
+                  for s in p["Properties"]["PolicyDocument"]["Statement"]
+                  if any(a.startswith(("sagemaker:", "iam:")) for a in (
+                      [s["Action"]] if isinstance(s["Action"], str) else s["Action"]))]
+    assert [(s["Action"], s["Resource"]) for s in statements] == [
+        ("sagemaker:DescribeCluster", "arn:aws:sagemaker:us-west-2:111111111111:cluster/abc123abc123")]
+
+
+@pytest.mark.slow
+def test_without_a_hyperpod_cluster_the_supervisor_gets_no_aws_role():
     template = _synth(sv.SupervisorConfig(namespace="ray", raycluster="skymaze-train"))
     assert not resources(template, "AWS::EKS::PodIdentityAssociation")
 

@@ -97,7 +97,7 @@ def test_wilson_grid_depends_only_on_its_seed():
 
 @pytest.mark.parametrize("size", [8, 3, "9", True, 9.0])
 def test_bad_sizes_are_rejected(size):
-    with pytest.raises(ValueError, match="odd integer >= 5"):
+    with pytest.raises(ValueError, match="odd integer from 5 to 163"):
         check_size(size)
 
 

@@ -17,7 +17,7 @@ from workload.ops.kube import Kubectl
 from workload.ops.plan import TeardownTarget, build_teardown_plan
 from workload.ops.teardown import TeardownError, TeardownExecutor, Waits
 
-FAST = Waits(kube_timeout_s=5, aws_timeout_s=5, poll_interval_s=0.01)
+FAST = Waits(kube_timeout_s=5, aws_timeout_s=5, poll_interval_s=0.01, export_timeout_s=5)
 
 
 @pytest.fixture
@@ -98,7 +98,13 @@ def test_failure_in_the_middle_names_the_step_and_a_rerun_finishes(world, tmp_pa
     assert _cdk_changes(tools.calls()) == ["cdk destroy --all --force -c profile=blog"]
 
 
-def test_cdk_failure_is_reported_and_the_rerun_uses_the_saved_state(world, tmp_path, monkeypatch):
+def test_cdk_failure_is_reported_and_the_rerun_uses_the_saved_state(tmp_path, monkeypatch):
+    with mock_aws():
+        _cdk_failure_then_rerun(build_aws_world(boto3.Session(region_name="us-west-2"), bucket_policy="Retain"),
+                                tmp_path, monkeypatch)
+
+
+def _cdk_failure_then_rerun(world, tmp_path, monkeypatch):
     tools = install_fakes(tmp_path, monkeypatch, server=world.endpoint, kinds=cluster_objects())
     monkeypatch.setenv("FAKE_FAIL_ONCE", "cdk destroy")
     steps = build_teardown_plan(_target())
@@ -119,7 +125,8 @@ def test_cdk_failure_is_reported_and_the_rerun_uses_the_saved_state(world, tmp_p
     rerun = tools.calls()[before:]
     assert not [call for call in rerun if call.startswith("kubectl")], "the cluster is gone: no Kubernetes step"
     assert rerun == ["cdk list -c profile=blog", "cdk destroy --all --force -c profile=blog"]
-    assert not _bucket_exists(world, world.artifacts_bucket), "the saved state still names the bucket"
+    # The saved stack ids: CloudFormation still lists a deleted stack's retained buckets by its id.
+    assert not _bucket_exists(world, world.artifacts_bucket), "the saved stack id still names the bucket"
     assert not _bucket_exists(world, world.logs_bucket)
 
 
@@ -366,5 +373,75 @@ def test_the_images_the_deploy_pushed_are_deleted_from_the_cdk_asset_repository(
     left = [i["imageTag"] for i in ecr.list_images(repositoryName=repository)["imageIds"]]
     assert left == ["someoneelses"]
     assert f"  deleted 2 image(s): {repository}:servehash, {repository}:trainerhash" in lines
-    saved = json.loads((tmp_path / "state" / "teardown-blog.json").read_text())["images"]
-    assert saved == [f"{registry}/{repository}:servehash", f"{registry}/{repository}:trainerhash"]
+    assert not (tmp_path / "state" / "teardown-blog.json").exists(), "a completed teardown leaves no state behind"
+
+
+def _export_queue(world, file_system: str, age_s: float, *, minutes_ago: int = 0) -> None:
+    """What FSx publishes once a minute: the age of the oldest change waiting for automatic export."""
+    import datetime
+
+    world.session.client("cloudwatch").put_metric_data(Namespace="AWS/FSx", MetricData=[{
+        "MetricName": "AgeOfOldestQueuedMessage", "Dimensions": [{"Name": "FileSystemId", "Value": file_system}],
+        "Timestamp": datetime.datetime.now(datetime.UTC) - datetime.timedelta(minutes=minutes_ago), "Value": age_s, "Unit": "Seconds"}])
+
+
+def _keep_data_executor(world, tools, tmp_path, file_system, **kwargs):
+    from workload.ops.teardown import Discovered
+
+    executor = _executor(world, tools, tmp_path, keep_data=True, **kwargs)
+    executor.found = Discovered(stacks=["SkymazeNetwork", "SkymazeStorage"], file_systems=[file_system])
+    return executor, {s.key: s for s in build_teardown_plan(_target(keep_data=True))}
+
+
+def test_keep_data_waits_for_the_fsx_export_to_drain_before_cdk_destroy(world, tmp_path, monkeypatch):
+    keys = [s.key for s in build_teardown_plan(_target(keep_data=True))]
+    assert keys.index("delete-dynamic-pvcs") < keys.index("drain-fsx-export") < keys.index("cdk-destroy")
+    tools = install_fakes(tmp_path, monkeypatch, server=world.endpoint, kinds={})
+    _export_queue(world, "fs-0123456789abcdef0", 240.0, minutes_ago=2)
+    polls = []
+
+    def fsx_exports(_seconds):  # FSx works through its queue; the next datapoint reads 0
+        polls.append(_seconds)
+        _export_queue(world, "fs-0123456789abcdef0", 0.0)
+
+    lines = []
+    executor, steps = _keep_data_executor(world, tools, tmp_path, "fs-0123456789abcdef0", sleep=fsx_exports,
+                                          echo=lines.append)
+    executor.drain_fsx_export(steps["drain-fsx-export"])
+    assert len(polls) == 1, "one poll saw the queue non-empty, the next saw it drained"
+    assert "  fs-0123456789abcdef0: every change is exported" in lines
+
+
+def test_an_export_that_never_drains_stops_the_teardown_before_anything_is_deleted(world, tmp_path, monkeypatch):
+    tools = install_fakes(tmp_path, monkeypatch, server=world.endpoint, kinds={})
+    _export_queue(world, "fs-0123456789abcdef0", 900.0)
+    waits = Waits(kube_timeout_s=1, aws_timeout_s=1, poll_interval_s=0.02, export_timeout_s=0.1)
+    executor, steps = _keep_data_executor(world, tools, tmp_path, "fs-0123456789abcdef0", waits=waits,
+                                          sleep=__import__("time").sleep)
+    with pytest.raises(TeardownError, match=r"changes waiting for FSx's export to S3 still present after 0.1 s: "
+                                            r"fs-0123456789abcdef0 \(oldest change queued 900 s ago\); nothing is "
+                                            r"deleted yet: rerun .*--export-timeout-s 0"):
+        executor.drain_fsx_export(steps["drain-fsx-export"])
+
+
+def test_no_export_datapoint_is_not_taken_for_a_drained_queue(world, tmp_path, monkeypatch):
+    tools = install_fakes(tmp_path, monkeypatch, server=world.endpoint, kinds={})
+    waits = Waits(kube_timeout_s=1, aws_timeout_s=1, poll_interval_s=0.02, export_timeout_s=0.05)
+    executor, steps = _keep_data_executor(world, tools, tmp_path, "fs-0fedcba9876543210", waits=waits,
+                                          sleep=__import__("time").sleep)
+    with pytest.raises(TeardownError, match=r"fs-0fedcba9876543210 \(no AgeOfOldestQueuedMessage datapoint yet\)"):
+        executor.drain_fsx_export(steps["drain-fsx-export"])
+    lines = []
+    skipping, steps = _keep_data_executor(world, tools, tmp_path, "fs-0fedcba9876543210", echo=lines.append,
+                                          waits=Waits(export_timeout_s=0))
+    skipping.drain_fsx_export(steps["drain-fsx-export"])
+    assert any("NOT waiting for the export of fs-0fedcba9876543210" in line for line in lines)
+
+
+def test_a_state_file_belongs_to_one_deployment():
+    from workload.ops.teardown import state_file_name
+
+    names = {state_file_name(app, region, account) for app, region, account in (
+        ("skymaze", "us-west-2", "111111111111"), ("maze2", "us-west-2", "111111111111"),
+        ("skymaze", "us-east-1", "111111111111"), ("skymaze", "us-west-2", "222222222222"))}
+    assert len(names) == 4

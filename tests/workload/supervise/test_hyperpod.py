@@ -133,3 +133,23 @@ def test_a_refused_update_says_why(described):
         stub.add_client_error("update_cluster", "ValidationException", "Deep health checks are in progress")
         with pytest.raises(HyperPodError, match="deep health checks"):
             scale_group(client, CLUSTER, "gpu", 0)
+
+
+def test_target_count_reads_what_hyperpod_is_asked_to_keep():
+    """Against moto's SageMaker (CreateCluster / DescribeCluster shapes): a group created at 0 reads as released."""
+    import boto3
+    from moto import mock_aws
+
+    from workload.supervise.hyperpod import target_count
+
+    with mock_aws():
+        client = boto3.client("sagemaker", region_name="us-west-2")
+        groups = [{"InstanceGroupName": name, "InstanceType": "ml.g5.12xlarge", "InstanceCount": count,
+                   "LifeCycleConfig": {"SourceS3Uri": "s3://sagemaker-b/", "OnCreate": "on_create.sh"},
+                   "ExecutionRole": "arn:aws:iam::123456789012:role/exec", "ThreadsPerCore": 1} for name, count in (("workers", 0),
+                                                                                              ("head", 1))]
+        client.create_cluster(ClusterName="skymaze-hyperpod", InstanceGroups=groups)
+        described = client.describe_cluster(ClusterName="skymaze-hyperpod")
+    assert target_count(described, "workers") == 0 and target_count(described, "head") == 1
+    with pytest.raises(ValueError, match="has no instance group 'gpu'"):
+        target_count(described, "gpu")

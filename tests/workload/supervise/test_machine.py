@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 
 import pytest
@@ -247,3 +248,21 @@ def test_an_unknown_status_is_refused():
 def test_bad_policy_values_name_the_key(field, value, message):
     with pytest.raises(ValueError, match=message):
         Policy(**{**POLICY.model_dump(), field: value})
+
+
+def test_a_gpu_group_the_guard_released_ends_the_run_at_the_next_look_not_after_the_node_wait():
+    """The deploy guard scaled the group to 0: the job fails with its nodes, and no node comes back before a
+    redeploy. The supervisor gives up (and releases) one poll later, instead of node_wait_timeout_s later."""
+    released = [
+        Observation(0, "RUNNING", None, 20, 22, 3, 3),
+        Observation(10, "FAILED", Cause.NODE_LOST, 20, 23, 0, 3, group_released=True),
+        Observation(21, "FAILED", None, 20, None, 0, 3, group_released=True),  # the 10 s backoff is over
+        Observation(22, "FAILED", None, 20, None, 0, 3, group_released=True),
+    ]
+    state, actions = _run(released)
+    assert [a.kind for a in actions] == [Kind.WAIT, Kind.WAIT, Kind.GIVE_UP, Kind.RELEASE]
+    assert "scaled to 0 (the deploy guard past max_deployed_hours" in actions[2].reason
+    assert state.phase is Phase.RELEASED
+    # The same failure with the group still asked for: the supervisor waits for HyperPod to replace the nodes.
+    _, waiting = _run([dataclasses.replace(o, group_released=False) for o in released])
+    assert [a.kind for a in waiting] == [Kind.WAIT, Kind.WAIT, Kind.WAIT_FOR_NODES, Kind.WAIT_FOR_NODES]
