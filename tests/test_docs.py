@@ -61,8 +61,8 @@ def test_slug_is_githubs(heading, anchor):
 # Upper-case names the pages cite that other software defines (each checked against its owner, not this tree).
 EXTERNAL_NAMES = {
     "AWS_SESSION_TOKEN": "AWS SDKs' credentials environment", "CREATE_FAILED": "CloudFormation stack status",
-    "DELETE_FAILED": "CloudFormation stack status", "CUDA_HOME": "CUDA toolkit", "HF_ENDPOINT": "huggingface_hub",
-    "NCCL_CUMEM_ENABLE": "NCCL", "PYTORCH_CUDA_ALLOC_CONF": "PyTorch", "RAY_DATA_PER_NODE_METRICS": "Ray Data",
+    "DELETE_FAILED": "CloudFormation stack status", "DELETE_SKIPPED": "CloudFormation resource status",
+    "CUDA_HOME": "CUDA toolkit", "HF_ENDPOINT": "huggingface_hub", "NCCL_CUMEM_ENABLE": "NCCL", "NCCL_DEBUG_SUBSYS": "NCCL", "PYTORCH_CUDA_ALLOC_CONF": "PyTorch", "RAY_DATA_PER_NODE_METRICS": "Ray Data",
     "SKYRL_LOG_FILE": "SkyRL",
 }
 CONSTANT = re.compile(r"\b[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+\b")

@@ -75,6 +75,8 @@ NOT_REPLAYED = {
     "skymaze promote": "prose naming the command; its complete forms are replayed",
     "skymaze serve": "prose naming the command; its complete form is replayed",
     "skymaze submit/status/logs/stop": "prose naming four commands; each is replayed on its own",
+    "skymaze submit --preflight": "prose naming the staging command a replica's failure names; its complete forms "
+                                  "(--size, --wait-s) are replayed",
     "skymaze rehearse": "a whole default rehearsal (minutes); the walk reruns the session's rehearsal instead "
                         "(test_a_rerun_rehearsal_resumes_and_keeps_its_report)",
     "skymaze study": "the whole pre-registered study (6 seeds, ~35 CPU minutes); a tiny study runs through the "

@@ -80,6 +80,7 @@ ENDPOINT_ANNOTATION = "access.sagemaker.amazonaws.com/enabled"
 # the operator otherwise serves only the creator of a Ray cluster and CloudFormation creates ours.
 USERS_GROUP = "skymaze-ray-endpoint-users"
 KEY_DELETION_WINDOW = Duration.days(7)  # the shortest KMS allows
+SIGNING_KEY_DESCRIPTION = "HyperPod Ray endpoint and Spaces web access: JWT signing material"
 
 
 def endpoint_annotations() -> dict[str, str]:
@@ -130,7 +131,7 @@ class RayEndpoint(Construct):
         self._cluster = cluster
         self.key = kms.Key(
             self, "SigningKey", enable_key_rotation=True, pending_window=KEY_DELETION_WINDOW,
-            description="HyperPod Ray endpoint and Spaces web access: JWT signing material",
+            description=SIGNING_KEY_DESCRIPTION,
             removal_policy=RemovalPolicy.DESTROY if destroy else RemovalPolicy.RETAIN,
         )
         zone = route53.HostedZone.from_hosted_zone_id(self, "Zone", hosted_zone_id)

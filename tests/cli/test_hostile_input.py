@@ -53,4 +53,6 @@ def test_a_regex_with_braces_is_a_legitimate_skyrl_value():
                                  "trainer.policy.model.lora.exclude_modules=.*visual.{0,3}"])
     assert result.exit_code == 0, result.output
     assert "trainer.policy.model.lora.exclude_modules=.*visual.{0,3}" in result.stdout
-    assert "trainer.ckpt_path=/shared/runs/maze-blog/ckpts" in result.stdout, "the recipe's own {run_dir} is still filled in"
+    (run_name,) = [line.split("=", 1)[1] for line in result.stdout.splitlines() if line.startswith("trainer.run_name=")]
+    assert run_name.startswith("maze-blog-")  # submit's name: the --set changes the recipe
+    assert f"trainer.ckpt_path=/shared/runs/{run_name}/ckpts" in result.stdout, "the recipe's own {run_dir} is still filled in"

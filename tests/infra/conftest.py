@@ -91,10 +91,11 @@ def resources(template: dict, resource_type: str) -> dict[str, dict]:
     return {k: v for k, v in template["Resources"].items() if v["Type"] == resource_type}
 
 
-def one(template: dict, resource_type: str) -> tuple[str, dict]:
-    """The single resource of a type (fails when there are none or several)."""
-    found = resources(template, resource_type)
-    assert len(found) == 1, f"expected one {resource_type}, found {sorted(found)}"
+def one(template: dict, resource_type: str, **properties) -> tuple[str, dict]:
+    """The single resource of a type whose Properties hold `properties` (fails when there are none or several)."""
+    found = {k: v for k, v in resources(template, resource_type).items()
+             if all(v["Properties"].get(key) == value for key, value in properties.items())}
+    assert len(found) == 1, f"expected one {resource_type} with {properties}, found {sorted(found)}"
     return next(iter(found.items()))
 
 

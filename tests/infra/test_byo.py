@@ -145,7 +145,7 @@ def test_ray_objects_go_to_the_existing_cluster_through_this_apps_kubectl_provid
     tokens = {json.dumps(r["Properties"]["ServiceToken"]) for r in custom.values()}
     assert len(tokens) == 1 and "SkymazeCluster" in tokens.pop()  # the cluster stack's provider
     assert {m["kind"] for m in k8s_manifests(ray)} >= {"Namespace", "RayCluster", "PersistentVolume"}
-    _, identity = one(ray, "AWS::EKS::PodIdentityAssociation")
+    _, identity = one(ray, "AWS::EKS::PodIdentityAssociation", ServiceAccount="ray-sa")
     assert identity["Properties"]["ClusterName"] == EKS_NAME
 
 

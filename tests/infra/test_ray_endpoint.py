@@ -81,7 +81,7 @@ def _managed_policies(role: dict) -> list[str]:
 @pytest.mark.slow
 def test_key_and_certificate_are_what_the_spaces_add_on_and_operator_need(endpoint_on):
     cluster = endpoint_on[0]["cluster"]
-    _, key = one(cluster, "AWS::KMS::Key")
+    _, key = one(cluster, "AWS::KMS::Key", Description=endpoint.SIGNING_KEY_DESCRIPTION)
     assert key["Properties"]["EnableKeyRotation"] is True
     assert key["Properties"].get("KeySpec", "SYMMETRIC_DEFAULT") == "SYMMETRIC_DEFAULT"  # GenerateDataKey needs it
     _, cert = one(cluster, "AWS::CertificateManager::Certificate")
@@ -140,7 +140,7 @@ def test_the_operator_chart_signs_with_the_key_and_serves_only_annotated_cluster
     jwt_role = jwt["Properties"]["RoleArn"]["Fn::GetAtt"][0]
     policy = next(p for p in resources(cluster, "AWS::IAM::Policy").values() if p["Properties"]["Roles"] == [{"Ref": jwt_role}])
     (statement,) = policy["Properties"]["PolicyDocument"]["Statement"]
-    key_id, _ = one(cluster, "AWS::KMS::Key")
+    key_id, _ = one(cluster, "AWS::KMS::Key", Description=endpoint.SIGNING_KEY_DESCRIPTION)
     assert statement["Action"] == "kms:GenerateDataKey" and statement["Resource"] == {"Fn::GetAtt": [key_id, "Arn"]}
 
 

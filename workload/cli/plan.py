@@ -86,9 +86,10 @@ def plan(
         typer.echo(f"warning: {line}", err=True)
     if result.peak_bytes > result.fsx_bytes:
         fail("the run does not fit on FSx")
-    submit = f"skymaze submit --recipe {recipe_name} --size {profile}{flags('--set', sets)}{flags('-c', given_c)}"
+    submit = f"skymaze submit --recipe {recipe_name} --size {profile}"
+    given = f"{flags('--set', sets)}{flags('-c', given_c)}"  # last, as every hint ends with the user's settings
     # README steps 4 and 5: stage the data and the model (the job waits for the download), then the supervised run.
-    next_step(f"{submit} --preflight --wait-s {PREFLIGHT_WAIT_S}", f"{submit} --supervise")
+    next_step(f"{submit} --preflight --wait-s {PREFLIGHT_WAIT_S}{given}", f"{submit} --supervise{given}")
 
 
 # README step 4: staging the data and downloading the SFT checkpoint to /shared takes about 10 min.

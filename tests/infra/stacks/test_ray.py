@@ -56,7 +56,7 @@ def _association_role(template: dict, service_account: str) -> str:
 
 
 def test_trainer_service_account_writes_the_adapters_prefix_only(ray):
-    _, association = one(ray, "AWS::EKS::PodIdentityAssociation")
+    _, association = one(ray, "AWS::EKS::PodIdentityAssociation", ServiceAccount="ray-sa")
     props = association["Properties"]
     assert (props["Namespace"], props["ServiceAccount"]) == ("ray", "ray-sa")
     granted = _granted(ray, props["RoleArn"]["Fn::GetAtt"][0])
@@ -184,7 +184,7 @@ def test_raycluster_waits_for_the_operator_the_claim_the_service_account_and_its
     trainer = next(r for r in resources(ray, "Custom::AWSCDK-EKS-KubernetesResource").values()
                    if "RayCluster" in str(r["Properties"]["Manifest"]))
     chart_id, _ = one(ray, "Custom::AWSCDK-EKS-HelmChart")
-    identity_id, _ = one(ray, "AWS::EKS::PodIdentityAssociation")
+    identity_id, _ = one(ray, "AWS::EKS::PodIdentityAssociation", ServiceAccount="ray-sa")
     assert chart_id in trainer["DependsOn"] and identity_id in trainer["DependsOn"] and len(trainer["DependsOn"]) == 4
 
 

@@ -201,7 +201,7 @@ def test_max_training_steps_is_honoured_as_skyrl_honours_it_and_the_plan_shows_i
     from workload.skyrl.plan import build_plan
 
     recipe = load_recipe("blog", sets=["trainer.max_training_steps=10"])
-    plan = build_plan(recipe.resolved(), train_rows=recipe.train_rows(), fsx_gib=1200)
+    plan = build_plan(recipe.resolved(), train_rows=recipe.train_rows(), fsx_gib=1200, fsx_throughput_mbps_per_tib=250)
     assert recipe.total_steps() == plan.total_steps == 10
     assert plan.ckpt_steps == [10] and plan.eval_steps == [0, 10]
     assert recipe.steps_derivation().endswith("; trainer.max_training_steps 10 stops it at 10")
