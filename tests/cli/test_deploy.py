@@ -294,16 +294,9 @@ def test_the_kubernetes_version_is_the_newest_eks_offers_of_those_hyperpod_lists
     account = add_deploy_context(add_identity(StubbedAccount(region="us-west-2")), settings, offered={
         "1.36": "STANDARD_SUPPORT", "1.35": "STANDARD_SUPPORT", "1.34": "EXTENDED_SUPPORT"},
         hyperpod=("1.34", "1.35", "1.36"))
-    account = passing_account(settings, account=account)
-    monkeypatch.setattr(boto3, "Session", lambda *args, **kwargs: account)
-    tools = install_fakes(tmp_path, monkeypatch, server=None, kinds={})
-    result = runner.invoke(app, ["deploy", "--size", "small", "--yes", "--cdk-bin", tools.cdk,
-                                 "--outputs-file", str(tmp_path / "o.json")])
-    assert result.exit_code == 0, result.output
-    account.assert_all_answered()
+    result, call = _deploy_small(passing_account(settings, account=account), tmp_path, monkeypatch)
     assert "Kubernetes 1.34: the newest EKS offers in extended support of those HyperPod lists (1.34 of 1.34, 1.35, " \
            "1.36: AWS's SageMaker HyperPod EKS prerequisites" in result.stdout
-    (call,) = tools.calls()
     assert call.startswith("cdk deploy --all --require-approval never -c profile=small -c kubernetes_version=1.34 ")
     assert read_context().deploy_sets[0] == "kubernetes_version=1.34"
 
@@ -338,14 +331,20 @@ def test_the_deploy_pins_the_add_on_and_says_who_collects_rays_metrics(tmp_path,
     add_observability_choice(account, settings, versions=versions,
                              schema=schema_without("rayMetrics") if schema else None)
     pinned = settings_for("small", (("observability_addon_version", max(versions)), ("ray_metrics", path)))
-    account = passing_account(pinned, account=account)
+    result, call = _deploy_small(passing_account(pinned, account=account), tmp_path, monkeypatch)
+    assert line in result.stdout
+    assert f"-c observability_addon_version={max(versions)} -c ray_metrics={path} " in call
+    assert read_context().deploy_sets[1:] == (f"observability_addon_version={max(versions)}", f"ray_metrics={path}")
+
+
+def _deploy_small(account, tmp_path, monkeypatch):
+    """`skymaze deploy --size small --yes` against a stubbed account that must be asked every question it holds:
+    the result and the one cdk command it ran."""
     monkeypatch.setattr(boto3, "Session", lambda *args, **kwargs: account)
     tools = install_fakes(tmp_path, monkeypatch, server=None, kinds={})
     result = runner.invoke(app, ["deploy", "--size", "small", "--yes", "--cdk-bin", tools.cdk,
                                  "--outputs-file", str(tmp_path / "o.json")])
     assert result.exit_code == 0, result.output
     account.assert_all_answered()
-    assert line in result.stdout
     (call,) = tools.calls()
-    assert f"-c observability_addon_version={max(versions)} -c ray_metrics={path} " in call
-    assert read_context().deploy_sets[1:] == (f"observability_addon_version={max(versions)}", f"ray_metrics={path}")
+    return result, call
