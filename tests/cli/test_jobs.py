@@ -160,6 +160,7 @@ def test_a_job_submitted_without_supervise_cannot_be_supervised(ray_head, tmp_pa
 
 
 def _supervised_preflight(ray_head, tmp_path) -> str:
+    stage_model(tmp_path)  # the model a preflight would download (no network here)
     submitted = runner.invoke(app, ["submit", "--recipe", "blog", "--size", "blog", "--set", f"shared_root={tmp_path}",
                                     "--preflight", "--supervise", "--address", ray_head.dashboard_url])
     assert submitted.exit_code == 0, submitted.output
