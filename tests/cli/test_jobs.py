@@ -239,3 +239,6 @@ def test_of_two_supervisors_of_one_run_only_the_first_resubmits(ray_head, tmp_pa
         in_cluster.submit()
     made = [j.submission_id for j in client.list_jobs() if j.submission_id.startswith(f"{root}-r")]
     assert made == [f"{root}-r2"]
+    # the resubmission of a preflight root is a preflight again (it ran the training entrypoint before)
+    assert client.get_job_info(made[0]).entrypoint == client.get_job_info(root).entrypoint
+    assert client.get_job_info(made[0]).entrypoint.endswith(" --preflight")

@@ -130,6 +130,8 @@ def build_edges(settings: SupervisorSettings, client: Any, root_job: str, *, sub
 
     spec = ray_jobs.with_resume_latest(job_spec_of(client, root_job))
     job_env = job_env_of(client, root_job)  # --env, secrets and --runtime-env-json survive a resubmission
+    # a resubmission runs what its root ran: a retried preflight stages again, never starts the training
+    preflight = client.get_job_info(root_job).entrypoint == jobs.entrypoint_command(preflight=True)
     metadata = {SUPERVISE_KEY: "resubmit", ROOT_KEY: root_job, JOB_SPEC_KEY: spec.to_json()}
     release = scale_group = group_released = None
     if settings.kube is not None:
@@ -163,8 +165,9 @@ def build_edges(settings: SupervisorSettings, client: Any, root_job: str, *, sub
             return target_count(boto3.client("sagemaker").describe_cluster(ClusterName=hp.cluster), hp.group) == 0
 
     return Edges(
-        submit=_claiming_submit(lambda job_id: jobs.submit(client, spec, submission_id=job_id, extra_metadata=metadata,
-                                                           job_env=job_env), root_job, submissions),
+        submit=_claiming_submit(lambda job_id: jobs.submit(client, spec, preflight=preflight, submission_id=job_id,
+                                                           extra_metadata=metadata, job_env=job_env),
+                                root_job, submissions),
         job=lambda job_id: ray_jobs.observe(client, job_id),
         workers=workers,
         checkpoint_step=_checkpoint_reader(Path(spec.run_dir) / "ckpts"),
