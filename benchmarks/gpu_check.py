@@ -14,8 +14,9 @@ weights in bf16, LoRA rank 32 goes on the language model's seven projections (vi
 sequence as long as the recipe allows: ``generator.max_input_length + sampling_params.max_generate_length``
 tokens holding ``max_turns`` maze frames at the size Qwen3-VL's processor gives them (225 px -> 256 px, 64
 tokens). It needs only torch, transformers and peft: no vLLM, Ray or SkyRL. It prints the peak memory and
-the step time next to the estimate `workload.skyrl.gpu_plan` makes for one GPU holding the whole model,
-so the plan's arithmetic is held to a measurement wherever a GPU is at hand.
+the step time next to the estimate `workload.skyrl.gpu_plan` makes for one GPU holding the whole model
+(``build_gpu_plan`` on the step itself: one GPU, one sequence; its activation and LoRA terms, the model's
+dims counted from the model built), so the plan's arithmetic is held to a measurement wherever a GPU is at hand.
 """
 
 from __future__ import annotations
@@ -31,14 +32,19 @@ from pathlib import Path
 
 import yaml
 
-from workload.skyrl.gpu_plan import image_tokens, pixel_value_bytes, processed_side_px
-from workload.skyrl.plan import BF16_BYTES, FP32_BYTES, GB, ModelDims
+from workload.skyrl.gpu_plan import (
+    PIXEL_VALUE_BYTES,
+    GpuPlan,
+    build_gpu_plan,
+    image_tokens,
+    processed_side_px,
+)
+from workload.skyrl.plan import BF16_BYTES, GB, ModelDims
 
 ROOT = Path(__file__).resolve().parents[1]
 RECIPE = ROOT / "workload" / "skyrl" / "recipes" / "blog.yaml"
 MAZE_CELL_PX = 25  # VisGym maze_2d's cell size (workload.maze.render.DEFAULT_CELL_PX)
 LORA_TARGETS = r".*language_model.*\.(q_proj|k_proj|v_proj|o_proj|gate_proj|up_proj|down_proj)"
-LORA_STATE_BYTES = 4 * FP32_BYTES  # fp32 parameter, gradient, Adam exp_avg and exp_avg_sq
 SEED = 0
 # The tiny preset's default sequence: the recipe's 15 frames of 64 + 2 tokens (990) rounded up to a power of two.
 TINY_SEQ_LEN = 1024
@@ -128,18 +134,46 @@ def build_config(sizes: Sizes):
                          vision_end_token_id=VISION_END_ID, tie_word_embeddings=False)
 
 
-def dims_of(sizes: Sizes, vision_params: int) -> ModelDims:
+def dims_of(sizes: Sizes, vision_params: int, vision_root_params: int) -> ModelDims:
     return ModelDims(hidden=sizes.hidden, intermediate=sizes.intermediate, layers=sizes.layers, heads=sizes.heads,
-                     kv_heads=sizes.kv_heads, head_dim=sizes.head_dim, vocab=sizes.vocab, vision_params=vision_params)
+                     kv_heads=sizes.kv_heads, head_dim=sizes.head_dim, vocab=sizes.vocab, vision_params=vision_params,
+                     vision_root_params=vision_root_params)
+
+
+def vision_counts(model) -> tuple[int, int]:
+    """The vision tower's parameters, and those of FSDP's root unit beside lm_head (``ModelDims.vision_root_params``),
+    counted on the model before LoRA as SkyRL's apply_fsdp2 wraps it: a unit for each module of a
+    ``_no_split_modules`` class (decoder layers, vision blocks) and each untied nn.Embedding, the model last."""
+    from torch import nn
+
+    units = [module for module in model.modules() if type(module).__name__ in model._no_split_modules
+             or (isinstance(module, nn.Embedding) and not model.config.tie_word_embeddings)]
+    outside = {id(p) for unit in [*units, model.lm_head] for p in unit.parameters()}
+    vision = sum(p.numel() for p in model.model.visual.parameters())
+    return vision, sum(p.numel() for p in model.parameters() if id(p) not in outside)
+
+
+def step_plan(dims: ModelDims, work: Workload, rank: int) -> GpuPlan:
+    """`skymaze plan`'s arithmetic for this step, as the SkyRL overrides of a run of it: one GPU, one sequence of
+    ``work.seq_len`` tokens holding ``work.frames`` frames, micro-batch 1, LoRA rank ``rank``."""
+    values = {"trainer.placement.policy_num_nodes": 1, "trainer.placement.policy_num_gpus_per_node": 1,
+              "trainer.policy.model.lora.rank": rank, "trainer.micro_train_batch_size_per_gpu": 1,
+              "trainer.train_batch_size": 1, "generator.n_samples_per_prompt": 1, "generator.max_turns": work.frames,
+              "generator.max_input_length": work.seq_len, "generator.sampling_params.max_generate_length": 0}
+    # gpu_gib sizes only the plan's vLLM share, which no training term here reads.
+    return build_gpu_plan(values, gpu_gib=0.0, gpus_per_node=1, frame_px=work.side_px, dims=dims)
 
 
 def estimate(dims: ModelDims, work: Workload, rank: int) -> dict[str, float]:
-    """`skymaze plan`'s terms for one GPU holding the whole bf16 model and one sequence (micro-batch 1)."""
+    """`skymaze plan`'s terms for one GPU holding the whole bf16 model and one sequence (micro-batch 1): the bf16
+    weights (no FSDP here, so no fp32 shard or gathered unit), and the plan's LoRA, activation and pixel terms."""
+    plan = step_plan(dims, work, rank)
     return {
         "weights bf16": dims.total_params() * BF16_BYTES,
-        "LoRA state": dims.lora_params(rank) * LORA_STATE_BYTES,
-        "activations": work.seq_len * (dims.layers * dims.hidden * BF16_BYTES + dims.vocab * FP32_BYTES),
-        "pixel values": work.frames * pixel_value_bytes(work.side_px) / FP32_BYTES * BF16_BYTES,
+        "LoRA state": plan.lora_bytes,
+        "activations": plan.activation_bytes,
+        # the plan's float32 pixel values of the sequence, which this step hands the model in its bf16
+        "pixel values": plan.pixel_bytes_per_step / PIXEL_VALUE_BYTES * BF16_BYTES,
     }
 
 
@@ -196,10 +230,10 @@ def run(preset: str, work: Workload, *, rank: int = 32, device: str | None = Non
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    vision, vision_root = vision_counts(model)
     model = get_peft_model(model, LoraConfig(r=rank, lora_alpha=rank, target_modules=LORA_TARGETS, lora_dropout=0.0))
     trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
     total = sum(p.numel() for n, p in model.named_parameters() if "lora_" not in n)
-    vision = sum(p.numel() for n, p in model.named_parameters() if ".visual." in n and "lora_" not in n)
     import inspect
 
     accepts = inspect.signature(Qwen3VLForConditionalGeneration.forward).parameters
@@ -216,7 +250,7 @@ def run(preset: str, work: Workload, *, rank: int = 32, device: str | None = Non
         torch.cuda.synchronize()
     step_s = time.perf_counter() - started
     grads = [n for n, p in model.named_parameters() if p.grad is not None]
-    dims = dims_of(sizes, vision)
+    dims = dims_of(sizes, vision, vision_root)
     return {
         "preset": preset, "device": torch.cuda.get_device_name(0) if on_gpu else "cpu", "work": work,
         "params": total, "trainable": trainable, "expected_trainable": dims.lora_params(rank),

@@ -7,7 +7,16 @@ import sys
 
 import pytest
 
-from benchmarks.gpu_check import PRESETS, Workload, batch, dims_of, estimate, recipe_workload
+from benchmarks.gpu_check import (
+    PRESETS,
+    Workload,
+    batch,
+    build_config,
+    dims_of,
+    estimate,
+    recipe_workload,
+    vision_counts,
+)
 from tests.conftest import ROOT
 from workload.skyrl.gpu_plan import build_gpu_plan
 from workload.skyrl.plan import QWEN3_VL_8B
@@ -22,8 +31,15 @@ def test_the_sequence_is_the_blog_recipes_longest_with_its_frames_at_the_process
 
 
 def test_the_8b_preset_is_the_published_shape_the_plan_counts():
+    """Built from the preset (on the meta device: no weights), counted as the benchmark counts it: the plan's dims,
+    the vision tower and the FSDP root unit beside lm_head included."""
+    import torch
+    from transformers import Qwen3VLForConditionalGeneration
+
     sizes = PRESETS["qwen3-vl-8b"]
-    dims = dims_of(sizes, QWEN3_VL_8B.vision_params)
+    with torch.device("meta"):
+        model = Qwen3VLForConditionalGeneration(build_config(sizes))
+    dims = dims_of(sizes, *vision_counts(model))
     assert dims == QWEN3_VL_8B
     assert sum(sizes.mrope_section) == sizes.head_dim // 2
 
