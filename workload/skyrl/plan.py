@@ -32,8 +32,9 @@ END_SHARE_LIMIT = 0.6
 
 @dataclass(frozen=True)
 class ModelDims:
-    """Language-model shapes of the base model (its HF config.json), its vision tower's size, and the part of
-    the tower FSDP leaves in the root unit (outside the vision blocks and the position embedding)."""
+    """Language-model shapes of the base model (its HF config.json), its vision tower's size, and what FSDP
+    leaves in the root unit besides lm_head: the tower's parts outside its blocks and position embedding
+    (patch mergers, patch embedding) and the language model's final norm (4,096 of the 162,271,616)."""
 
     hidden: int
     intermediate: int
@@ -56,8 +57,8 @@ class ModelDims:
     def root_unit_params(self) -> int:
         """The largest unit FSDP all-gathers: the root module. SkyRL wraps each decoder layer, each vision
         block and each untied nn.Embedding in a unit of its own and the model last (fsdp_utils.py apply_fsdp2,
-        lines 226-235), so the root holds lm_head and the vision tower's patch mergers and patch embedding,
-        and is not resharded after forward."""
+        lines 226-235), so the root holds lm_head, the vision tower's patch mergers and patch embedding and the
+        final norm, and is not resharded after forward."""
         return self.vocab * self.hidden + self.vision_root_params
 
     def lora_params(self, rank: int) -> int:
