@@ -55,6 +55,15 @@ RUN_ID = "dashboards-probe"
 # it has reached the head's metrics agent, ~20-30 s after the head started on a 2-core machine.
 LATE_SERIES = ('ray_actors{Source="gcs"}', "ray_placement_groups")
 LATE_SERIES_TIMEOUT_S = 120
+# Ray Data sets its gauges every 5 s while a dataset runs (UPDATE_METRICS_INTERVAL_S of Ray 2.60's
+# StreamingExecutor and of its batch iterator), and Ray 2.60 exports a gauge for one metrics report after
+# each set: a series is scraped about once every 5 s, and only while the job's pipeline streams. The Ray
+# Data and Ray Train panels rate() (or increase()) them over windows of 30 s and more, which needs two
+# samples in the window: wait until each execution series (an operator's) and iteration series (the
+# driver's) has them.
+RATED_SERIES = ("ray_data_output_rows", "ray_data_iter_rows_total")
+RATE_WINDOW_S = 30  # the shortest window of those panels (Ray Train's data-loading panels: [30s])
+RATED_SERIES_TIMEOUT_S = 120
 
 # Targets the stacks register that nothing serves here, and why (none on the add-on path: the one custom
 # target is the supervisor, which runs here).
@@ -74,8 +83,8 @@ NO_DATA: dict[str, str] = {
     r"ray_data_\w+_per_node\b": "Ray Data's per-node metrics are off by default (DataContext.enable_per_node_metrics, "
                                 "RAY_DATA_PER_NODE_METRICS)",
     r"ray_data_cluster_(cpu|mem|object_store_memory)_utilization": "set by Ray Data's cluster autoscaler "
-        "(ray/data/_internal/cluster_autoscaler/resource_utilization_gauge.py), which reported nothing for this "
-        "small dataset",
+        "(ray/data/_internal/cluster_autoscaler/resource_utilization_gauge.py) only when given an execution id, "
+        "which Ray 2.60's default one (RATE_BASED, rate_based_cluster_autoscaler.py create) does not give it",
     r"ray_data_task_completion_time_excl_backpressure_s": "Ray 2.60's Data dashboard names a metric Ray does not "
         "export (Ray exports ray_data_average_task_completion_time_excl_backpressure_s): empty everywhere",
     r'ray_data_output_rows\{operator=~"split': "no Ray Data dataset feeds the Train run (streaming_split)",
@@ -204,6 +213,9 @@ def scraped(tmp_path_factory):
                     _poll(job_ready, WORKLOAD_TIMEOUT_S, "the dashboard job was ready")
                     _poll(lambda: all(prometheus.query_range(series, start, time.time()) for series in LATE_SERIES),
                           LATE_SERIES_TIMEOUT_S, f"the GCS's series {LATE_SERIES} scraped")
+                    _poll(lambda: all(_scraped_twice_in_a_window(prometheus, series, start) for series in RATED_SERIES),
+                          RATED_SERIES_TIMEOUT_S,
+                          f"two samples within {RATE_WINDOW_S} s of every series of {RATED_SERIES} scraped")
                     ready_at = time.time()
                     _poll(lambda: all(t["health"] == "up" and
                                       _scraped_after(t, ready_at + SCRAPES_AFTER_READY * SCRAPE_INTERVAL_S)
@@ -215,6 +227,12 @@ def scraped(tmp_path_factory):
                     _poll(lambda: client.get_job_status(job).is_terminal(), 60, "the dashboard job ended")
     finally:
         server.shutdown()
+
+
+def _scraped_twice_in_a_window(prometheus: prom.Prometheus, series: str, start: float) -> bool:
+    """Whether every series named ``series`` has had two samples within RATE_WINDOW_S (rate() has a value)."""
+    counts = prometheus.query_range(f"count_over_time({series}[{RATE_WINDOW_S}s])", start, time.time())
+    return bool(counts) and all(max(float(value) for _, value in c["values"]) >= 2 for c in counts)
 
 
 def _scraped_after(target: dict, when: float) -> bool:

@@ -1,16 +1,20 @@
 """The Ray job the dashboard test scrapes: what the cluster trainer's driver does, small.
 
 It runs on the local head as a Ray job (as SkyRL's entrypoint does on the cluster): tasks and an
-actor (Ray Core), objects in the object store, a small Ray Data pipeline and a two-worker Ray Train
-run on the CPU (Ray Data, Ray Train), and it sets the trainer's gauges through the trainer's own
-exporter (workload.skyrl.metrics) from a SkyRL-shaped log payload. Then it holds everything alive
-until the test writes the release file, so every series stays exported while Prometheus scrapes.
+actor (Ray Core), objects in the object store, a two-worker Ray Train run on the CPU (Ray Train) and
+a Ray Data pipeline that streams batches to the driver (Ray Data), and it sets the trainer's gauges
+through the trainer's own exporter (workload.skyrl.metrics) from a SkyRL-shaped log payload. Then
+it holds everything alive until the test writes the release file, so every series stays exported
+while Prometheus scrapes. The pipeline streams until then too, as one feeding a trainer does: Ray
+Data sets its gauges only every 5 s while a dataset runs, and a pipeline over in a second left
+each series a sample or two, short of the two a panel's rate() needs.
 """
 
 from __future__ import annotations
 
 import argparse
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import ray
@@ -19,8 +23,12 @@ from workload.skyrl.metrics import RayMetricsExporter, derive_metrics
 
 RUN_ID = "dashboards-probe"
 TRAIN_REPORTS = 3
-DATA_ROWS = 2_000
 POLL_S = 0.2
+# The Ray Data pipeline: one block a batch, one batch taken every BATCH_PAUSE_S, so it outlasts the test's
+# wait for its series (2 minutes at most) by far; it stops once released.
+BATCH_ROWS = 10
+STREAM_BATCHES = 600  # 600 x 0.5 s = 5 min of streaming at the least
+BATCH_PAUSE_S = 0.5
 # A SkyRL 0.4.0 log payload of one step with an evaluation (keys: workload/skyrl/metrics.py).
 SKYRL_LOGS = {
     "trainer/global_step": 10, "reward/avg_raw_reward": 0.6, "timing/generate": 4.0, "eval/all/pass_at_1": 0.5,
@@ -61,6 +69,19 @@ def run_train(storage: Path) -> None:
                         run_config=RunConfig(name="probe", storage_path=str(storage))).fit()
 
 
+def stream_until_released(release: Path, on_first_batch: Callable[[], object]) -> None:
+    """Take the pipeline's batches, one a pause, until ``release`` exists (or the data ends)."""
+    dataset = ray.data.range(STREAM_BATCHES * BATCH_ROWS, override_num_blocks=STREAM_BATCHES).map_batches(
+        lambda batch: {"id": batch["id"] * 2})
+    for taken, batch in enumerate(dataset.iter_batches(batch_size=BATCH_ROWS), start=1):
+        assert len(batch["id"]) == BATCH_ROWS and not (batch["id"] % 2).any(), batch
+        if taken == 1:
+            on_first_batch()
+        if release.exists():
+            return
+        time.sleep(BATCH_PAUSE_S)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--release-file", type=Path, required=True)
@@ -71,10 +92,8 @@ def main() -> None:
     held = [ray.put(b"x" * 1_000_000) for _ in range(4)]  # object store memory in use
     trainer = Trainer.remote()
     published = ray.get(trainer.log.remote(SKYRL_LOGS))
-    rows = ray.data.range(DATA_ROWS).map_batches(lambda batch: {"id": batch["id"] * 2}).take_all()
-    assert len(rows) == DATA_ROWS
     run_train(args.ready_file.parent / "train")
-    args.ready_file.write_text(",".join(published))
+    stream_until_released(args.release_file, lambda: args.ready_file.write_text(",".join(published)))
     while not args.release_file.exists():
         time.sleep(POLL_S)
     del held
