@@ -40,6 +40,7 @@ def plan(
     from workload.maze.render import DEFAULT_CELL_PX
     from workload.serve.cluster_config import DEFAULT_GPU_MEMORY_UTILIZATION, SERVE_TENSOR_PARALLEL
     from workload.skyrl.gpu_plan import build_gpu_plan, endpoint_lines, render_gpu_plan
+    from workload.skyrl.jobs import PREFLIGHT_WAIT_S
     from workload.skyrl.plan import build_plan, plan_warnings, render_plan
 
     given_c = list(context)
@@ -92,8 +93,6 @@ def plan(
     next_step(f"{submit} --preflight --wait-s {PREFLIGHT_WAIT_S}{given}", f"{submit} --supervise{given}")
 
 
-# README step 4: staging the data and downloading the SFT checkpoint to /shared takes about 10 min.
-PREFLIGHT_WAIT_S = 600
 # Recipe fields and SkyRL keys the step count follows (Recipe.total_steps).
 STEP_KEYS = ("dataset.train_rows", "dataset.epochs", "fixes.aligned_epochs", "trainer.train_batch_size",
              "trainer.ckpt_interval", "trainer.hf_save_interval", "trainer.max_training_steps")

@@ -108,7 +108,10 @@ def _find(outputs: dict[str, str], pattern: re.Pattern) -> str | None:
 
 
 def next_steps(target: TeardownTarget, outputs: dict[str, str]) -> list[str]:
-    """What to run after a deploy: kubeconfig, a submit, the Grafana URL, and the teardown."""
+    """What to run after a deploy: kubeconfig, the port-forward, README steps 3 and 4 (the plan, the preflight
+    that stages the data and the model), the Grafana URL, the cost, and the teardown."""
+    from workload.skyrl.jobs import PREFLIGHT_WAIT_S
+
     cluster = _find(outputs, EKS_CLUSTER_OUTPUT) or target.eks_cluster_name
     grafana = _find(outputs, GRAFANA_OUTPUT)
     forward = _find(outputs, DASHBOARD_OUTPUT) or (
@@ -116,7 +119,9 @@ def next_steps(target: TeardownTarget, outputs: dict[str, str]) -> list[str]:
     steps = [
         f"aws eks update-kubeconfig --name {cluster} --region {target.region}",
         f"{forward} &   # Ray dashboard and Jobs API on {RAY_DASHBOARD_LOCAL}",
-        f"skymaze submit --size {target.profile} --address {RAY_DASHBOARD_LOCAL}",
+        f"skymaze plan --size {target.profile}",
+        f"skymaze submit --size {target.profile} --preflight --wait-s {PREFLIGHT_WAIT_S} "
+        f"--address {RAY_DASHBOARD_LOCAL}",
         f"open {grafana if grafana.startswith('http') else 'https://' + grafana}  "
         "# Grafana: Ray and maze-training dashboards"
         if grafana else "# Grafana URL: see the observability stack's outputs",

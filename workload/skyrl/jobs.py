@@ -31,6 +31,8 @@ SAGEMAKER_PACKAGE = "toolkit-for-ray-on-sagemaker-ai"
 JOB_SPEC_FILE = "job.json"
 TERMINAL = frozenset({"SUCCEEDED", "FAILED", "STOPPED"})
 POLL_S = 1.0
+# README step 4: staging the data and downloading the SFT checkpoint to /shared takes about 10 min.
+PREFLIGHT_WAIT_S = 600
 
 
 class JobsError(SkymazeError, RuntimeError):

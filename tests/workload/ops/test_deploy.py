@@ -44,7 +44,8 @@ def test_next_steps_use_the_outputs(tmp_path):
     steps = next_steps(TARGET, read_outputs(path))
     assert steps[0] == "aws eks update-kubeconfig --name skymaze-eks --region us-west-2"
     assert steps[1].startswith("kubectl -n ray port-forward svc/skymaze-train-head-svc 8265:8265 &")
-    assert "skymaze submit --size blog --address http://127.0.0.1:8265" in steps
+    assert steps[2:4] == ["skymaze plan --size blog",  # README steps 3 and 4 before any training
+                          "skymaze submit --size blog --preflight --wait-s 600 --address http://127.0.0.1:8265"]
     assert any("https://g-abc.grafana-workspace.us-west-2.amazonaws.com" in step for step in steps)
     assert steps[-1].startswith("skymaze teardown --size blog")
 
@@ -54,7 +55,13 @@ def test_next_steps_submit_what_the_deployed_size_runs():
     from dataclasses import replace
 
     steps = next_steps(replace(TARGET, profile="small"), {})
-    assert "skymaze submit --size small --address http://127.0.0.1:8265" in steps
+    assert steps[2:4] == ["skymaze plan --size small",  # README steps 3 and 4 before any training
+                          "skymaze submit --size small --preflight --wait-s 600 --address http://127.0.0.1:8265"]
+    from tests.test_readme_commands import check
+
+    for step in steps:
+        if step.startswith("skymaze "):
+            check(step.split("   #", 1)[0], complete=True)  # each parses against the CLI as printed
     assert not [step for step in steps if "blog" in step]
 
 
