@@ -33,6 +33,8 @@ REFUSED = [
     (["teardown", "--size", "blog", "--keep-data", "--export-timeout-s", "nan", "--dry-run"],
      r"--export-timeout-s nan: give a finite number >= 0"),  # a NaN deadline: the export wait would never end
     (["teardown", "--size", "blog", "--poll-s", "0", "--dry-run"], r"--poll-s 0.0: give a finite number >= 0.001"),
+    (["supervise", "raysubmit_x", "--poll-s", "nan", "--address", "http://127.0.0.1:9"],
+     r"supervise.poll_s=nan: must be a finite number > 0"),
 ]
 
 

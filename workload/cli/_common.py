@@ -172,6 +172,16 @@ def doc_help(doc: str | None) -> str:
                        else " ".join(paragraph.splitlines()) for paragraph in paragraphs)
 
 
+def require_finite(values: list[tuple[str, float | None, float]], *, example: str) -> None:
+    """Refuse (exit 2) each ``(flag, value, floor)`` whose value is NaN, infinite or below the floor (None: not
+    given): typer takes ``nan`` and ``inf`` as floats, and a NaN deadline or interval is never reached."""
+    import math
+
+    for flag, value, low in values:
+        if value is not None and not (math.isfinite(value) and value >= low):
+            raise UsageError(f"{flag} {value}: give a finite number >= {low:g}, e.g. {flag} {example}")
+
+
 def next_step(*commands: str) -> None:
     """Print the commands a user most likely runs next (stdout, last lines)."""
     typer.echo("\nNext:")

@@ -13,6 +13,7 @@ from workload.cli._common import (
     doc_help,
     next_step,
     print_json,
+    require_finite,
     resolve_size,
 )
 from workload.errors import UsageError
@@ -48,7 +49,6 @@ def cost(
     Example:  skymaze cost --size blog --hours 12 --left-up-hours 72 --guard-hours 14
     """
     import datetime
-    import math
 
     from workload.ops.cost import Usage, estimate_cost, guard_saving, render_report
     from workload.ops.prices import DEFAULT_PRICES_PATH, load_prices
@@ -56,10 +56,9 @@ def cost(
 
     given_c = list(context)
     profile, context = resolve_size(profile, context)
-    for flag, value in (("--hours", hours), ("--nat-gb", nat_gb), ("--artifacts-gib", artifacts_gib),
-                        ("--left-up-hours", left_up_hours), ("--guard-hours", guard_hours)):
-        if value is not None and not (math.isfinite(value) and value >= 0):
-            raise UsageError(f"{flag} {value}: give a finite number >= 0, e.g. {flag} 12")
+    require_finite([(flag, value, 0.0) for flag, value in (
+        ("--hours", hours), ("--nat-gb", nat_gb), ("--artifacts-gib", artifacts_gib),
+        ("--left-up-hours", left_up_hours), ("--guard-hours", guard_hours))], example="12")
     try:
         day = datetime.date.fromisoformat(on) if on else datetime.date.today()
     except ValueError:

@@ -13,6 +13,7 @@ from workload.cli._common import (
     deploy_target,
     doc_help,
     next_step,
+    require_finite,
     resolve_size,
 )
 from workload.ops.plan import (
@@ -57,15 +58,11 @@ def teardown(
 
     Example:  skymaze teardown --size blog --dry-run
     """
-    import math
 
-    from workload.errors import UsageError
     from workload.ops.plan import build_teardown_plan, render_plan
 
-    for flag, value, low in (("--kube-timeout-s", kube_timeout_s, 0.0), ("--aws-timeout-s", aws_timeout_s, 0.0),
-                             ("--export-timeout-s", export_timeout_s, 0.0), ("--poll-s", poll_s, 1e-3)):
-        if not (math.isfinite(value) and value >= low):  # a NaN deadline is never reached: the wait never ends
-            raise UsageError(f"{flag} {value}: give a finite number >= {low:g}, e.g. {flag} 60")
+    require_finite([("--kube-timeout-s", kube_timeout_s, 0.0), ("--aws-timeout-s", aws_timeout_s, 0.0),
+                    ("--export-timeout-s", export_timeout_s, 0.0), ("--poll-s", poll_s, 1e-3)], example="60")
     profile, context = resolve_size(profile, context)
     _, _, target = deploy_target(profile, context, keep_data=keep_data)
     steps = build_teardown_plan(target)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from workload.config import ConfigError
@@ -59,5 +60,5 @@ class SupervisorSettings:
     poll_s: float = 15.0
 
     def __post_init__(self) -> None:
-        if self.poll_s <= 0:
-            raise ConfigError(f"supervise.poll_s={self.poll_s}: must be > 0")
+        if not (math.isfinite(self.poll_s) and self.poll_s > 0):  # sleep(nan) raises after the first look
+            raise ConfigError(f"supervise.poll_s={self.poll_s}: must be a finite number > 0, e.g. --poll-s 15")
