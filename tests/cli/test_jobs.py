@@ -194,6 +194,28 @@ def test_a_root_whose_job_spec_does_not_parse_is_recorded_and_the_next_run_is_st
 
 @pytest.mark.slow
 @pytest.mark.e2e
+def test_a_run_the_supervisor_gave_up_is_recorded_as_given_up_with_why_not_as_done(ray_head, tmp_path):
+    """Training submitted where SkyRL is not importable (this machine) fails as a bad recipe: the supervisor gives
+    it up, and the handled file says so, never "done"."""
+    from workload.supervise.service import read_handled
+
+    submitted = runner.invoke(app, ["submit", "--recipe", "blog", "--size", "blog", "--set", f"shared_root={tmp_path}",
+                                    "--supervise", "--address", ray_head.dashboard_url])
+    assert submitted.exit_code == 0, submitted.output
+    root = submitted.stdout.split()[1]
+    handled = tmp_path / "handled.txt"
+    watched = runner.invoke(app, ["supervise", "--watch", "--once", "--handled-file", str(handled), "--set",
+                                  "release_workers=false", "--poll-s", "0.2", "--metrics-port", "0",
+                                  "--address", ray_head.dashboard_url])
+    assert watched.exit_code == 0, watched.output
+    reason = read_handled(handled)[root]
+    assert reason.startswith("gave up after ") and ": " in reason, reason
+    give_ups = [json.loads(line) for line in watched.stdout.splitlines() if '"give_up"' in line]
+    assert give_ups and reason.endswith(give_ups[-1]["reason"]), (reason, give_ups)
+
+
+@pytest.mark.slow
+@pytest.mark.e2e
 def test_watch_retries_the_ray_api_while_the_head_is_unreachable(ray_head, tmp_path):
     """The dashboard refuses connections (a head restarting) for two calls: watch waits 2 s, then 4 s, then goes
     on, instead of exiting."""

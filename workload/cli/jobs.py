@@ -329,9 +329,8 @@ def _supervising(step):
 def _report_outcome(outcome, run_id: str, address: str) -> None:
     """The run's end on stdout and the next command; exit 1 when the supervisor gave up."""
     last = outcome.job_ids[-1]
-    gave_up = next((r["reason"] for r in outcome.records if r["action"] == "give_up"), None)
-    if gave_up is not None:
-        fail(f"gave up on run {run_id}: {gave_up}; see `skymaze logs {last}{_address_flag(address)}`")
+    if outcome.gave_up is not None:
+        fail(f"gave up on run {run_id}: {outcome.gave_up}; see `skymaze logs {last}{_address_flag(address)}`")
     typer.echo(f"run {run_id} finished in {len(outcome.job_ids)} submission(s): {' '.join(outcome.job_ids)}")
     next_step(f"skymaze logs {last}{_address_flag(address)}", "skymaze promote --help")
 

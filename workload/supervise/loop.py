@@ -43,6 +43,11 @@ class Outcome:
     job_ids: list[str] = field(default_factory=list)
     records: list[dict] = field(default_factory=list)
 
+    @property
+    def gave_up(self) -> str | None:
+        """Why the supervisor gave the run up, or None when the run finished."""
+        return next((r["reason"] for r in self.records if r["action"] == "give_up"), None)
+
 
 def observe(edges: Edges, job_id: str, now_s: float) -> Observation:
     """One look through the edges. An edge that fails (API server or dashboard down) reads as

@@ -269,8 +269,9 @@ def watch(settings: SupervisorSettings, client: Any, handled_file: Path, telemet
                 _record_handled(handled_file, job_id, f"failed {MAX_ROOT_FAILURES} times: {err}")
                 _say("root_failed", job_id=job_id, error=str(err)[:300])
                 continue
-            _record_handled(handled_file, job_id, f"{outcome.state.phase.value} after "
-                            f"{len(outcome.job_ids)} submission(s)")
+            submitted = f"after {len(outcome.job_ids)} submission(s)"
+            _record_handled(handled_file, job_id, f"gave up {submitted}: {outcome.gave_up}" if outcome.gave_up
+                            else f"{outcome.state.phase.value} {submitted}")
             done.append(job_id)
         if not forever:
             return done
