@@ -89,8 +89,9 @@ class RayStack(Stack):
             self._manifest(cluster, "RayEndpointAccess", connection_rbac(ns), after=[namespace])
         self.trainer = self._manifest(cluster, "TrainerRayCluster", [trainer],
                                       after=[self.operator, account, claim, fsx_csi, self.s3_identity])
-        self._manifest(cluster, "TrainerMetricsServices", rm.metrics_services(
-            cluster=self.trainer_cluster_name, ns=ns, workers=settings.trainer_worker_count), after=[namespace])
+        if settings.ray_metrics == "scrape-targets":  # a Service per Ray pod, the custom targets' stable names
+            self._manifest(cluster, "TrainerMetricsServices", rm.metrics_services(
+                cluster=self.trainer_cluster_name, ns=ns, workers=settings.trainer_worker_count), after=[namespace])
         self.network_policies = self._manifest(
             cluster, "NetworkPolicies", self._network_policies(settings, ns), after=[namespace])
         if settings.supervisor:

@@ -103,11 +103,12 @@ class ServingStack(Stack):
                 serve_clients=[rm.pod_peer({rm.ENDPOINT_CLIENT_LABEL: "true"})])])
         for dependency in ray_ready:
             self.network_policy.node.add_dependency(dependency)
-        self.metrics = eks.KubernetesManifest(
-            self, "MetricsServices", cluster=cluster, overwrite=True,
-            manifest=rm.metrics_services(cluster=self.service_name, ns=namespace, workers=SERVE_WORKERS))
-        for dependency in ray_ready:
-            self.metrics.node.add_dependency(dependency)
+        if settings.ray_metrics == "scrape-targets":  # a Service per Ray pod, the custom targets' stable names
+            metrics = eks.KubernetesManifest(
+                self, "MetricsServices", cluster=cluster, overwrite=True,
+                manifest=rm.metrics_services(cluster=self.service_name, ns=namespace, workers=SERVE_WORKERS))
+            for dependency in ray_ready:
+                metrics.node.add_dependency(dependency)
         acknowledge(self.s3_role, {
             f"AwsSolutions-IAM5[Resource::{bucket_arn}/{ADAPTERS_PREFIX}/*]":
                 "the endpoint reads any adapter promoted under the adapters prefix (read only)",

@@ -72,11 +72,19 @@ def test_outputs_give_the_grafana_url(observability):
     assert "GrafanaUrl" in observability["Outputs"]
 
 
-def test_custom_targets_are_the_supervisor_and_ray_pods_only_where_the_add_on_cannot_collect_ray(synth, observability):
+@pytest.fixture(scope="module")
+def scrape_targets_synth(tmp_path_factory):
+    """The app for an add-on without Ray collection (`-c ray_metrics=scrape-targets`)."""
+    from tests.infra.conftest import PROFILE, cli_context, synth_app
+
+    return synth_app(cli_context(profile=PROFILE, ray_metrics="scrape-targets"), tmp_path_factory.mktemp("cdk.out"))
+
+
+def test_custom_targets_are_the_supervisor_and_ray_pods_only_where_the_add_on_cannot_collect_ray(
+        synth, observability, scrape_targets_synth):
     from infra.stacks.observability import scrape_endpoints
-    from tests.infra.conftest import k8s_manifests, resources
+    from tests.infra.conftest import resources
     from workload.addons import scrape_targets, scrape_targets_patch
-    from workload.ops.profiles import settings_for
 
     (patch,) = resources(observability, "Custom::AWSCDK-EKS-KubernetesPatch").values()
     props = patch["Properties"]
@@ -88,15 +96,23 @@ def test_custom_targets_are_the_supervisor_and_ray_pods_only_where_the_add_on_ca
     assert len(endpoints) == 1 and endpoints[0].startswith("skymaze-supervisor.ray.svc.cluster.local:")
     assert json.loads(props["ApplyPatchJson"]) == scrape_targets_patch(scrape_targets(endpoints))
     assert json.loads(props["RestorePatchJson"]) == {"spec": {"customServiceScrapeTargets": []}}
+    # The add-on path creates no Service per Ray pod: nothing would scrape through one.
+    assert not _metrics_services(synth) - {endpoints[0]}
     # An add-on without Ray collection: every Ray pod too, each a Service the Ray and serving stacks create.
-    older = scrape_endpoints(settings_for(synth.settings.profile, (("ray_metrics", "scrape-targets"),)))
-    services = {f"{m['metadata']['name']}.{m['metadata']['namespace']}.svc.cluster.local:{m['spec']['ports'][0]['port']}"
-                for role in ("ray", "serving") for m in k8s_manifests(synth.templates[role]) if m["kind"] == "Service"}
-    assert set(older) | set(endpoints) <= services, (set(older) | set(endpoints)) - services
+    older = scrape_endpoints(scrape_targets_synth.settings)
+    assert set(older) <= _metrics_services(scrape_targets_synth), set(older) - _metrics_services(scrape_targets_synth)
     # trainer head + 3 workers, RayService head + 1 worker, the supervisor
     assert len(older) == 1 + synth.settings.trainer_worker_count + 2 + 1
     # Neither path registers a Ray pod twice: the add-on's own collection and custom targets exclude each other.
     assert not [e for e in endpoints if "-metrics-head." in e or "-metrics-worker-" in e]
+
+
+def _metrics_services(synth) -> set[str]:
+    """`host:port` of every Service the Ray and serving stacks create, in cluster DNS."""
+    from tests.infra.conftest import k8s_manifests
+
+    return {f"{m['metadata']['name']}.{m['metadata']['namespace']}.svc.cluster.local:{m['spec']['ports'][0]['port']}"
+            for role in ("ray", "serving") for m in k8s_manifests(synth.templates[role]) if m["kind"] == "Service"}
 
 
 def test_the_add_on_is_pinned_and_switches_its_ray_collection_on_where_it_collects_ray():
