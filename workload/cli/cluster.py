@@ -43,15 +43,15 @@ def status(
     from workload.ops.cluster_status import hyperpod_status
     from workload.ops.identity import IdentityError, check_identity
     from workload.skyrl import jobs
-    from workload.skyrl.ray_auth import SecretRef, find_token
+    from workload.skyrl.ray_auth import SecretRef
 
     profile, context = resolve_size(profile, context)
     overrides, settings, target = deploy_target(profile, context)
     try:
         resolved = jobs.resolve_address(address, None)
-        token, problem = find_token(resolved, os.environ,
-                                    secret=SecretRef(RAY_NAMESPACE, trainer_raycluster(settings.name)))
-        rows, ray_error = jobs.list_jobs(jobs.connect(resolved, token, token_problem=problem)), ""
+        client = jobs.connect_with_token(resolved, os.environ,
+                                         secret=SecretRef(RAY_NAMESPACE, trainer_raycluster(settings.name)))
+        rows, ray_error = jobs.list_jobs(client), ""
     except (ValueError, jobs.JobsError) as err:
         resolved, rows, ray_error = address or jobs.DEFAULT_ADDRESS, [], str(err)
     session = boto3.Session(region_name=target.region)

@@ -44,11 +44,9 @@ def _client(address: str | None):
     import os
 
     from workload.skyrl import jobs
-    from workload.skyrl.ray_auth import find_token
 
     resolved = jobs.resolve_address(address, None)
-    token, problem = find_token(resolved, os.environ)
-    return resolved, jobs.connect(resolved, token, token_problem=problem)
+    return resolved, jobs.connect_with_token(resolved, os.environ)
 
 
 JOB_HELP = "Job id printed by skymaze submit (default: the newest job skymaze submitted to this Ray cluster)."

@@ -13,7 +13,7 @@ import importlib.util
 import shlex
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,11 +22,17 @@ from workload.deployment.names import RAY_NAMESPACE, TRAINER_RAYCLUSTER
 from workload.errors import SkymazeError, UsageError
 from workload.skyrl.entrypoint import JobSpec
 from workload.skyrl.job_env import JobEnv, runtime_env_for
-from workload.skyrl.ray_auth import RayToken, SecretRef, endpoint_secret, refusal_hint
+from workload.skyrl.ray_auth import (
+    SAGEMAKER_SCHEME,
+    RayToken,
+    SecretRef,
+    endpoint_secret,
+    find_token,
+    refusal_hint,
+)
 
 DEFAULT_ADDRESS = "http://127.0.0.1:8265"
 """Ray's default dashboard port, where a local head or a port-forward listens."""
-SAGEMAKER_SCHEME = "sagemaker_ray"
 SAGEMAKER_PACKAGE = "toolkit-for-ray-on-sagemaker-ai"
 JOB_SPEC_FILE = "job.json"
 TERMINAL = frozenset({"SUCCEEDED", "FAILED", "STOPPED"})
@@ -81,6 +87,13 @@ SAGEMAKER_HINT = (
     "or admin_principal_arns; CLUSTER/NAMESPACE name the trainer RayCluster (stack output RayEndpointAddress). "
     f"Or port-forward the head and use {DEFAULT_ADDRESS}."
 )
+
+
+def connect_with_token(address: str, environ: Mapping[str, str], *, secret: SecretRef = SecretRef()) -> Any:
+    """:func:`connect` with Ray's token found as workload/skyrl/ray_auth.py says (the environment, a file, or
+    ``secret`` through kubectl for a port-forward)."""
+    token, problem = find_token(address, environ, secret=secret)
+    return connect(address, token, token_problem=problem)
 
 
 def connect(address: str, token: RayToken | None = None, *, token_problem: str = "") -> Any:
