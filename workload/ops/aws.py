@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from botocore.exceptions import ClientError
 
+from workload.deployment.names import ADAPTERS_PREFIX
 from workload.errors import SkymazeError
 
 CFN_STACK_TAG = "aws:cloudformation:stack-name"
@@ -253,7 +254,7 @@ def empty_and_delete_bucket(session, name: str) -> bool:
     return True
 
 
-ADAPTERS_PREFIX = "adapters/"  # s3://<artifacts bucket>/adapters/NAME/ (workload/cli/promote.py)
+ADAPTERS = f"{ADAPTERS_PREFIX}/"  # s3://<artifacts bucket>/adapters/NAME/, where `skymaze promote` writes
 INVENTORY_MAX_OBJECTS = 100_000  # counting stops here ("100000+"): a prompt must not page a huge bucket for minutes
 
 
@@ -288,8 +289,8 @@ def bucket_inventory(session, name: str, *, max_objects: int = INVENTORY_MAX_OBJ
             objects, more = max_objects, bool(page.get("IsTruncated")) or objects > max_objects
             break
     adapters = []
-    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=name, Prefix=ADAPTERS_PREFIX, Delimiter="/"):
-        adapters += [p["Prefix"][len(ADAPTERS_PREFIX):].rstrip("/") for p in page.get("CommonPrefixes", [])]
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=name, Prefix=ADAPTERS, Delimiter="/"):
+        adapters += [p["Prefix"][len(ADAPTERS):].rstrip("/") for p in page.get("CommonPrefixes", [])]
     return BucketInventory(name, exists=True, objects=objects, more=more, adapters=tuple(sorted(adapters)))
 
 

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from workload.deployment.names import ADAPTERS_PREFIX
 from workload.errors import UsageError
 from workload.files import atomic_path, write_bytes_atomic
 from workload.serving_rules import (
@@ -128,7 +129,7 @@ def artifacts_destination(name: str, environ: dict[str, str]) -> str:
         raise PromoteError(f"--name {name} promotes to the cluster's artifacts bucket, named by {ARTIFACTS_ENV} on its "
                            "Ray pods (run it there: kubectl -n ray exec svc/skymaze-train-head-svc -- skymaze promote "
                            "...); elsewhere pass --to s3://BUCKET/adapters/NAME or a folder")
-    return f"{root.rstrip('/')}/adapters/{name}"
+    return f"{root.rstrip('/')}/{ADAPTERS_PREFIX}/{name}"
 
 
 def check_adapter(adapter: Adapter, *, max_lora_rank: int) -> None:
