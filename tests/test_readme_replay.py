@@ -294,6 +294,24 @@ class _Server:
         return self.process.wait(timeout=120)
 
 
+PORT_TRIES = 3  # a free port is free when picked; on a shared machine another process may take it first
+
+
+def _start_server(walk: Walk, key: str, command: Callable[[], str], env: dict[str, str]) -> _Server:
+    """A server on a port picked just before it starts (``walk.values[key]``, which the commands after it
+    use); a fresh port when another process took it in between."""
+    from workload.localhost import free_port
+
+    for attempt in range(PORT_TRIES):
+        walk.values[key] = str(free_port())
+        try:
+            return _Server(command(), walk.root, env)
+        except AssertionError as error:
+            if "already in use" not in str(error) or attempt == PORT_TRIES - 1:
+                raise
+    raise AssertionError("unreachable")  # the loop returns or raises
+
+
 def _walk_endpoint(walk: Walk, commands: list[str]) -> None:
     """Promote to a folder, serve README's way and evaluate; then the cluster's evaluate against a
     stand-in endpoint serving the adapter promoted to (moto's) S3 under the cluster's model id."""
@@ -301,17 +319,20 @@ def _walk_endpoint(walk: Walk, commands: list[str]) -> None:
     for command in (c for c in commands if c.split()[1] == "promote"):
         walk.ran[command] = _run(as_run(command, walk.values), walk.root, env)
     (serve,) = [c for c in commands if c.split()[1] == "serve"]
-    server = _Server(as_run(serve, walk.values), walk.root, env)
+    server = _start_server(walk, "port", lambda: as_run(serve, walk.values), env)
     try:
         for command in (c for c in commands if c.split()[1] == "evaluate" and STANDIN_MODEL_ID not in c):
             walk.ran[command] = _run(as_run(command, walk.values), walk.root, env)
         walk.ran[CLIENT_EXAMPLE] = _run_client_example(walk, env)
     finally:
         walk.ran[serve] = Ran(server.argv, server.stop(), server.ready_output, "", server.wall_s())
-    standin = (f"skymaze serve --model runs/latest/models/sft --model-id {STANDIN_MODEL_ID} "
-               f"--adapters {_download_adapters(walk, walk.root / 'cluster-adapters')} "
-               f"--port {walk.values['cluster_port']}")
-    server = _Server(standin, walk.root, _moto_env(walk))
+    adapters = _download_adapters(walk, walk.root / "cluster-adapters")
+
+    def standin() -> str:
+        return (f"skymaze serve --model runs/latest/models/sft --model-id {STANDIN_MODEL_ID} --adapters {adapters} "
+                f"--port {walk.values['cluster_port']}")
+
+    server = _start_server(walk, "cluster_port", standin, _moto_env(walk))
     try:
         for command in (c for c in commands if c.split()[1] == "evaluate" and STANDIN_MODEL_ID in c):
             walk.ran[command] = _run(as_run(command, walk.values), walk.root, env)
