@@ -16,6 +16,8 @@ import shutil
 import socket
 import sys
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from types import ModuleType
 from typing import Any
 
@@ -45,6 +47,24 @@ def free_port(host: str = LOOPBACK) -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
         return sock.getsockname()[1]
+
+
+@contextmanager
+def held_port(host: str = LOOPBACK, port: int = 0) -> Iterator[int]:
+    """``port`` (0: a free one) held on ``host`` until the block ends, for a server that binds it with
+    SO_REUSEPORT (Ray Serve's HTTP proxy does) some seconds later, after Ray has started.
+
+    A port picked by binding port 0 and closing is free only at that moment: Ray's start binds a dozen
+    ports of its own, and another process may take the picked one before the proxy binds it. This socket
+    stays bound (not listening, so it takes no connections) and is set SO_REUSEPORT, so the server's
+    listener still binds beside it while no other bind (port 0's pick included) gets it.
+    """
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        sock.bind((host, port))
+        yield sock.getsockname()[1]
 
 
 def prepare_loopback_ray() -> None:

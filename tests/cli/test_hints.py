@@ -11,14 +11,13 @@ import json
 import os
 import shlex
 import signal
-import socket
 import subprocess
 import time
 from pathlib import Path
 
 import pytest
 
-pytestmark = [pytest.mark.slow, pytest.mark.e2e]
+pytestmark = [pytest.mark.slow, pytest.mark.e2e, pytest.mark.timeout(1800)]  # the limit counts the rehearsal fixture
 SERVE_START_TIMEOUT_S = 300
 COMMAND_TIMEOUT_S = 600
 POLL_S = 0.2
@@ -57,18 +56,28 @@ def _run(hint: str, port: int, cwd: Path) -> subprocess.CompletedProcess:
                           timeout=COMMAND_TIMEOUT_S)
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+def _start_server(serve_hint: str, cwd: Path) -> tuple[subprocess.Popen, int]:
+    """The serve hint running on a free port, once it serves; a fresh port when another process took the one
+    picked before the server held it (the README walk's `PORT_TAKEN`)."""
+    from tests.test_readme_replay import PORT_TAKEN, PORT_TRIES
+    from workload.localhost import free_port
 
-
-def _wait_until_serving(process: subprocess.Popen, log: Path) -> None:
-    deadline = time.monotonic() + SERVE_START_TIMEOUT_S
-    while "serving at" not in log.read_text():
-        assert process.poll() is None, log.read_text()[-3000:]
-        assert time.monotonic() < deadline, log.read_text()[-3000:]
-        time.sleep(POLL_S)
+    for attempt in range(PORT_TRIES):
+        port, log = free_port(), cwd / f"serve-{attempt}.log"
+        with log.open("w") as sink:
+            server = subprocess.Popen(_argv(serve_hint, port, cwd), cwd=cwd, env=_env(), stdout=sink,
+                                      stderr=subprocess.STDOUT, text=True)
+        deadline = time.monotonic() + SERVE_START_TIMEOUT_S
+        while "serving at" not in log.read_text() and server.poll() is None and time.monotonic() < deadline:
+            time.sleep(POLL_S)
+        if "serving at" in log.read_text():
+            return server, port
+        server.kill()
+        server.wait(timeout=120)
+        said = log.read_text()
+        if not any(taken in said for taken in PORT_TAKEN) or attempt == PORT_TRIES - 1:
+            raise AssertionError(said[-3000:])
+    raise AssertionError("unreachable")  # the loop returns or raises
 
 
 def test_every_hint_after_a_rehearsal_runs_and_scores_as_in_process(rehearsal_smoke, tmp_path):
@@ -82,18 +91,14 @@ def test_every_hint_after_a_rehearsal_runs_and_scores_as_in_process(rehearsal_sm
     found = _run(tensorboard_hint.replace("tensorboard --logdir", "tensorboard --version_tb --logdir"), 0, tmp_path)
     assert found.returncode == 0, found.stderr[-2000:]
 
-    port = _free_port()
-    promoted = _run(promote_hint, port, tmp_path)
+    assert ":8000" not in promote_hint
+    promoted = _run(promote_hint, 0, tmp_path)
     assert promoted.returncode == 0, promoted.stderr
     serve_hint, evaluate_hint = next_hints(promoted.stdout)
     assert serve_hint.startswith("skymaze serve --model ") and evaluate_hint.startswith("skymaze evaluate ")
 
-    log = tmp_path / "serve.log"
-    with log.open("w") as sink:
-        server = subprocess.Popen(_argv(serve_hint, port, tmp_path), cwd=tmp_path, env=_env(), stdout=sink,
-                                  stderr=subprocess.STDOUT, text=True)
+    server, port = _start_server(serve_hint, tmp_path)
     try:
-        _wait_until_serving(server, log)
         second = _run(serve_hint + " --once", port, tmp_path)  # the same port, while the first serves
         assert second.returncode == 1
         assert f"port {port} on 127.0.0.1 is already in use" in second.stderr

@@ -34,11 +34,18 @@ from infra.constructs import ray_manifests as rm
 from tests.conftest import ROOT
 from tests.infra.conftest import manifest_of_kind
 from tests.loopback_http import serve_in_thread
-from tests.workload.skyrl.ray_head import _stop, _wait_http, free_ports
+from tests.workload.skyrl.ray_head import (
+    SLOW_MACHINE_ENV,
+    START_ATTEMPTS,
+    START_TIMEOUT_S,
+    RayStartError,
+    _stop,
+    _wait_http,
+    free_ports,
+)
 
 pytestmark = pytest.mark.slow
 
-START_TIMEOUT_S = 120
 CLI_TIMEOUT_S = 300
 SECRET_VALUE = "hf_not_for_other_eyes"  # a job's secret env var, which the Jobs API returns with the job
 # rayStartParams that name a pod address or a fixed port: loopback and free ports here.
@@ -114,7 +121,31 @@ def head_start(spec: dict) -> tuple[dict[str, str], dict[str, str]]:
 @contextmanager
 def synthesized_head(spec: dict, env: dict[str, str]) -> Iterator[tuple[str, dict[str, str]]]:
     """`ray start --head --block` with the synth's params (loopback, free ports) and ``env``; yields the dashboard
-    URL and the start parameters used."""
+    URL and the start parameters used. A start that fails (a node that missed Ray's fixed startup windows on a
+    loaded machine, a free port taken first) is tried again with fresh ports, as `local_ray_head` does."""
+    for attempt in range(1, START_ATTEMPTS + 1):
+        process, temp_dir, url, params = _start_synthesized(spec, env)
+        try:
+            _wait_http(f"{url}/api/version", time.monotonic() + START_TIMEOUT_S, process, temp_dir / "ray-start.log",
+                       env.get("RAY_AUTH_TOKEN"), START_TIMEOUT_S)
+            break
+        except RayStartError:
+            _stop(process, temp_dir)
+            shutil.rmtree(temp_dir, ignore_errors=True)
+            if attempt == START_ATTEMPTS:
+                raise
+        except BaseException:
+            _stop(process, temp_dir)
+            shutil.rmtree(temp_dir, ignore_errors=True)
+            raise
+    try:
+        yield url, params
+    finally:
+        _stop(process, temp_dir)
+        shutil.rmtree(temp_dir, ignore_errors=True)
+
+
+def _start_synthesized(spec: dict, env: dict[str, str]) -> tuple[subprocess.Popen, Path, str, dict[str, str]]:
     params, container_env = head_start(spec)
     params.update(LOOPBACK_PARAMS)
     names = ["port", "dashboard-port", "ray-client-server-port", "dashboard-agent-listen-port",
@@ -126,19 +157,12 @@ def synthesized_head(spec: dict, env: dict[str, str]) -> Iterator[tuple[str, dic
     command = [str(ray_bin), "start", "--head", "--block", "--node-ip-address", "127.0.0.1",
                "--temp-dir", str(temp_dir), "--disable-usage-stats",
                *(f"--{key}={value}" for key, value in params.items())]
-    full_env = {**os.environ, **container_env, **env, "RAY_USAGE_STATS_ENABLED": "0", "PYTHONUNBUFFERED": "1",
-                "PATH": f"{ray_bin.parent}{os.pathsep}{os.environ.get('PATH', '')}"}
-    log = temp_dir / "ray-start.log"
-    with log.open("wb") as out:
+    # the slow-machine timeouts only widen Ray's startup windows; what the head runs is the manifest's
+    full_env = {**os.environ, **SLOW_MACHINE_ENV, **container_env, **env, "RAY_USAGE_STATS_ENABLED": "0",
+                "PYTHONUNBUFFERED": "1", "PATH": f"{ray_bin.parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    with (temp_dir / "ray-start.log").open("wb") as out:
         process = subprocess.Popen(command, env=full_env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-    url = f"http://127.0.0.1:{params['dashboard-port']}"
-    try:
-        _wait_http(f"{url}/api/version", time.monotonic() + START_TIMEOUT_S, process, log, env.get("RAY_AUTH_TOKEN"),
-                   START_TIMEOUT_S)
-        yield url, params
-    finally:
-        _stop(process, temp_dir)
-        shutil.rmtree(temp_dir, ignore_errors=True)
+    return process, temp_dir, f"http://127.0.0.1:{params['dashboard-port']}", params
 
 
 def http_status(url: str, *, method: str = "GET", body: dict | None = None, token: str | None = None) -> tuple[int, str]:

@@ -1,8 +1,11 @@
-"""free_port gives a port nothing listens on, on loopback; a local Ray that misses its startup window is retried."""
+"""free_port gives a port nothing listens on, on loopback; held_port keeps one from every bind but a SO_REUSEPORT
+server's; a local Ray that misses its startup window is retried."""
 
 from __future__ import annotations
 
 import socket
+import sys
+from collections.abc import Iterator
 
 import pytest
 
@@ -13,7 +16,20 @@ from workload.localhost import (
     LocalRay,
     RayStartError,
     free_port,
+    held_port,
 )
+
+
+@pytest.fixture(autouse=True)
+def _ray_reads_the_restored_environment() -> Iterator[None]:
+    """Set up before monkeypatch, so torn down after it has put the environment back: prepare_loopback_ray
+    refreshes Ray's process-wide config from the environment, and a later test in this worker must not
+    inherit a test's auth mode."""
+    yield
+    if "ray" in sys.modules:
+        from ray._raylet import Config
+
+        Config.initialize("")
 
 
 def test_free_port_can_be_bound_on_loopback():
@@ -21,6 +37,35 @@ def test_free_port_can_be_bound_on_loopback():
     assert 1024 <= port <= 65535
     with socket.socket() as sock:
         sock.bind((LOOPBACK, port))  # raises if the port were taken
+
+
+def _reuseport_listener(port: int) -> socket.socket:
+    """A listener bound as Ray Serve's HTTP proxy binds (serve/_private/http_util.py: SO_REUSEADDR + SO_REUSEPORT)."""
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    sock.bind((LOOPBACK, port))
+    sock.listen()
+    return sock
+
+
+def test_a_held_port_is_refused_to_other_binds_and_served_by_a_reuseport_listener():
+    with held_port() as port:
+        with socket.socket() as other, pytest.raises(OSError):
+            other.bind((LOOPBACK, port))  # another process's bind: refused while held
+        with _reuseport_listener(port) as server, socket.create_connection((LOOPBACK, port), timeout=5) as client:
+            accepted, _ = server.accept()  # the held socket does not listen: the server takes the connection
+            with accepted:
+                client.sendall(b"ping")
+                assert accepted.recv(4) == b"ping"
+
+
+def test_held_port_holds_the_port_asked_for_until_the_block_ends():
+    wanted = free_port()
+    with held_port(LOOPBACK, wanted) as port:
+        assert port == wanted
+    with socket.socket() as sock:
+        sock.bind((LOOPBACK, port))  # free again (no connection was made, so no TIME_WAIT holds it)
 
 
 def test_prepare_loopback_ray_turns_token_auth_on_with_a_private_token(monkeypatch):

@@ -7,7 +7,7 @@ returns once it answers; on exit it stops Serve, and the Ray it started.
 
 from __future__ import annotations
 
-from workload.localhost import LOOPBACK, LocalRay, free_port
+from workload.localhost import LOOPBACK, LocalRay, held_port
 from workload.serve.app import REPLICA_CPUS, build_app
 from workload.serve.settings import ServeSettings
 
@@ -37,16 +37,16 @@ class LocalServer:
         import ray
         from ray import serve
 
-        if not ray.is_initialized():
-            self._ray = LocalRay(RAY_CPUS, namespace=RAY_NAMESPACE)
-            self._ray.start()
-        try:
-            self.port = self.settings.port or free_port(LOOPBACK)
-            serve.start(http_options={"host": LOOPBACK, "port": self.port}, proxy_location="HeadOnly")
-            serve.run(build_app(self.settings), name=APP_NAME, route_prefix="/", blocking=False)
-        except BaseException:
-            self.__exit__()
-            raise
+        with held_port(LOOPBACK, self.settings.port) as self.port:  # Ray's start binds ports of its own
+            if not ray.is_initialized():
+                self._ray = LocalRay(RAY_CPUS, namespace=RAY_NAMESPACE)
+                self._ray.start()
+            try:
+                serve.start(http_options={"host": LOOPBACK, "port": self.port}, proxy_location="HeadOnly")
+                serve.run(build_app(self.settings), name=APP_NAME, route_prefix="/", blocking=False)
+            except BaseException:
+                self.__exit__()
+                raise
         return self
 
     def __exit__(self, *exc: object) -> None:

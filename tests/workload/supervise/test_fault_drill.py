@@ -25,7 +25,13 @@ import pytest
 
 from tests.conftest import ROOT
 from tests.polling import poll as _poll
-from tests.workload.skyrl.ray_head import _pids_naming, free_ports, local_ray_head
+from tests.workload.skyrl.ray_head import (
+    START_ATTEMPTS,
+    RayStartError,
+    _pids_naming,
+    free_ports,
+    local_ray_head,
+)
 from workload.supervise import ray_jobs
 from workload.supervise.loop import Edges, supervise
 from workload.supervise.machine import Kind, Policy
@@ -57,7 +63,7 @@ class WorkerNode:
         self.temp_dir = head.temp_dir / "node"  # under the head's: its shutdown sweeps this node too
         self.process = None
 
-    def start(self) -> None:
+    def _start_once(self) -> None:
         ray_bin = Path(sys.executable).with_name("ray")
         command = [str(ray_bin), "start", "--address", self.head.gcs_address, "--block", "--node-ip-address", "127.0.0.1",
                    "--num-cpus", "2", "--num-gpus", "0", "--resources", json.dumps({NODE_RESOURCE: 2}),
@@ -67,9 +73,25 @@ class WorkerNode:
         env = {**os.environ, **MULTI_NODE_ENV, "RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0",
                "PATH": f"{ray_bin.parent}{os.pathsep}{os.environ.get('PATH', '')}"}
         self.temp_dir.mkdir(parents=True, exist_ok=True)
-        with (self.head.temp_dir / "node-start.log").open("ab") as log:
-            self.process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-        _poll(lambda: _alive_workers(self.head) == 1, NODE_CHANGE_TIMEOUT_S, "worker node did not join")
+        log = self.head.temp_dir / "node-start.log"
+        with log.open("ab") as sink:
+            self.process = subprocess.Popen(command, env=env, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True)
+
+        def joined() -> bool:
+            if self.process.poll() is not None:  # missed Ray's fixed registration window, or lost a port
+                raise RayStartError(f"ray start exited with {self.process.returncode}: {log.read_text()[-2000:]}")
+            return _alive_workers(self.head) == 1
+
+        _poll(joined, NODE_CHANGE_TIMEOUT_S, "worker node did not join")
+
+    def start(self) -> None:
+        """Join the head; a node whose `ray start` exits is started again on fresh ports, as the head is."""
+        for attempt in range(1, START_ATTEMPTS + 1):
+            try:
+                return self._start_once()
+            except RayStartError:
+                if attempt == START_ATTEMPTS:
+                    raise
 
     def kill(self) -> None:
         with contextlib.suppress(ProcessLookupError):
