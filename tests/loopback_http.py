@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import http.server
+import json
 import socketserver
 import threading
 
@@ -14,3 +16,13 @@ def serve_in_thread(server: socketserver.BaseServer) -> threading.Thread:
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": SHUTDOWN_POLL_S}, daemon=True)
     thread.start()
     return thread
+
+
+def reply_json(handler: http.server.BaseHTTPRequestHandler, status: int, document: object) -> None:
+    """Answer the request ``handler`` serves with ``status`` and ``document`` as a JSON body."""
+    body = json.dumps(document).encode()
+    handler.send_response(status)
+    handler.send_header("Content-Type", "application/json")
+    handler.send_header("Content-Length", str(len(body)))
+    handler.end_headers()
+    handler.wfile.write(body)

@@ -33,7 +33,7 @@ import pytest
 from infra.constructs import ray_manifests as rm
 from tests.conftest import ROOT
 from tests.infra.conftest import manifest_of_kind
-from tests.loopback_http import serve_in_thread
+from tests.loopback_http import reply_json, serve_in_thread
 from tests.workload.skyrl.ray_head import (
     SLOW_MACHINE_ENV,
     START_ATTEMPTS,
@@ -81,12 +81,7 @@ def api_server(objects: dict[str, dict]) -> Iterator[str]:
     class Handler(http.server.BaseHTTPRequestHandler):
         def do_GET(self) -> None:
             found = objects.get(self.path.split("?")[0])
-            body = json.dumps(found or {"kind": "Status", "code": 404}).encode()
-            self.send_response(200 if found else 404)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+            reply_json(self, 200 if found else 404, found or {"kind": "Status", "code": 404})
 
         def log_message(self, *args) -> None:
             pass

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.loopback_http import serve_in_thread
+from tests.loopback_http import reply_json, serve_in_thread
 from workload import config
 from workload.config import ConfigError
 from workload.evaluate.endpoint import EndpointError, evaluate_endpoint, window
@@ -81,12 +81,7 @@ class _ScriptedChat(http.server.BaseHTTPRequestHandler):
     requests: list[dict]
 
     def _answer(self, body: dict) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        reply_json(self, 200, body)
 
     def do_GET(self) -> None:
         self._answer({"object": "list", "data": [{"id": "scripted", "object": "model", "owned_by": "test"}]})
@@ -238,14 +233,9 @@ class _RefusingChat(_ScriptedChat):
 
     def do_POST(self) -> None:
         self.rfile.read(int(self.headers["Content-Length"]))
-        data = json.dumps({"error": {"message": "the prompt (1188 tokens) plus max_tokens (1024) exceeds the model's "
-                                                "2048 positions", "type": "invalid_request_error",
-                                     "param": "max_tokens", "code": None}}).encode()
-        self.send_response(413)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        reply_json(self, 413, {"error": {"message": "the prompt (1188 tokens) plus max_tokens (1024) exceeds the "
+                                                 "model's 2048 positions", "type": "invalid_request_error",
+                                      "param": "max_tokens", "code": None}})
 
 
 @pytest.fixture

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import http.server
-import json
 
 import pytest
 from typer.testing import CliRunner
 
-from tests.loopback_http import serve_in_thread
+from tests.loopback_http import reply_json, serve_in_thread
 from workload.cli.main import app
 from workload.evaluate.endpoint import EndpointError, wait_for_model
 from workload.localhost import free_port
@@ -22,12 +21,7 @@ class _Starting(http.server.BaseHTTPRequestHandler):
             self.send_response(503)
             self.end_headers()
             return
-        body = json.dumps({"object": "list", "data": [{"id": "maze-sft"}, {"id": "maze-sft:selected"}]}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+        reply_json(self, 200, {"object": "list", "data": [{"id": "maze-sft"}, {"id": "maze-sft:selected"}]})
 
     def log_message(self, *args):
         pass

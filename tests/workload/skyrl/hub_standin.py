@@ -8,10 +8,9 @@ many GETs of the largest file stop halfway, as a dropped connection or a killed 
 from __future__ import annotations
 
 import http.server
-import json
 import re
 
-from tests.loopback_http import serve_in_thread
+from tests.loopback_http import reply_json, serve_in_thread
 
 COMMIT = "c0ffee" + "0" * 34
 RESOLVE = re.compile(r"^/(?P<repo>[^/]+/[^/]+)/resolve/(?P<rev>[^/]+)/(?P<name>.+)$")
@@ -50,12 +49,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self._file(send_body=True)
 
     def _json(self, document) -> None:
-        body = json.dumps(document).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+        reply_json(self, 200, document)
 
     def _file(self, *, send_body: bool) -> None:
         found = RESOLVE.match(self.path.split("?")[0])

@@ -13,7 +13,7 @@ import pytest
 
 from infra.constructs import ray_manifests as rm
 from tests.infra.kuberay import validate
-from tests.loopback_http import serve_in_thread
+from tests.loopback_http import reply_json, serve_in_thread
 from workload.deployment.settings import load_settings
 from workload.localhost import free_port
 from workload.supervise.kube import JSON_PATCH, KubeClient, KubeError, ready_pods, scale_to_zero_request
@@ -72,12 +72,7 @@ class FakeApi(http.server.BaseHTTPRequestHandler):
         pass
 
     def _reply(self, code, body):
-        data = json.dumps(body).encode()
-        self.send_response(code)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        reply_json(self, code, body)
 
     def do_GET(self):
         url = urllib.parse.urlsplit(self.path)

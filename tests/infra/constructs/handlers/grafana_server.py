@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from tests.loopback_http import serve_in_thread
+from tests.loopback_http import reply_json, serve_in_thread
 
 
 class GrafanaState:
@@ -30,12 +30,7 @@ def _handler(state: GrafanaState):
             pass
 
         def _reply(self, code: int, body: dict) -> None:
-            data = json.dumps(body).encode()
-            self.send_response(code)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+            reply_json(self, code, body)
 
         def _authorised(self) -> bool:
             state.requests.append((self.command, self.path))
