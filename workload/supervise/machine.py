@@ -118,11 +118,16 @@ class Action:
     waited_for_nodes_s: float = 0.0
 
 
+def doubling_s(attempt: int, first_s: float, cap_s: float) -> float:
+    """``first_s * 2**(attempt-1)`` for attempt 1, 2, ..., capped at ``cap_s``."""
+    assert attempt >= 1
+    exponent = min(attempt - 1, 32)  # 2**32 * first_s is past any cap (and a float never overflows)
+    return min(cap_s, first_s * 2**exponent)
+
+
 def backoff_s(failures_without_progress: int, policy: Policy) -> float:
     """``base * 2**(n-1)``, capped: 30, 60, 120, ... 900 s with the defaults."""
-    assert failures_without_progress >= 1
-    exponent = min(failures_without_progress - 1, 32)  # 2**32 * base is past any cap
-    return min(policy.backoff_cap_s, policy.backoff_base_s * 2**exponent)
+    return doubling_s(failures_without_progress, policy.backoff_base_s, policy.backoff_cap_s)
 
 
 # Failures the cluster causes whatever the job does: they never count towards a crash loop (the

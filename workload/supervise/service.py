@@ -12,6 +12,7 @@ from typing import Any
 from workload.errors import UsageError
 from workload.supervise import ray_jobs
 from workload.supervise.loop import Edges, Outcome, supervise
+from workload.supervise.machine import doubling_s
 from workload.supervise.settings import JOB_SPEC_KEY, ROOT_KEY, SUPERVISE_KEY, SupervisorSettings
 from workload.supervise.telemetry import Telemetry
 
@@ -34,13 +35,21 @@ class AnotherSupervisor(SuperviseError):
     """Another supervisor already acts on the run: this one refuses to."""
 
 
-def job_spec_of(client: Any, job_id: str) -> Any:
-    from workload.skyrl.entrypoint import JobSpec
-
+def _job_info(client: Any, job_id: str) -> Any:
     try:
-        info = client.get_job_info(job_id)
+        return client.get_job_info(job_id)
     except RuntimeError as err:
         raise SuperviseError(f"no job {job_id!r} on this cluster ({err})") from None
+
+
+def job_spec_of(client: Any, job_id: str) -> Any:
+    return _spec_in(_job_info(client, job_id), job_id)
+
+
+def _spec_in(info: Any, job_id: str) -> Any:
+    """The job spec a job carries in its metadata (``info``: its Ray JobInfo)."""
+    from workload.skyrl.entrypoint import JobSpec
+
     text = (info.metadata or {}).get(JOB_SPEC_KEY)
     if not text:
         raise SuperviseError(
@@ -62,9 +71,13 @@ def job_env_of(client: Any, job_id: str) -> Any:
     uploaded again by every submission, so it is left out. Every variable counts as a secret:
     the supervisor logs names only.
     """
+    return _env_in(client.get_job_info(job_id))
+
+
+def _env_in(info: Any) -> Any:
     from workload.skyrl.job_env import RESERVED_RUNTIME_ENV_KEYS, JobEnv
 
-    runtime_env = dict(client.get_job_info(job_id).runtime_env or {})
+    runtime_env = dict(info.runtime_env or {})
     for key in RESERVED_RUNTIME_ENV_KEYS:
         runtime_env.pop(key, None)
     env_vars = dict(runtime_env.pop("env_vars", None) or {})
@@ -128,10 +141,11 @@ def build_edges(settings: SupervisorSettings, client: Any, root_job: str, *, sub
     jobs of the run made so far (the next resubmission's id follows from it: ``resubmission_id``)."""
     from workload.skyrl import jobs
 
-    spec = ray_jobs.with_resume_latest(job_spec_of(client, root_job))
-    job_env = job_env_of(client, root_job)  # --env, secrets and --runtime-env-json survive a resubmission
+    root = _job_info(client, root_job)  # one read: the spec, env and entrypoint a resubmission repeats
+    spec = ray_jobs.with_resume_latest(_spec_in(root, root_job))
+    job_env = _env_in(root)  # --env, secrets and --runtime-env-json survive a resubmission
     # a resubmission runs what its root ran: a retried preflight stages again, never starts the training
-    preflight = client.get_job_info(root_job).entrypoint == jobs.entrypoint_command(preflight=True)
+    preflight = root.entrypoint == jobs.entrypoint_command(preflight=True)
     metadata = {SUPERVISE_KEY: "resubmit", ROOT_KEY: root_job, JOB_SPEC_KEY: spec.to_json()}
     release = scale_group = group_released = None
     if settings.kube is not None:
@@ -221,7 +235,7 @@ def _record_handled(handled_file: Path, job_id: str, reason: str) -> None:
 
 def backoff_s(failures: int) -> float:
     """Seconds before retry number ``failures`` (1, 2, ...): doubling from RETRY_FIRST_S up to RETRY_MAX_S."""
-    return min(RETRY_MAX_S, RETRY_FIRST_S * 2 ** (failures - 1))
+    return doubling_s(failures, RETRY_FIRST_S, RETRY_MAX_S)
 
 
 def _say(event: str, **fields: Any) -> None:
