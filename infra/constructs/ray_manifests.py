@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from workload.deployment.fit import NCCL_SOCKET_ENV, POD_SHM_GIB, WORKER_OBJECT_STORE_GIB, PodSize
-from workload.deployment.names import RAY_GPU_GROUP
+from workload.deployment.names import RAY_AUTH_SECRET_KEY, RAY_GPU_GROUP
 
 RAY_API = "ray.io/v1"
 SHARED_MOUNT = "/shared"
@@ -26,7 +26,7 @@ ENDPOINT_SERVICE_ACCOUNT = "ray-serve-sa"  # the endpoint's pods: S3 read only (
 # `enableK8sTokenAuth`: KubeRay v1.7.0 refuses it on a RayService (utils/validation.go
 # ValidateRayServiceSpec) and it needs a `ray:write` RBAC verb for every caller.
 AUTH_OPTIONS = {"mode": "token"}
-AUTH_SECRET_KEY = "auth_token"  # ray-operator/controllers/ray/utils/constant.go RAY_AUTH_TOKEN_SECRET_KEY
+AUTH_SECRET_KEY = RAY_AUTH_SECRET_KEY
 AUTH_MIN_RAY_VERSION = (2, 52, 0)  # KubeRay v1.7.0 refuses authOptions below it (utils/validation.go)
 # The Ray in each image (KubeRay requires spec.rayVersion with authOptions; tests hold them to the images):
 TRAINER_RAY_VERSION = "2.57.0"  # containers/trainer/requirements.lock

@@ -9,6 +9,9 @@ RAY_GPU_GROUP = "gpu"  # the trainer RayCluster's GPU worker group
 HYPERPOD_GPU_GROUP = "workers"  # the HyperPod instance group of the GPU nodes
 HYPERPOD_HEAD_GROUP = "head"  # the HyperPod instance group of the CPU head node
 RAY_NAMESPACE = "ray"  # Settings.ray_namespace's default
+# The data key of the Secret KubeRay v1.7.0 draws Ray's auth token into (authOptions.mode: token; the Secret is
+# named after the RayCluster): ray-operator/controllers/ray/utils/constant.go RAY_AUTH_TOKEN_SECRET_KEY.
+RAY_AUTH_SECRET_KEY = "auth_token"
 KUBERAY_NAMESPACE = "kuberay"  # the KubeRay operator's namespace (infra/stacks/ray.py installs it there)
 # A stack tag on every stack with the size (deploy profile) it was deployed as: both sizes deploy the same
 # stack names, and `skymaze deploy` refuses one size over the other's stacks unless told.

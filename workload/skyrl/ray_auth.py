@@ -30,11 +30,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlparse
 
-from workload.deployment.names import RAY_NAMESPACE, TRAINER_RAYCLUSTER
+from workload.deployment.names import RAY_AUTH_SECRET_KEY, RAY_NAMESPACE, TRAINER_RAYCLUSTER
 
 TOKEN_ENV = "RAY_AUTH_TOKEN"  # ray/_private/authentication: read by Ray's own clients too
 TOKEN_PATH_ENV = "RAY_AUTH_TOKEN_PATH"
-SECRET_KEY = "auth_token"  # KubeRay v1.7.0 utils/constant.go RAY_AUTH_TOKEN_SECRET_KEY
+SECRET_KEY = RAY_AUTH_SECRET_KEY
 LOCAL_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})  # where `kubectl port-forward` listens
 KUBECTL_TIMEOUT_S = 20
 SAGEMAKER_SCHEME = "sagemaker_ray"  # sagemaker_ray://CLUSTER/NAMESPACE (toolkit-for-ray-on-sagemaker-ai)
