@@ -424,19 +424,26 @@ def schema_problem(schema_text: str, configuration: dict) -> str | None:
     return f"at {where}: {error.message}{more}"
 
 
+def planned_addon_version(settings, name: str, versions: Sequence[dict]) -> str | None:
+    """The version of add-on ``name`` a deploy installs: EKS's default for ``kubernetes_version`` (DescribeAddonVersions
+    ``addons``), the pinned ``observability_addon_version`` for the observability add-on; None when EKS has none."""
+    addon_versions = next((a.get("addonVersions", []) for a in versions if a.get("addonName") == name), [])
+    version = default_addon_version(addon_versions, settings.kubernetes_version)
+    if version is not None and name == OBSERVABILITY_ADDON and settings.observability_addon_version:
+        return settings.observability_addon_version
+    return version
+
+
 def addon_findings(settings, name: str, versions: Sequence[dict], configuration: dict | None,
                    schema_text: str | None) -> list[Finding]:
     """One add-on: a version for ``kubernetes_version`` (DescribeAddonVersions ``addons``) and, when the
     stacks configure it, the configuration valid against that version's schema."""
     wanted = settings.kubernetes_version
-    addon_versions = next((a.get("addonVersions", []) for a in versions if a.get("addonName") == name), [])
-    version = default_addon_version(addon_versions, wanted)
+    version = planned_addon_version(settings, name, versions)
     if version is None:
         return [Finding("addon", "fail", f"EKS add-on {name} has no version for Kubernetes {wanted} in "
                         f"{settings.region}: deploy to a region that has one"
                         + (" or ray_endpoint=false" if name in RAY_ENDPOINT_ADDONS else ""))]
-    if name == OBSERVABILITY_ADDON and settings.observability_addon_version:
-        version = settings.observability_addon_version
     if configuration is None:
         return [Finding("addon", "ok", f"{name} {version} for Kubernetes {wanted}")]
     problem = schema_problem(schema_text or "{}", configuration)
@@ -474,10 +481,7 @@ def check_addons(session, settings, caller: Caller) -> list[Finding]:
         if name == OBSERVABILITY_ADDON:
             findings.append(hyperpod_kubernetes_finding(settings, versions))
         schema = None
-        listed = next((a.get("addonVersions", []) for a in versions if a.get("addonName") == name), [])
-        version = default_addon_version(listed, settings.kubernetes_version)
-        if name == OBSERVABILITY_ADDON and settings.observability_addon_version and version is not None:
-            version = settings.observability_addon_version
+        version = planned_addon_version(settings, name, versions)
         if configuration is not None and version is not None:
             schema = eks.describe_addon_configuration(addonName=name, addonVersion=version)["configurationSchema"]
         findings += addon_findings(settings, name, versions, configuration, schema)
